@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the host programs filevol and its tests need, from Debian's
+# packages, only when missing. Idempotent; quiet when all is present.
+set -euo pipefail
+
+need=()
+have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/sbin/$1" ]; }
+have mkfs.ext4  || need+=(e2fsprogs)
+have resize2fs  || need+=(e2fsprogs)
+have mkfs.xfs   || need+=(xfsprogs)
+have xfs_growfs || need+=(xfsprogs)
+have mkfs.btrfs || need+=(btrfs-progs)
+have blkid      || need+=(util-linux)
+have fio        || need+=(fio)
+
+if [ ${#need[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing packages ${need[*]}; run as root to install them" >&2
+  exit 1
+fi
+# De-duplicate and install.
+pkgs=$(printf '%s\n' "${need[@]}" | sort -u | tr '\n' ' ')
+echo "install-deps: installing $pkgs"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $pkgs >/dev/null

@@ -1,0 +1,176 @@
+package csi
+
+import (
+	"context"
+	"errors"
+	"maps"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"k8s.io/klog/v2"
+
+	"github.com/filevol/filevol/internal/pool"
+)
+
+// ControllerService implements the CSI Controller service for a node-local
+// pool: volumes are created in, and deleted from, this node's pool.
+type ControllerService struct {
+	csipb.UnimplementedControllerServer
+	cfg   Config
+	pool  *pool.Pool
+	host  Host
+	locks *inflight
+}
+
+// CreateVolume makes a sparse (or thick) image and its record. It is
+// idempotent by name (spec: same name and compatible request → same volume;
+// incompatible → ALREADY_EXISTS).
+func (s *ControllerService) CreateVolume(ctx context.Context, req *csipb.CreateVolumeRequest) (*csipb.CreateVolumeResponse, error) {
+	name := req.GetName()
+	if err := checkName("volume", name); err != nil {
+		return nil, err
+	}
+	p, err := parseParameters(req.GetParameters())
+	if err != nil {
+		return nil, err
+	}
+	if err := checkCapabilities(req.GetVolumeCapabilities(), &p); err != nil {
+		return nil, err
+	}
+	if req.GetVolumeContentSource() != nil {
+		return nil, invalidArgument("creating a volume from a snapshot or another volume is not supported by this version of filevol")
+	}
+	if len(req.GetMutableParameters()) > 0 {
+		return nil, invalidArgument("mutable parameters are not supported by filevol")
+	}
+	if err := s.checkAccessible(req.GetAccessibilityRequirements()); err != nil {
+		return nil, err
+	}
+	size, err := volumeSize(req.GetCapacityRange(), minSize(p))
+	if err != nil {
+		return nil, err
+	}
+
+	id := pool.VolumeID(name)
+	unlock, err := s.locks.tryLock(id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+
+	vol, err := s.pool.GetByName(name)
+	switch {
+	case err == nil:
+		if err := compatible(vol, name, req, p); err != nil {
+			return nil, err
+		}
+		return &csipb.CreateVolumeResponse{Volume: s.csiVolume(vol)}, nil
+	case !errors.Is(err, pool.ErrNotFound):
+		return nil, err
+	}
+	vol, err = s.pool.Create(ctx, pool.CreateRequest{
+		Name: name, CapacityBytes: size, FSType: p.fsType,
+		Provisioning: p.provisioning, Parameters: req.GetParameters(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	klog.InfoS("volume created", "volumeID", vol.ID, "name", name, "bytes", size, "fsType", p.fsType, "provisioning", p.provisioning)
+	return &csipb.CreateVolumeResponse{Volume: s.csiVolume(vol)}, nil
+}
+
+// compatible decides whether an existing volume answers a retried create.
+func compatible(vol pool.Volume, name string, req *csipb.CreateVolumeRequest, p createParams) error {
+	cr := req.GetCapacityRange()
+	switch {
+	case vol.Name != name:
+		return alreadyExists("volume ID %s is taken by volume %q", vol.ID, vol.Name)
+	case vol.CapacityBytes < cr.GetRequiredBytes(),
+		cr.GetLimitBytes() > 0 && vol.CapacityBytes > cr.GetLimitBytes():
+		return alreadyExists("volume %q already exists with %d bytes, outside the requested range [%d, %d]",
+			name, vol.CapacityBytes, cr.GetRequiredBytes(), cr.GetLimitBytes())
+	case vol.FSType != p.fsType:
+		return alreadyExists("volume %q already exists with filesystem %s, not %s", name, vol.FSType, p.fsType)
+	case !maps.Equal(vol.Parameters, req.GetParameters()):
+		return alreadyExists("volume %q already exists with parameters %v, not %v", name, vol.Parameters, req.GetParameters())
+	}
+	return nil
+}
+
+// checkAccessible refuses requisite topologies that exclude this node: a
+// volume can only live in this node's pool.
+func (s *ControllerService) checkAccessible(tr *csipb.TopologyRequirement) error {
+	req := tr.GetRequisite()
+	if len(req) == 0 {
+		return nil
+	}
+	for _, t := range req {
+		if t.GetSegments()[TopologyKey] == s.cfg.NodeID {
+			return nil
+		}
+	}
+	return resourceExhausted("cannot provision on node %q: the requisite topologies %s exclude it, and filevol volumes live in the pool of the node that creates them",
+		s.cfg.NodeID, describeTopologies(req))
+}
+
+func (s *ControllerService) csiVolume(v pool.Volume) *csipb.Volume {
+	return &csipb.Volume{
+		VolumeId:           v.ID,
+		CapacityBytes:      v.CapacityBytes,
+		AccessibleTopology: []*csipb.Topology{s.cfg.topology()},
+	}
+}
+
+// DeleteVolume removes the image and record. A missing volume is success;
+// a volume the kernel still uses on this node is FAILED_PRECONDITION,
+// naming the loop device and mount points.
+func (s *ControllerService) DeleteVolume(ctx context.Context, req *csipb.DeleteVolumeRequest) (*csipb.DeleteVolumeResponse, error) {
+	id := req.GetVolumeId()
+	if id == "" {
+		return nil, invalidArgument("volume ID is missing")
+	}
+	if pool.ValidID(id) != nil {
+		// No filevol volume can have this ID: nothing to delete (spec: MUST succeed).
+		return &csipb.DeleteVolumeResponse{}, nil
+	}
+	unlock, err := s.locks.tryLock(id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	u, err := volumeUsage(s.host, s.pool.ImagePath(id))
+	if err != nil {
+		return nil, err
+	}
+	if u.inUse() {
+		return nil, failedPrecondition("volume %s is still in use on node %s: %s; unpublish and unstage it first", id, s.cfg.NodeID, u)
+	}
+	if err := s.pool.Delete(ctx, id); err != nil {
+		return nil, err
+	}
+	klog.InfoS("volume deleted", "volumeID", id)
+	return &csipb.DeleteVolumeResponse{}, nil
+}
+
+// ControllerGetCapabilities lists what this controller does. Publish is not
+// among them: node-local volumes need no attach step (CSIDriver attachRequired: false).
+func (s *ControllerService) ControllerGetCapabilities(context.Context, *csipb.ControllerGetCapabilitiesRequest) (*csipb.ControllerGetCapabilitiesResponse, error) {
+	return &csipb.ControllerGetCapabilitiesResponse{Capabilities: controllerCaps(
+		csipb.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME,
+		csipb.ControllerServiceCapability_RPC_LIST_VOLUMES,
+		csipb.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES,
+		csipb.ControllerServiceCapability_RPC_GET_CAPACITY,
+		csipb.ControllerServiceCapability_RPC_GET_VOLUME,
+		csipb.ControllerServiceCapability_RPC_GET_VOLUME_HEALTH,
+		csipb.ControllerServiceCapability_RPC_LIST_VOLUME_HEALTH,
+		csipb.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
+	)}, nil
+}
+
+func controllerCaps(types ...csipb.ControllerServiceCapability_RPC_Type) []*csipb.ControllerServiceCapability {
+	out := make([]*csipb.ControllerServiceCapability, 0, len(types))
+	for _, t := range types {
+		out = append(out, &csipb.ControllerServiceCapability{Type: &csipb.ControllerServiceCapability_Rpc{
+			Rpc: &csipb.ControllerServiceCapability_RPC{Type: t}}})
+	}
+	return out
+}

@@ -1,0 +1,164 @@
+package csi
+
+import (
+	"context"
+	"maps"
+	"sort"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/filevol/filevol/internal/hostos/loop"
+	"github.com/filevol/filevol/internal/pool"
+)
+
+// ValidateVolumeCapabilities confirms the capabilities filevol can honour
+// for an existing volume, or says in Message why not.
+func (s *ControllerService) ValidateVolumeCapabilities(ctx context.Context, req *csipb.ValidateVolumeCapabilitiesRequest) (*csipb.ValidateVolumeCapabilitiesResponse, error) {
+	if req.GetVolumeId() == "" {
+		return nil, invalidArgument("volume ID is missing")
+	}
+	if len(req.GetVolumeCapabilities()) == 0 {
+		return nil, invalidArgument("volume capabilities are missing")
+	}
+	if err := checkVolumeID(req.GetVolumeId()); err != nil {
+		return nil, err
+	}
+	vol, err := s.pool.Get(req.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	unconfirmed := func(msg string) (*csipb.ValidateVolumeCapabilitiesResponse, error) {
+		return &csipb.ValidateVolumeCapabilitiesResponse{Message: msg}, nil
+	}
+	for _, c := range req.GetVolumeCapabilities() {
+		fsType, err := checkCapability(c)
+		if err != nil {
+			return unconfirmed(err.Error())
+		}
+		if fsType != "" && fsType != vol.FSType {
+			return unconfirmed("volume " + vol.ID + " is formatted as " + vol.FSType + ", not " + fsType)
+		}
+	}
+	if params := req.GetParameters(); len(params) > 0 && !maps.Equal(params, vol.Parameters) {
+		return unconfirmed("parameters differ from those the volume was created with")
+	}
+	return &csipb.ValidateVolumeCapabilitiesResponse{Confirmed: &csipb.ValidateVolumeCapabilitiesResponse_Confirmed{
+		VolumeContext:      req.GetVolumeContext(),
+		VolumeCapabilities: req.GetVolumeCapabilities(),
+		Parameters:         req.GetParameters(),
+	}}, nil
+}
+
+// ListVolumes pages through the pool in ID order. The token is the last ID
+// of the previous page, so deleting volumes between pages never breaks it.
+func (s *ControllerService) ListVolumes(ctx context.Context, req *csipb.ListVolumesRequest) (*csipb.ListVolumesResponse, error) {
+	if req.GetMaxEntries() < 0 {
+		return nil, invalidArgument("max_entries %d must not be negative", req.GetMaxEntries())
+	}
+	token := req.GetStartingToken()
+	if token != "" && pool.ValidID(token) != nil {
+		return nil, aborted("starting_token %q was not issued by filevol; restart the listing without a token", truncate(token))
+	}
+	vols := s.pool.List()
+	start := sort.Search(len(vols), func(i int) bool { return vols[i].ID > token })
+	if token == "" {
+		start = 0
+	}
+	vols = vols[start:]
+	next := ""
+	if n := int(req.GetMaxEntries()); n > 0 && len(vols) > n {
+		vols = vols[:n]
+		next = vols[n-1].ID
+	}
+	attached, err := s.attachedImages()
+	if err != nil {
+		return nil, err
+	}
+	resp := &csipb.ListVolumesResponse{NextToken: next, Entries: make([]*csipb.ListVolumesResponse_Entry, 0, len(vols))}
+	for _, v := range vols {
+		resp.Entries = append(resp.Entries, &csipb.ListVolumesResponse_Entry{
+			Volume: s.csiVolume(v),
+			Status: &csipb.ListVolumesResponse_VolumeStatus{
+				PublishedNodeIds: s.publishedOn(attached[s.pool.ImagePath(v.ID)]),
+			},
+		})
+	}
+	return resp, nil
+}
+
+// attachedImages maps backing files to their loop devices with one sysfs scan.
+func (s *ControllerService) attachedImages() (map[string][]loop.Device, error) {
+	devs, err := s.host.ListLoops()
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string][]loop.Device, len(devs))
+	for _, d := range devs {
+		m[d.BackingFile] = append(m[d.BackingFile], d)
+	}
+	return m, nil
+}
+
+func (s *ControllerService) publishedOn(devs []loop.Device) []string {
+	if len(devs) == 0 {
+		return nil
+	}
+	return []string{s.cfg.NodeID}
+}
+
+// ControllerGetVolume returns one volume with its status.
+func (s *ControllerService) ControllerGetVolume(ctx context.Context, req *csipb.ControllerGetVolumeRequest) (*csipb.ControllerGetVolumeResponse, error) {
+	if err := checkVolumeID(req.GetVolumeId()); err != nil {
+		return nil, err
+	}
+	vol, err := s.pool.Get(req.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	devs, err := s.host.FindLoop(s.pool.ImagePath(vol.ID))
+	if err != nil {
+		return nil, err
+	}
+	return &csipb.ControllerGetVolumeResponse{
+		Volume: s.csiVolume(vol),
+		Status: &csipb.ControllerGetVolumeResponse_VolumeStatus{
+			PublishedNodeIds: s.publishedOn(devs),
+		},
+	}, nil
+}
+
+// GetCapacity says what the pool can still promise for volumes matching the
+// request: 0 for capabilities or topologies this node cannot serve.
+func (s *ControllerService) GetCapacity(ctx context.Context, req *csipb.GetCapacityRequest) (*csipb.GetCapacityResponse, error) {
+	p, err := parseParameters(req.GetParameters())
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range req.GetVolumeCapabilities() {
+		if _, err := checkCapability(c); err != nil {
+			return &csipb.GetCapacityResponse{}, nil
+		}
+	}
+	if t := req.GetAccessibleTopology(); t != nil && t.GetSegments()[TopologyKey] != s.cfg.NodeID {
+		return &csipb.GetCapacityResponse{}, nil
+	}
+	c, err := s.pool.Capacity()
+	if err != nil {
+		return nil, err
+	}
+	avail := c.AvailableBytes / allocationUnit * allocationUnit
+	minimum := int64(allocationUnit)
+	if p.fsType != "" {
+		minimum = max(minimum, minSize(p))
+	}
+	if avail < minimum {
+		avail = 0
+	}
+	return &csipb.GetCapacityResponse{
+		AvailableCapacity: avail,
+		MaximumVolumeSize: wrapperspb.Int64(avail),
+		MinimumVolumeSize: wrapperspb.Int64(minimum),
+	}, nil
+}

@@ -1,0 +1,10 @@
+// Package csi holds filevol's gRPC services — Identity, Controller and Node —
+// and nothing else: request validation (validate.go), the one place where
+// errors become gRPC codes (errors.go), per-volume try-locks (inflight.go)
+// and the server that serves them on the CSI endpoint (server.go).
+//
+// It owns no state: volumes live in the pool (internal/pool), the kernel's
+// view (loop devices, mounts) is asked for through the host interface
+// (host.go) on every call, so a restarted or rebooted node is always
+// described by what the kernel shows, not by what a record claims.
+package csi

@@ -1,0 +1,86 @@
+package csi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/filevol/filevol/internal/hostos/fs"
+	"github.com/filevol/filevol/internal/hostos/loop"
+	"github.com/filevol/filevol/internal/hostos/mount"
+	"github.com/filevol/filevol/internal/pool"
+)
+
+// codedError is an error whose gRPC code the handler chose (validation,
+// state conflicts). Everything else is mapped by toStatus.
+type codedError struct {
+	code codes.Code
+	msg  string
+}
+
+func (e *codedError) Error() string { return e.msg }
+
+func coded(c codes.Code, format string, args ...any) error {
+	return &codedError{code: c, msg: fmt.Sprintf(format, args...)}
+}
+
+func invalidArgument(format string, args ...any) error {
+	return coded(codes.InvalidArgument, format, args...)
+}
+func notFound(format string, args ...any) error { return coded(codes.NotFound, format, args...) }
+func failedPrecondition(format string, args ...any) error {
+	return coded(codes.FailedPrecondition, format, args...)
+}
+func alreadyExists(format string, args ...any) error {
+	return coded(codes.AlreadyExists, format, args...)
+}
+func outOfRange(format string, args ...any) error { return coded(codes.OutOfRange, format, args...) }
+func resourceExhausted(format string, args ...any) error {
+	return coded(codes.ResourceExhausted, format, args...)
+}
+func aborted(format string, args ...any) error { return coded(codes.Aborted, format, args...) }
+
+// sentinelCodes maps the named errors of the lower layers to gRPC codes.
+// Order matters only where one error could wrap two sentinels.
+var sentinelCodes = []struct {
+	err  error
+	code codes.Code
+}{
+	{context.DeadlineExceeded, codes.DeadlineExceeded},
+	{context.Canceled, codes.Canceled},
+	{pool.ErrNotFound, codes.NotFound},
+	{pool.ErrInvalidID, codes.NotFound},
+	{pool.ErrAlreadyExists, codes.AlreadyExists},
+	{pool.ErrNoSpace, codes.ResourceExhausted},
+	{loop.ErrNoDevice, codes.ResourceExhausted},
+	{loop.ErrBusy, codes.FailedPrecondition},
+	{loop.ErrNotFound, codes.FailedPrecondition},
+	{mount.ErrInvalidOption, codes.InvalidArgument},
+	{mount.ErrNotMounted, codes.FailedPrecondition},
+	{fs.ErrUnsupported, codes.InvalidArgument},
+	{fs.ErrToolMissing, codes.FailedPrecondition},
+}
+
+// toStatus is the one place an error becomes a gRPC status. No call returns
+// UNKNOWN: an error nobody named is INTERNAL, with its message kept.
+func toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *codedError
+	if errors.As(err, &ce) {
+		return status.Error(ce.code, err.Error())
+	}
+	if s, ok := status.FromError(err); ok && s.Code() != codes.Unknown {
+		return err
+	}
+	for _, m := range sentinelCodes {
+		if errors.Is(err, m.err) {
+			return status.Error(m.code, err.Error())
+		}
+	}
+	return status.Error(codes.Internal, err.Error())
+}

@@ -1,0 +1,83 @@
+package csi
+
+import (
+	"path/filepath"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+
+	"github.com/filevol/filevol/internal/hostos/loop"
+	"github.com/filevol/filevol/internal/hostos/mount"
+	"github.com/filevol/filevol/internal/pool"
+)
+
+// Volume health (CSI v1.13 replaced VOLUME_CONDITION by VolumeHealth).
+// Each reason is a CamelCase constant that tools may match on.
+const (
+	ReasonImageMissing       = "ImageMissing"
+	ReasonImageDeleted       = "ImageDeleted"
+	ReasonLoopDeviceGone     = "LoopDeviceGone"
+	ReasonFilesystemReadOnly = "FilesystemReadOnly"
+)
+
+func healthEntry(t csipb.VolumeHealthErrorType, reason, msg string) *csipb.VolumeHealth_VolumeHealthEntry {
+	return &csipb.VolumeHealth_VolumeHealthEntry{Status: t, Reason: reason, Message: msg}
+}
+
+// imageHealth is what can be said from the pool and sysfs alone (the
+// controller's view): the image must exist, and no device may still hold
+// a deleted image (its data goes when the device is detached).
+func imageHealth(p *pool.Pool, id string, devs []loop.Device) []*csipb.VolumeHealth_VolumeHealthEntry {
+	var out []*csipb.VolumeHealth_VolumeHealthEntry
+	if !p.ImageExists(id) {
+		out = append(out, healthEntry(csipb.VolumeHealthErrorType_DATA_LOSS, ReasonImageMissing,
+			"image file "+p.ImagePath(id)+" is missing from the pool"))
+	}
+	for _, d := range devs {
+		if d.Deleted {
+			out = append(out, healthEntry(csipb.VolumeHealthErrorType_DATA_LOSS, ReasonImageDeleted,
+				d.Path+" is backed by a deleted image file; its data is lost when the device is detached"))
+			break
+		}
+	}
+	return out
+}
+
+// mountHealth checks the mounts at the given paths (staging, publish):
+// a filesystem the kernel remounted read-only after errors, or a block
+// bind whose loop device was detached underneath it.
+func mountHealth(table mount.Table, devs []loop.Device, paths ...string) []*csipb.VolumeHealth_VolumeHealthEntry {
+	var out []*csipb.VolumeHealth_VolumeHealthEntry
+	roSeen, goneSeen := false, false
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		m, ok := topMount(table, filepath.Clean(p))
+		if !ok {
+			continue
+		}
+		if m.FSType == "devtmpfs" {
+			if !goneSeen && !boundDeviceAttached(m, devs) {
+				goneSeen = true
+				out = append(out, healthEntry(csipb.VolumeHealthErrorType_INACCESSIBLE, ReasonLoopDeviceGone,
+					"loop device /dev"+m.Root+" published at "+m.MountPoint+" is no longer attached to the volume's image"))
+			}
+			continue
+		}
+		if !roSeen && hasOpt(m.SuperOptions, "ro") && !hasOpt(m.Options, "ro") {
+			roSeen = true
+			out = append(out, healthEntry(csipb.VolumeHealthErrorType_DEGRADED, ReasonFilesystemReadOnly,
+				"the filesystem mounted at "+m.MountPoint+" was remounted read-only by the kernel (I/O or filesystem errors; see the kernel log)"))
+		}
+	}
+	return out
+}
+
+func boundDeviceAttached(m mount.Info, devs []loop.Device) bool {
+	for _, d := range devs {
+		if "/"+filepath.Base(d.Path) == m.Root {
+			return true
+		}
+	}
+	return false
+}

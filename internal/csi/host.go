@@ -1,0 +1,58 @@
+package csi
+
+import (
+	"context"
+
+	"github.com/filevol/filevol/internal/hostos/fs"
+	"github.com/filevol/filevol/internal/hostos/loop"
+	"github.com/filevol/filevol/internal/hostos/mount"
+)
+
+// Host is everything the services ask of the kernel. The real one (OSHost)
+// goes to internal/hostos; unit tests may pass a fake. The services call it
+// on every request instead of caching, so they always act on what the kernel
+// shows now (after a restart, a reboot, or somebody's manual umount).
+type Host interface {
+	// Loop devices.
+	FindLoop(backingFile string) ([]loop.Device, error)
+	ListLoops() ([]loop.Device, error)
+	AttachLoop(ctx context.Context, backingFile string, opts loop.Options) (loop.Device, error)
+	DetachLoop(dev string) error
+	// Mounts.
+	Mounts() (mount.Table, error)
+	Mount(source, target, fstype string, options []string) error
+	Bind(source, target string, readOnly bool, options []string) error
+	UnmountAll(target string) error
+	// Filesystems.
+	Probe(ctx context.Context, dev string) (string, error)
+	Format(ctx context.Context, dev, fstype string) error
+	StatFS(path string) (fs.Stats, error)
+	BlockDeviceSize(dev string) (int64, error)
+}
+
+// OSHost is the Host backed by the real kernel and programs.
+type OSHost struct{ Tools fs.Tools }
+
+// NewOSHost returns the real Host.
+func NewOSHost() *OSHost { return &OSHost{Tools: fs.Tools{R: fs.Exec{}}} }
+
+func (OSHost) FindLoop(p string) ([]loop.Device, error) { return loop.Find(p) }
+func (OSHost) ListLoops() ([]loop.Device, error)        { return loop.List() }
+func (OSHost) AttachLoop(ctx context.Context, p string, o loop.Options) (loop.Device, error) {
+	return loop.Attach(ctx, p, o)
+}
+func (OSHost) DetachLoop(dev string) error    { return loop.Detach(dev) }
+func (OSHost) Mounts() (mount.Table, error) { return mount.Read() }
+func (OSHost) Mount(src, dst, fstype string, o []string) error {
+	return mount.Mount(src, dst, fstype, o)
+}
+func (OSHost) Bind(src, dst string, ro bool, o []string) error { return mount.Bind(src, dst, ro, o) }
+func (OSHost) UnmountAll(target string) error                  { return mount.UnmountAll(target) }
+func (h OSHost) Probe(ctx context.Context, dev string) (string, error) {
+	return h.Tools.Probe(ctx, dev)
+}
+func (h OSHost) Format(ctx context.Context, dev, fstype string) error {
+	return h.Tools.Format(ctx, dev, fstype)
+}
+func (OSHost) StatFS(p string) (fs.Stats, error)          { return fs.StatFS(p) }
+func (OSHost) BlockDeviceSize(dev string) (int64, error) { return fs.BlockDeviceSize(dev) }

@@ -1,0 +1,223 @@
+package csi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"k8s.io/klog/v2"
+
+	"github.com/filevol/filevol/internal/hostos/loop"
+	"github.com/filevol/filevol/internal/hostos/mount"
+	"github.com/filevol/filevol/internal/pool"
+)
+
+// NodeService implements the CSI Node service: loop devices, filesystems
+// and mounts on this node. Every call reads the kernel's state (sysfs,
+// mountinfo) and acts on it, so a retried call, a restarted driver or a
+// rebooted node all converge to the requested state.
+type NodeService struct {
+	csipb.UnimplementedNodeServer
+	cfg   Config
+	pool  *pool.Pool
+	host  Host
+	locks *inflight
+}
+
+// NodeStageVolume attaches the image to a loop device and, for mount
+// volumes, formats it if it carries no filesystem and mounts it at the
+// staging path. For block volumes the attached device is the staged state.
+func (s *NodeService) NodeStageVolume(ctx context.Context, req *csipb.NodeStageVolumeRequest) (*csipb.NodeStageVolumeResponse, error) {
+	id, staging, c := req.GetVolumeId(), req.GetStagingTargetPath(), req.GetVolumeCapability()
+	if id == "" {
+		return nil, invalidArgument("volume ID is missing")
+	}
+	if err := checkPath("staging target path", staging); err != nil {
+		return nil, err
+	}
+	staging = filepath.Clean(staging)
+	fsType, err := checkCapability(c)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkVolumeID(id); err != nil {
+		return nil, err
+	}
+	unlock, err := s.locks.tryLock(id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+
+	vol, err := s.pool.Get(id)
+	if err != nil {
+		return nil, err
+	}
+	if !s.pool.ImageExists(id) {
+		return nil, failedPrecondition("image file %s of volume %s is missing", s.pool.ImagePath(id), id)
+	}
+	readOnly := readerOnly(c)
+	dev, attached, err := s.ensureLoop(ctx, s.pool.ImagePath(id), readOnly)
+	if err != nil {
+		return nil, err
+	}
+	if c.GetBlock() != nil {
+		klog.InfoS("volume staged", "volumeID", id, "device", dev.Path, "block", true)
+		return &csipb.NodeStageVolumeResponse{}, nil
+	}
+	if err := s.stageFilesystem(ctx, vol, dev, staging, fsType, c.GetMount().GetMountFlags(), readOnly); err != nil {
+		if attached {
+			// Nothing half-made: the device we attached goes away with the failure.
+			if derr := s.host.DetachLoop(dev.Path); derr != nil {
+				klog.ErrorS(derr, "detach after failed stage", "device", dev.Path)
+			}
+		}
+		return nil, err
+	}
+	klog.InfoS("volume staged", "volumeID", id, "device", dev.Path, "stagingPath", staging)
+	return &csipb.NodeStageVolumeResponse{}, nil
+}
+
+// stageFilesystem mounts dev at staging, formatting it first only when it
+// carries no signature at all (filevol never reformats data).
+func (s *NodeService) stageFilesystem(ctx context.Context, vol pool.Volume, dev loop.Device, staging, fsType string, flags []string, readOnly bool) error {
+	table, err := s.host.Mounts()
+	if err != nil {
+		return err
+	}
+	if ms := table.At(staging); len(ms) > 0 {
+		top := ms[len(ms)-1]
+		if top.Major == dev.Major && top.Minor == dev.Minor {
+			return nil // already staged: idempotent
+		}
+		return alreadyExists("staging path %s already has %s (%s) mounted, which is not volume %s", staging, top.Source, top.FSType, vol.ID)
+	}
+	found, err := s.host.Probe(ctx, dev.Path)
+	if err != nil {
+		return fmt.Errorf("probe %s of volume %s: %w", dev.Path, vol.ID, err)
+	}
+	want := fsType
+	if want == "" {
+		want = vol.FSType
+	}
+	switch {
+	case found == "" && readOnly:
+		return failedPrecondition("volume %s has no filesystem yet and cannot be formatted when staged read-only", vol.ID)
+	case found == "":
+		if err := s.host.Format(ctx, dev.Path, want); err != nil {
+			return fmt.Errorf("format %s of volume %s as %s: %w", dev.Path, vol.ID, want, err)
+		}
+		klog.InfoS("formatted", "volumeID", vol.ID, "device", dev.Path, "fsType", want)
+		found = want
+	case !supportedFS(found):
+		return failedPrecondition("%s of volume %s carries a %q signature; filevol formats only empty devices and never overwrites data", dev.Path, vol.ID, found)
+	case fsType != "" && found != fsType:
+		return failedPrecondition("volume %s holds a %s filesystem but %s was requested", vol.ID, found, fsType)
+	}
+	if err := os.MkdirAll(staging, 0o750); err != nil {
+		return fmt.Errorf("create staging path: %w", err)
+	}
+	if err := s.host.Mount(dev.Path, staging, found, mountOptions(found, flags, readOnly)); err != nil {
+		return fmt.Errorf("mount %s at %s: %w", dev.Path, staging, err)
+	}
+	return nil
+}
+
+// mountOptions adds what filevol needs to the CO's flags. XFS clones and
+// restores share their source's UUID, and XFS refuses a second mount of one
+// UUID: nouuid makes every filevol XFS volume mountable next to its copies.
+func mountOptions(fsType string, flags []string, readOnly bool) []string {
+	opts := append([]string(nil), flags...)
+	if fsType == "xfs" {
+		opts = append(opts, "nouuid")
+	}
+	if readOnly {
+		opts = append(opts, "ro")
+	}
+	return opts
+}
+
+// ensureLoop returns the loop device of image with the wanted read-only
+// flag, attaching one only when sysfs shows none. attached says whether
+// this call attached it.
+func (s *NodeService) ensureLoop(ctx context.Context, image string, readOnly bool) (loop.Device, bool, error) {
+	devs, err := s.host.FindLoop(image)
+	if err != nil {
+		return loop.Device{}, false, err
+	}
+	for _, d := range devs {
+		if d.ReadOnly == readOnly && !d.Deleted {
+			return d, false, nil
+		}
+	}
+	d, err := s.host.AttachLoop(ctx, image, loop.Options{ReadOnly: readOnly, DirectIO: true})
+	if err != nil {
+		return loop.Device{}, false, fmt.Errorf("attach %s: %w", image, err)
+	}
+	return d, true, nil
+}
+
+// NodeUnstageVolume unmounts the staging path and detaches the volume's
+// loop devices. It is idempotent; it refuses while the volume is still
+// published somewhere (the CO must unpublish first).
+func (s *NodeService) NodeUnstageVolume(ctx context.Context, req *csipb.NodeUnstageVolumeRequest) (*csipb.NodeUnstageVolumeResponse, error) {
+	id, staging := req.GetVolumeId(), req.GetStagingTargetPath()
+	if id == "" {
+		return nil, invalidArgument("volume ID is missing")
+	}
+	if err := checkPath("staging target path", staging); err != nil {
+		return nil, err
+	}
+	staging = filepath.Clean(staging)
+	if err := checkVolumeID(id); err != nil {
+		return nil, err
+	}
+	unlock, err := s.locks.tryLock(id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+
+	u, err := volumeUsage(s.host, s.pool.ImagePath(id))
+	if err != nil {
+		return nil, err
+	}
+	var elsewhere []string
+	for _, m := range append(u.mounts, u.binds...) {
+		if m.MountPoint != staging {
+			elsewhere = append(elsewhere, m.MountPoint)
+		}
+	}
+	if len(elsewhere) > 0 {
+		return nil, failedPrecondition("volume %s is still published at %v; unpublish it first", id, elsewhere)
+	}
+	if err := s.host.UnmountAll(staging); err != nil {
+		return nil, fmt.Errorf("unmount %s: %w", staging, err)
+	}
+	for _, d := range u.devices {
+		if err := s.host.DetachLoop(d.Path); err != nil && !errors.Is(err, loop.ErrNotFound) {
+			return nil, fmt.Errorf("detach %s of volume %s: %w", d.Path, id, err)
+		}
+	}
+	klog.InfoS("volume unstaged", "volumeID", id, "stagingPath", staging)
+	return &csipb.NodeUnstageVolumeResponse{}, nil
+}
+
+// readerOnly reports whether the access mode allows no writer.
+func readerOnly(c *csipb.VolumeCapability) bool {
+	m := c.GetAccessMode().GetMode()
+	return m == csipb.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY ||
+		m == csipb.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY
+}
+
+// topMount returns the uppermost mount at path, if any.
+func topMount(t mount.Table, path string) (mount.Info, bool) {
+	ms := t.At(path)
+	if len(ms) == 0 {
+		return mount.Info{}, false
+	}
+	return ms[len(ms)-1], true
+}

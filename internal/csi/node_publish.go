@@ -1,0 +1,254 @@
+package csi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"k8s.io/klog/v2"
+
+	"github.com/filevol/filevol/internal/hostos/loop"
+	"github.com/filevol/filevol/internal/hostos/mount"
+)
+
+// NodePublishVolume bind-mounts the staged filesystem into the target
+// directory, or the loop device node onto the target file for block
+// volumes; read-only requests get a read-only bind, or a read-only device.
+func (s *NodeService) NodePublishVolume(ctx context.Context, req *csipb.NodePublishVolumeRequest) (*csipb.NodePublishVolumeResponse, error) {
+	id, target, staging, c := req.GetVolumeId(), req.GetTargetPath(), req.GetStagingTargetPath(), req.GetVolumeCapability()
+	if id == "" {
+		return nil, invalidArgument("volume ID is missing")
+	}
+	if err := checkPath("target path", target); err != nil {
+		return nil, err
+	}
+	if err := checkPath("staging target path", staging); err != nil {
+		return nil, err
+	}
+	if _, err := checkCapability(c); err != nil {
+		return nil, err
+	}
+	target, staging = filepath.Clean(target), filepath.Clean(staging)
+	if err := checkVolumeID(id); err != nil {
+		return nil, err
+	}
+	unlock, err := s.locks.tryLock(id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if _, err := s.pool.Get(id); err != nil {
+		return nil, err
+	}
+	readOnly := req.GetReadonly() || readerOnly(c)
+	single := c.GetAccessMode().GetMode() == csipb.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER
+	if c.GetBlock() != nil {
+		err = s.publishBlock(ctx, id, target, readOnly, single)
+	} else {
+		err = s.publishMount(id, staging, target, readOnly, single, c.GetMount().GetMountFlags())
+	}
+	if err != nil {
+		return nil, err
+	}
+	klog.InfoS("volume published", "volumeID", id, "target", target, "readOnly", readOnly)
+	return &csipb.NodePublishVolumeResponse{}, nil
+}
+
+func (s *NodeService) publishMount(id, staging, target string, readOnly, single bool, flags []string) error {
+	table, err := s.host.Mounts()
+	if err != nil {
+		return err
+	}
+	devs, err := s.host.FindLoop(s.pool.ImagePath(id))
+	if err != nil {
+		return err
+	}
+	top, ok := topMount(table, staging)
+	dev, staged := deviceOf(devs, top)
+	if !ok || !staged {
+		return failedPrecondition("volume %s is not staged at %s; call NodeStageVolume first", id, staging)
+	}
+	if cur, ok := topMount(table, target); ok {
+		if cur.Major == dev.Major && cur.Minor == dev.Minor && hasOpt(cur.Options, "ro") == readOnly {
+			return nil // already published: idempotent
+		}
+		return alreadyExists("target %s already has %s mounted (read-only: %v), incompatible with this request for volume %s",
+			target, cur.Source, hasOpt(cur.Options, "ro"), id)
+	}
+	if single {
+		if others := otherTargets(table.OfDevice(dev.Major, dev.Minor), staging, target); len(others) > 0 {
+			return failedPrecondition("volume %s has access mode SINGLE_NODE_SINGLE_WRITER and is already published at %v", id, others)
+		}
+	}
+	if err := os.MkdirAll(target, 0o750); err != nil {
+		return fmt.Errorf("create target %s: %w", target, err)
+	}
+	if err := s.host.Bind(staging, target, readOnly, flags); err != nil {
+		return fmt.Errorf("bind %s to %s: %w", staging, target, err)
+	}
+	return nil
+}
+
+func (s *NodeService) publishBlock(ctx context.Context, id, target string, readOnly, single bool) error {
+	image := s.pool.ImagePath(id)
+	devs, err := s.host.FindLoop(image)
+	if err != nil {
+		return err
+	}
+	if len(devs) == 0 {
+		return failedPrecondition("volume %s is not staged on this node (no loop device backs %s); call NodeStageVolume first", id, image)
+	}
+	table, err := s.host.Mounts()
+	if err != nil {
+		return err
+	}
+	if cur, ok := topMount(table, target); ok {
+		for _, d := range devs {
+			if cur.FSType == "devtmpfs" && cur.Root == "/"+filepath.Base(d.Path) && d.ReadOnly == readOnly {
+				return nil // already published: idempotent
+			}
+		}
+		return alreadyExists("target %s already has %s mounted, incompatible with this request for volume %s", target, cur.Source, id)
+	}
+	if single {
+		var others []string
+		for _, d := range devs {
+			others = append(others, otherTargets(deviceBinds(table, d), "", target)...)
+		}
+		if len(others) > 0 {
+			return failedPrecondition("volume %s has access mode SINGLE_NODE_SINGLE_WRITER and is already published at %v", id, others)
+		}
+	}
+	dev, attached, err := s.ensureLoop(ctx, image, readOnly)
+	if err != nil {
+		return err
+	}
+	if err := s.bindDevice(dev, target); err != nil {
+		if attached {
+			_ = s.host.DetachLoop(dev.Path)
+		}
+		return err
+	}
+	return nil
+}
+
+// bindDevice binds the device node onto target, a regular file it creates.
+// An empty directory there (some COs pre-create the target) is replaced.
+func (s *NodeService) bindDevice(dev loop.Device, target string) error {
+	if err := os.MkdirAll(filepath.Dir(target), 0o750); err != nil {
+		return fmt.Errorf("create parent of %s: %w", target, err)
+	}
+	if st, err := os.Lstat(target); err == nil && st.IsDir() {
+		if err := os.Remove(target); err != nil {
+			return failedPrecondition("target %s of a block volume is a non-empty directory: %v", target, err)
+		}
+	}
+	f, err := os.OpenFile(target, os.O_CREATE|os.O_RDONLY, 0o640)
+	if err != nil {
+		return fmt.Errorf("create target file %s: %w", target, err)
+	}
+	f.Close()
+	if err := s.host.Bind(dev.Path, target, false, nil); err != nil {
+		return fmt.Errorf("bind %s to %s: %w", dev.Path, target, err)
+	}
+	return nil
+}
+
+// NodeUnpublishVolume unmounts the target and removes it (spec: the SP
+// MUST delete what it created). Read-only devices made for a block publish
+// are detached once no bind uses them. Idempotent.
+func (s *NodeService) NodeUnpublishVolume(ctx context.Context, req *csipb.NodeUnpublishVolumeRequest) (*csipb.NodeUnpublishVolumeResponse, error) {
+	id, target := req.GetVolumeId(), req.GetTargetPath()
+	if id == "" {
+		return nil, invalidArgument("volume ID is missing")
+	}
+	if err := checkPath("target path", target); err != nil {
+		return nil, err
+	}
+	target = filepath.Clean(target)
+	if err := checkVolumeID(id); err != nil {
+		return nil, err
+	}
+	unlock, err := s.locks.tryLock(id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := s.host.UnmountAll(target); err != nil {
+		return nil, fmt.Errorf("unmount %s: %w", target, err)
+	}
+	if err := os.Remove(target); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("remove target %s: %w", target, err)
+	}
+	if err := s.detachUnusedReadOnly(id); err != nil {
+		return nil, err
+	}
+	klog.InfoS("volume unpublished", "volumeID", id, "target", target)
+	return &csipb.NodeUnpublishVolumeResponse{}, nil
+}
+
+// detachUnusedReadOnly detaches read-only devices that block publishes made
+// next to a read-write staged device, once nothing binds them. When the
+// volume was staged read-only its one device is the staged state and stays.
+func (s *NodeService) detachUnusedReadOnly(id string) error {
+	u, err := volumeUsage(s.host, s.pool.ImagePath(id))
+	if err != nil || !u.inUse() {
+		return err
+	}
+	hasRW := false
+	for _, d := range u.devices {
+		hasRW = hasRW || !d.ReadOnly
+	}
+	if !hasRW {
+		return nil
+	}
+	table, err := s.host.Mounts()
+	if err != nil {
+		return err
+	}
+	for _, d := range u.devices {
+		if d.ReadOnly && len(deviceBinds(table, d)) == 0 && len(table.OfDevice(d.Major, d.Minor)) == 0 {
+			if err := s.host.DetachLoop(d.Path); err != nil && !errors.Is(err, loop.ErrNotFound) {
+				return fmt.Errorf("detach read-only %s of volume %s: %w", d.Path, id, err)
+			}
+		}
+	}
+	return nil
+}
+
+// deviceOf returns the device among devs that m is a mount of.
+func deviceOf(devs []loop.Device, m mount.Info) (loop.Device, bool) {
+	for _, d := range devs {
+		if d.Major == m.Major && d.Minor == m.Minor {
+			return d, true
+		}
+	}
+	return loop.Device{}, false
+}
+
+// otherTargets lists mount points other than the given ones.
+func otherTargets(ms []mount.Info, skip ...string) []string {
+	var out []string
+outer:
+	for _, m := range ms {
+		for _, p := range skip {
+			if m.MountPoint == p {
+				continue outer
+			}
+		}
+		out = append(out, m.MountPoint)
+	}
+	return out
+}
+
+func hasOpt(opts []string, o string) bool {
+	for _, x := range opts {
+		if x == o {
+			return true
+		}
+	}
+	return false
+}

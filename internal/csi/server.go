@@ -1,0 +1,108 @@
+package csi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/kubernetes-csi/csi-lib-utils/protosanitizer"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+	"k8s.io/klog/v2"
+
+	"github.com/filevol/filevol/internal/options"
+)
+
+// Listen opens the CSI endpoint. A stale unix socket left by a killed
+// process is removed first (only if it is a socket); the new socket is
+// made 0600: the CSI API has no authentication.
+func Listen(endpoint string) (net.Listener, error) {
+	network, addr, err := options.ParseEndpoint(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	if network == "unix" {
+		if st, err := os.Lstat(addr); err == nil {
+			if st.Mode()&os.ModeSocket == 0 {
+				return nil, fmt.Errorf("endpoint %s exists and is not a socket; refusing to remove it", addr)
+			}
+			if err := os.Remove(addr); err != nil {
+				return nil, fmt.Errorf("remove stale socket %s: %w", addr, err)
+			}
+		}
+		if err := os.MkdirAll(dirOf(addr), 0o750); err != nil {
+			return nil, err
+		}
+	}
+	lis, err := net.Listen(network, addr)
+	if err != nil {
+		return nil, err
+	}
+	if network == "unix" {
+		if err := os.Chmod(addr, 0o600); err != nil {
+			lis.Close()
+			return nil, err
+		}
+	}
+	return lis, nil
+}
+
+func dirOf(p string) string {
+	for i := len(p) - 1; i > 0; i-- {
+		if p[i] == '/' {
+			return p[:i]
+		}
+	}
+	return "."
+}
+
+// NewGRPCServer returns a gRPC server whose every call is logged (secrets
+// stripped by protosanitizer) and whose every error goes through toStatus.
+func NewGRPCServer() *grpc.Server {
+	return grpc.NewServer(grpc.UnaryInterceptor(intercept))
+}
+
+func intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	start := time.Now()
+	klog.V(4).InfoS("call", "method", info.FullMethod, "request", protosanitizer.StripSecrets(req))
+	resp, err := handler(ctx, req)
+	err = toStatus(err)
+	if err != nil {
+		st, _ := status.FromError(err)
+		klog.ErrorS(nil, "call failed", "method", info.FullMethod, "code", st.Code(), "message", st.Message(), "duration", time.Since(start))
+	} else {
+		klog.V(3).InfoS("call done", "method", info.FullMethod, "duration", time.Since(start))
+		klog.V(5).InfoS("response", "method", info.FullMethod, "response", protosanitizer.StripSecrets(resp))
+	}
+	return resp, err
+}
+
+// Serve serves s on lis until ctx is done, then stops accepting, lets
+// in-flight calls finish (up to grace) and removes the unix socket.
+func Serve(ctx context.Context, s *grpc.Server, lis net.Listener, grace time.Duration) error {
+	errc := make(chan error, 1)
+	go func() { errc <- s.Serve(lis) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	done := make(chan struct{})
+	go func() { s.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		klog.InfoS("in-flight calls did not finish in time; stopping", "grace", grace)
+		s.Stop()
+	}
+	if err := <-errc; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return err
+	}
+	if ua, ok := lis.Addr().(*net.UnixAddr); ok {
+		_ = os.Remove(ua.Name)
+	}
+	return nil
+}

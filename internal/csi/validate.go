@@ -1,0 +1,258 @@
+package csi
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+
+	"github.com/filevol/filevol/internal/hostos/fs"
+	"github.com/filevol/filevol/internal/hostos/mount"
+	"github.com/filevol/filevol/internal/pool"
+)
+
+// StorageClass parameters filevol understands.
+const (
+	// ParamFSType is set by Kubernetes from the StorageClass; the
+	// external-provisioner usually moves it into the volume capability.
+	ParamFSType = "csi.storage.k8s.io/fstype"
+	// ParamProvisioning is "thin" (sparse, default) or "thick" (fallocated).
+	ParamProvisioning = "provisioning"
+	// kubernetesMetaPrefix marks the PV/PVC metadata the provisioner adds
+	// with --extra-create-metadata; kept in the record, never interpreted.
+	kubernetesMetaPrefix = "csi.storage.k8s.io/"
+)
+
+const (
+	// allocationUnit: every size is rounded up to whole MiB, which every
+	// filesystem and the loop driver accept (issue 2: "a sensible allocation unit").
+	allocationUnit = 1 << 20
+	// defaultVolumeSize when the CO gives no capacity range (spec: the
+	// plugin MAY choose).
+	defaultVolumeSize = 1 << 30
+	// maxVolumeSize keeps every size computation far from overflow (8 EiB/2).
+	maxVolumeSize = math.MaxInt64 / 2
+	// maxPathLen bounds staging and target paths (PATH_MAX).
+	maxPathLen = 4096
+	// maxNameLen bounds CreateVolume/CreateSnapshot names; the CSI spec
+	// requires at least 128 bytes be supported.
+	maxNameLen = 1024
+)
+
+// createParams are the validated parameters of a CreateVolume request.
+type createParams struct {
+	fsType       string
+	provisioning string
+	block        bool // only block access was requested
+}
+
+// parseParameters validates StorageClass parameters; an unknown one is an
+// INVALID_ARGUMENT that names it and lists what is accepted.
+func parseParameters(params map[string]string) (createParams, error) {
+	p := createParams{provisioning: "thin"}
+	for k, v := range params {
+		switch {
+		case k == ParamFSType:
+			p.fsType = strings.ToLower(v)
+		case k == ParamProvisioning:
+			if v != "thin" && v != "thick" {
+				return p, invalidArgument("parameter %s=%q: must be thin or thick", k, v)
+			}
+			p.provisioning = v
+		case strings.HasPrefix(k, kubernetesMetaPrefix+"pv/"), strings.HasPrefix(k, kubernetesMetaPrefix+"pvc/"):
+		default:
+			return p, invalidArgument("unknown parameter %q (filevol accepts %s and %s)", k, ParamFSType, ParamProvisioning)
+		}
+	}
+	if p.fsType != "" && !supportedFS(p.fsType) {
+		return p, invalidArgument("parameter %s=%q: supported filesystems are %s", ParamFSType, p.fsType, strings.Join(fs.Types, ", "))
+	}
+	return p, nil
+}
+
+func supportedFS(t string) bool {
+	for _, s := range fs.Types {
+		if s == t {
+			return true
+		}
+	}
+	return false
+}
+
+// accessModes filevol can honour: every volume lives on one node.
+var accessModes = map[csipb.VolumeCapability_AccessMode_Mode]bool{
+	csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER:        true,
+	csipb.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY:   true,
+	csipb.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER: true,
+	csipb.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER:  true,
+}
+
+// checkCapability validates one capability and returns the fs type it asks
+// for ("" when none or block).
+func checkCapability(c *csipb.VolumeCapability) (string, error) {
+	if c == nil {
+		return "", invalidArgument("volume capability is missing")
+	}
+	am := c.GetAccessMode()
+	if am == nil {
+		return "", invalidArgument("volume capability has no access mode")
+	}
+	if !accessModes[am.GetMode()] {
+		return "", invalidArgument("access mode %s is not supported: filevol volumes live on a single node", am.GetMode())
+	}
+	switch t := c.GetAccessType().(type) {
+	case *csipb.VolumeCapability_Block:
+		return "", nil
+	case *csipb.VolumeCapability_Mount:
+		fsType := strings.ToLower(t.Mount.GetFsType())
+		if fsType != "" && !supportedFS(fsType) {
+			return "", invalidArgument("filesystem %q is not supported (supported: %s)", fsType, strings.Join(fs.Types, ", "))
+		}
+		if _, _, err := mount.SplitOptions(t.Mount.GetMountFlags()); err != nil {
+			return "", invalidArgument("mount flags: %v", err)
+		}
+		return fsType, nil
+	default:
+		return "", invalidArgument("volume capability has neither block nor mount access type")
+	}
+}
+
+// checkCapabilities validates a CreateVolume capability list and merges it
+// with the fstype parameter: the fs type is whatever the capabilities and
+// parameters agree on, ext4 by default.
+func checkCapabilities(caps []*csipb.VolumeCapability, p *createParams) error {
+	if len(caps) == 0 {
+		return invalidArgument("volume capabilities are missing")
+	}
+	blockOnly := true
+	for _, c := range caps {
+		t, err := checkCapability(c)
+		if err != nil {
+			return err
+		}
+		if c.GetMount() != nil {
+			blockOnly = false
+		}
+		if t == "" {
+			continue
+		}
+		if p.fsType != "" && p.fsType != t {
+			return invalidArgument("filesystem %q of a volume capability conflicts with %q requested elsewhere", t, p.fsType)
+		}
+		p.fsType = t
+	}
+	p.block = blockOnly
+	if p.fsType == "" {
+		p.fsType = "ext4"
+	}
+	return nil
+}
+
+// volumeSize turns a capacity range into the size to allocate, following
+// the spec: at least required_bytes, at most limit_bytes, rounded up to the
+// allocation unit and to the filesystem's minimum.
+func volumeSize(cr *csipb.CapacityRange, minBytes int64) (int64, error) {
+	req, lim := cr.GetRequiredBytes(), cr.GetLimitBytes()
+	if req < 0 || lim < 0 {
+		return 0, invalidArgument("capacity range must not be negative (required_bytes=%d, limit_bytes=%d)", req, lim)
+	}
+	if lim > 0 && req > lim {
+		return 0, outOfRange("required_bytes %d is larger than limit_bytes %d", req, lim)
+	}
+	if req > maxVolumeSize {
+		return 0, outOfRange("required_bytes %d is larger than the largest volume filevol makes (%d)", req, int64(maxVolumeSize))
+	}
+	size := req
+	if size == 0 {
+		size = defaultVolumeSize
+		if lim > 0 && lim < size {
+			size = lim / allocationUnit * allocationUnit
+		}
+	}
+	size = max(roundUp(size, allocationUnit), roundUp(minBytes, allocationUnit))
+	if lim > 0 && size > lim {
+		return 0, outOfRange("no size fits the range: at least %d bytes are needed (minimum %d, allocation unit %d) but limit_bytes is %d", size, minBytes, allocationUnit, lim)
+	}
+	return size, nil
+}
+
+func roundUp(n, unit int64) int64 { return (n + unit - 1) / unit * unit }
+
+// minSize is the smallest volume for the requested use.
+func minSize(p createParams) int64 {
+	if p.block {
+		return allocationUnit
+	}
+	return fs.MinSize[p.fsType]
+}
+
+// checkName validates a CreateVolume/CreateSnapshot name. Names never
+// become paths (IDs are hashes of them), but NUL and absurd lengths are refused.
+func checkName(what, name string) error {
+	switch {
+	case name == "":
+		return invalidArgument("%s name is missing", what)
+	case len(name) > maxNameLen:
+		return invalidArgument("%s name is %d bytes long; at most %d are allowed", what, len(name), maxNameLen)
+	case strings.ContainsRune(name, 0):
+		return invalidArgument("%s name contains a NUL byte", what)
+	}
+	return nil
+}
+
+// checkVolumeID validates the shape of a volume ID before it becomes a path.
+// A malformed ID cannot name any volume: NOT_FOUND, as the spec asks for a
+// volume that does not exist.
+func checkVolumeID(id string) error {
+	if id == "" {
+		return invalidArgument("volume ID is missing")
+	}
+	if err := pool.ValidID(id); err != nil {
+		return notFound("volume %q does not exist: %v", truncate(id), err)
+	}
+	return nil
+}
+
+// checkPath validates a staging or target path from the CO.
+func checkPath(what, p string) error {
+	switch {
+	case p == "":
+		return invalidArgument("%s is missing", what)
+	case len(p) > maxPathLen:
+		return invalidArgument("%s is %d bytes long; at most %d are allowed", what, len(p), maxPathLen)
+	case strings.ContainsRune(p, 0):
+		return invalidArgument("%s contains a NUL byte", what)
+	case !strings.HasPrefix(p, "/"):
+		return invalidArgument("%s %q must be an absolute path", what, p)
+	}
+	for _, part := range strings.Split(p, "/") {
+		if part == ".." {
+			return invalidArgument("%s %q must not contain \"..\"", what, p)
+		}
+	}
+	return nil
+}
+
+// truncate keeps hostile IDs from flooding messages and logs.
+func truncate(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "..."
+	}
+	return s
+}
+
+// describeTopologies renders requisite topologies for an error message.
+func describeTopologies(ts []*csipb.Topology) string {
+	var out []string
+	for _, t := range ts {
+		var kv []string
+		for k, v := range t.GetSegments() {
+			kv = append(kv, k+"="+v)
+		}
+		sort.Strings(kv)
+		out = append(out, "{"+strings.Join(kv, ",")+"}")
+	}
+	return fmt.Sprint(out)
+}

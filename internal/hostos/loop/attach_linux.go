@@ -1,0 +1,149 @@
+package loop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	// maxAttachAttempts bounds the retries when another process attaches
+	// the device LOOP_CTL_GET_FREE gave us before we configure it.
+	maxAttachAttempts = 10
+	// attachBackoff is added per attempt after the first retry, for the
+	// case where GET_FREE keeps returning a device someone holds claimed.
+	attachBackoff = 5 * time.Millisecond
+)
+
+func attach(ctx context.Context, backingFile string, opts Options) (Device, error) {
+	if err := ctx.Err(); err != nil {
+		return Device{}, fmt.Errorf("loop: attach %s: %w", backingFile, err)
+	}
+	path, err := filepath.Abs(backingFile)
+	if err != nil {
+		return Device{}, fmt.Errorf("loop: attach %s: %w", backingFile, err)
+	}
+	// The backing fd's mode decides what the kernel allows: a read-only fd
+	// makes a read-only device even without LO_FLAGS_READ_ONLY.
+	fileFlags, loFlags := unix.O_RDWR, uint32(0)
+	if opts.ReadOnly {
+		fileFlags, loFlags = unix.O_RDONLY, unix.LO_FLAGS_READ_ONLY
+	}
+	if opts.DirectIO {
+		loFlags |= unix.LO_FLAGS_DIRECT_IO
+	}
+	// No LO_FLAGS_AUTOCLEAR: block volumes are bind-mounted device nodes that
+	// hold no open file, so autoclear would detach them at our close.
+	file, err := openFD(path, fileFlags)
+	if err != nil {
+		return Device{}, fmt.Errorf("loop: attach: %w", err)
+	}
+	defer unix.Close(file) // the kernel keeps its own reference
+	ctl, err := openFD(loopControl, unix.O_RDWR)
+	if err != nil {
+		return Device{}, fmt.Errorf("loop: attach %s: %w", path, err)
+	}
+	defer unix.Close(ctl)
+
+	cfg := unix.LoopConfig{Fd: uint32(file)}
+	cfg.Info.Flags = loFlags
+	// lo_file_name is informational (LOOP_GET_STATUS, losetup); sysfs
+	// reports the real path. Keep the last byte NUL as the kernel does.
+	copy(cfg.Info.File_name[:len(cfg.Info.File_name)-1], path)
+
+	var lastErr error
+	for attempt := range maxAttachAttempts {
+		if attempt > 0 {
+			if err := sleep(ctx, time.Duration(attempt-1)*attachBackoff); err != nil {
+				return Device{}, fmt.Errorf("loop: attach %s: %w (last attempt: %w)", path, err, lastErr)
+			}
+		}
+		n, err := getFree(ctl)
+		if err != nil {
+			// ENOSPC/ENODEV: the max_loop limit is reached.
+			return Device{}, fmt.Errorf("loop: attach %s: %w: LOOP_CTL_GET_FREE: %w", path, ErrNoDevice, err)
+		}
+		d, err := attachTo(n, cfg, path, opts.ReadOnly)
+		if err == nil {
+			return d, nil
+		}
+		// EBUSY: someone configured or claimed the device first.
+		// ENXIO: someone removed it (LOOP_CTL_REMOVE) before we opened it.
+		if !errors.Is(err, unix.EBUSY) && !errors.Is(err, unix.ENXIO) {
+			return Device{}, err
+		}
+		lastErr = err
+	}
+	return Device{}, fmt.Errorf("loop: attach %s: %w after %d attempts: %w", path, ErrNoDevice, maxAttachAttempts, lastErr)
+}
+
+// attachTo configures /dev/loopN with cfg (a copy: the direct I/O fallback
+// must not leak into other attempts) and reads the result back from sysfs.
+func attachTo(n int, cfg unix.LoopConfig, backing string, readOnly bool) (Device, error) {
+	dev := devPath(n)
+	if err := ensureNode(dev, filepath.Join(sysBlock, "loop"+strconv.Itoa(n))); err != nil {
+		return Device{}, fmt.Errorf("loop: attach %s: %w", backing, err)
+	}
+	// The device must be opened for writing too: the kernel makes the device
+	// read-only when the fd LOOP_CONFIGURE arrives on is read-only.
+	mode := unix.O_RDWR
+	if readOnly {
+		mode = unix.O_RDONLY
+	}
+	fd, err := openFD(dev, mode)
+	if err != nil {
+		return Device{}, fmt.Errorf("loop: attach %s: %w", backing, err)
+	}
+	defer unix.Close(fd)
+	configure := func(c *unix.LoopConfig) error { return unix.IoctlLoopConfigure(fd, c) }
+	if err := configureFallback(&cfg, configure); err != nil {
+		return Device{}, fmt.Errorf("loop: attach %s: LOOP_CONFIGURE %s: %w", backing, dev, err)
+	}
+	d, attached, err := readDevice(sysBlock, n)
+	if err == nil && !attached {
+		err = errors.New("sysfs shows no backing file")
+	}
+	if err != nil {
+		// Leave nothing half-done behind: the device is ours, clear it.
+		if cerr := clearFD(fd); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("LOOP_CLR_FD: %w", cerr))
+		}
+		return Device{}, fmt.Errorf("loop: attach %s: read back %s: %w", backing, dev, err)
+	}
+	return d, nil
+}
+
+// configureFallback issues LOOP_CONFIGURE and, when direct I/O was asked
+// for and the kernel refuses the configuration with EINVAL (older kernels do
+// when the backing filesystem cannot do O_DIRECT or the block sizes are
+// misaligned), retries once with buffered I/O. Kernel 6.18 instead accepts
+// the request and silently uses buffered I/O; either way the Device read back
+// from sysfs tells the truth.
+func configureFallback(cfg *unix.LoopConfig, configure func(*unix.LoopConfig) error) error {
+	err := configure(cfg)
+	if errors.Is(err, unix.EINVAL) && cfg.Info.Flags&unix.LO_FLAGS_DIRECT_IO != 0 {
+		cfg.Info.Flags &^= unix.LO_FLAGS_DIRECT_IO
+		err = configure(cfg)
+	}
+	return err
+}
+
+// sleep waits d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,6 @@
+package loop
+
+var (
+	ConfigureFallback = configureFallback
+	EnsureNode        = ensureNode
+)

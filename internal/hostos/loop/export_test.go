@@ -1,0 +1,10 @@
+package loop
+
+// Internal functions exported for the external test package (loop_test),
+// which is external so that it can use internal/testutil (which imports
+// this package).
+
+var ParseBackingFile = parseBackingFile
+
+// Scan lists the attached loop devices of a sysfs-like tree at dir.
+func Scan(dir string) ([]Device, error) { return scan(dir, nil) }

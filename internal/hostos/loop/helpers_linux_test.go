@@ -1,0 +1,86 @@
+package loop_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/filevol/filevol/internal/hostos/loop"
+	"github.com/filevol/filevol/internal/testutil"
+)
+
+// setup skips unless root and returns a fresh scratch directory.
+func setup(t testing.TB) string {
+	t.Helper()
+	testutil.RequireRoot(t)
+	return testutil.Scratch(t, scratchName)
+}
+
+// newImage creates a sparse file of size bytes in dir.
+func newImage(t testing.TB, dir, name string, size int64) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// mustAttach attaches file and detaches it when the test ends (Scratch's
+// cleanup would too, but this keeps the device count low in long runs).
+func mustAttach(t testing.TB, file string, opts loop.Options) loop.Device {
+	t.Helper()
+	d, err := loop.Attach(t.Context(), file, opts)
+	if err != nil {
+		t.Fatalf("Attach(%s, %+v): %v", file, opts, err)
+	}
+	t.Cleanup(func() {
+		if err := loop.Detach(d.Path); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	return d
+}
+
+// mustFind returns Find(file) and fails the test on error.
+func mustFind(t testing.TB, file string) []loop.Device {
+	t.Helper()
+	devs, err := loop.Find(file)
+	if err != nil {
+		t.Fatalf("Find(%s): %v", file, err)
+	}
+	return devs
+}
+
+// writeDevice writes data at offset 0 of dev and flushes it.
+func writeDevice(dev string, data []byte) error {
+	f, err := os.OpenFile(dev, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	_, werr := f.WriteAt(data, 0)
+	serr := f.Sync()
+	return errors.Join(werr, serr, f.Close())
+}
+
+// mountTmp mounts a filesystem of fstype (tmpfs, ramfs) at dir/name.
+func mountTmp(t testing.TB, dir, name, fstype string) string {
+	t.Helper()
+	mnt := filepath.Join(dir, name)
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(fstype, mnt, fstype, 0, ""); err != nil {
+		t.Fatalf("mount %s on %s: %v", fstype, mnt, err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(mnt, 0) }) // Scratch retries with MNT_DETACH
+	return mnt
+}

@@ -1,0 +1,74 @@
+// Package loop attaches, finds, resizes and detaches Linux loop devices.
+//
+// Devices are configured with ioctls on /dev/loop-control and /dev/loopN
+// (LOOP_CTL_GET_FREE, LOOP_CONFIGURE, LOOP_SET_CAPACITY, LOOP_CLR_FD); they
+// are found through sysfs (/sys/block/loopN/loop/backing_file, .../ro),
+// never by parsing losetup(8). It must not import gRPC, CSI or pool.
+package loop
+
+import (
+	"context"
+	"errors"
+)
+
+// Sentinel errors; callers test them with errors.Is.
+var (
+	// ErrNotFound: the device does not exist or is not attached.
+	ErrNotFound = errors.New("loop device not found")
+	// ErrBusy: the device is still in use (mounted or held open).
+	ErrBusy = errors.New("loop device busy")
+	// ErrNoDevice: no free loop device could be obtained.
+	ErrNoDevice = errors.New("no free loop device")
+)
+
+// Device describes one attached loop device as sysfs shows it.
+type Device struct {
+	// Path is the device node, e.g. /dev/loop3.
+	Path string
+	// Number is N of /dev/loopN.
+	Number int
+	// BackingFile is the absolute path of the backing file as the kernel
+	// reports it (without the " (deleted)" suffix; see Deleted).
+	BackingFile string
+	// Deleted is true when the kernel reports the backing file deleted.
+	Deleted bool
+	// ReadOnly is true when the device is read-only (/sys/block/loopN/ro).
+	ReadOnly bool
+	// DirectIO is true when the device uses direct I/O (.../loop/dio).
+	DirectIO bool
+	// SizeBytes is the device size in bytes (/sys/block/loopN/size * 512).
+	SizeBytes int64
+	// Major and Minor are the device numbers (/sys/block/loopN/dev).
+	Major, Minor uint32
+}
+
+// Options controls Attach.
+type Options struct {
+	// ReadOnly attaches with LO_FLAGS_READ_ONLY and opens the file O_RDONLY.
+	ReadOnly bool
+	// DirectIO asks for LO_FLAGS_DIRECT_IO; when the backing filesystem
+	// refuses it (EINVAL) the device is attached with buffered I/O instead.
+	DirectIO bool
+}
+
+// Attach configures a free loop device for backingFile with one
+// LOOP_CONFIGURE ioctl and returns it. It does not look for an existing
+// device: callers that need idempotency call Find first under their own lock.
+func Attach(ctx context.Context, backingFile string, opts Options) (Device, error) {
+	return attach(ctx, backingFile, opts)
+}
+
+// Find returns every attached loop device whose backing file is path
+// (compared after filepath.Clean), in device-number order.
+func Find(path string) ([]Device, error) { return find(path) }
+
+// List returns every attached loop device.
+func List() ([]Device, error) { return list() }
+
+// Detach clears the device (LOOP_CLR_FD). A device that is already detached
+// is not an error. A device still held (mounted) returns ErrBusy.
+func Detach(devPath string) error { return detach(devPath) }
+
+// SetCapacity makes the kernel re-read the backing file's size
+// (LOOP_SET_CAPACITY) and returns the new device size in bytes.
+func SetCapacity(devPath string) (int64, error) { return setCapacity(devPath) }

@@ -1,0 +1,22 @@
+//go:build !linux
+
+package loop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Loop devices exist only on Linux; these stubs keep the package building
+// (and its sysfs parsing testable) elsewhere.
+
+func attach(context.Context, string, Options) (Device, error) {
+	return Device{}, fmt.Errorf("loop: attach: %w", errors.ErrUnsupported)
+}
+
+func detach(string) error { return fmt.Errorf("loop: detach: %w", errors.ErrUnsupported) }
+
+func setCapacity(string) (int64, error) {
+	return 0, fmt.Errorf("loop: set capacity: %w", errors.ErrUnsupported)
+}

@@ -1,0 +1,120 @@
+// Package options defines filevol's command-line options: one Options struct
+// with a doc comment per field, AddFlags to bind them to a FlagSet and
+// Validate to check them. It imports nothing else of the project.
+package options
+
+import (
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Modes filevol can run in.
+const (
+	ModeAll        = "all"
+	ModeController = "controller"
+	ModeNode       = "node"
+)
+
+// DefaultDriverName is the CSI driver name (CSIDriver object, StorageClass provisioner).
+const DefaultDriverName = "filevol.csi.io"
+
+// Options are the settings of one filevol process. Flag names are a
+// contract: manifests and tools rely on them (issue 2).
+type Options struct {
+	// Endpoint is where the gRPC server listens: unix:///path/csi.sock or
+	// tcp://127.0.0.1:port.
+	Endpoint string
+	// NodeID identifies this node; it becomes the topology value of every
+	// volume created here. Defaults to the host name.
+	NodeID string
+	// DriverName is reported by GetPluginInfo.
+	DriverName string
+	// PoolDir is the storage pool directory (created 0700 if missing).
+	PoolDir string
+	// Mode selects the services served: all, controller or node.
+	Mode string
+	// MaxVolumesPerNode is reported by NodeGetInfo; 0 means no limit.
+	MaxVolumesPerNode int64
+	// ReservedCapacity is kept free in the pool and never promised by
+	// GetCapacity, in bytes (suffixes Ki, Mi, Gi, Ti accepted).
+	ReservedCapacity Quantity
+	// HTTPEndpoint, when set (host:port), serves /healthz backed by Probe.
+	HTTPEndpoint string
+}
+
+// AddFlags registers the options on fs with their defaults.
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	host, _ := os.Hostname()
+	fs.StringVar(&o.Endpoint, "endpoint", "unix:///var/lib/filevol/csi.sock", "CSI endpoint: unix:///path or tcp://127.0.0.1:port")
+	fs.StringVar(&o.NodeID, "node-id", host, "node ID (default: the host name)")
+	fs.StringVar(&o.DriverName, "driver-name", DefaultDriverName, "CSI driver name")
+	fs.StringVar(&o.PoolDir, "pool-dir", "/var/lib/filevol/pool", "storage pool directory")
+	fs.StringVar(&o.Mode, "mode", ModeAll, "services to serve: all, controller or node")
+	fs.Int64Var(&o.MaxVolumesPerNode, "max-volumes-per-node", 0, "maximum volumes per node reported to the CO (0: no limit)")
+	fs.Var(&o.ReservedCapacity, "reserved-capacity", "pool space never promised to volumes (e.g. 1Gi)")
+	fs.StringVar(&o.HTTPEndpoint, "http-endpoint", "", "host:port serving /healthz (off when empty)")
+}
+
+// Validate checks the options and returns the first problem found.
+func (o *Options) Validate() error {
+	if _, _, err := ParseEndpoint(o.Endpoint); err != nil {
+		return err
+	}
+	if strings.TrimSpace(o.NodeID) == "" {
+		return fmt.Errorf("--node-id must not be empty")
+	}
+	if len(o.NodeID) > 63 {
+		// It becomes a topology label value (at most 63 characters).
+		return fmt.Errorf("--node-id %q is longer than 63 characters", o.NodeID)
+	}
+	if o.DriverName == "" || len(o.DriverName) > 63 {
+		return fmt.Errorf("--driver-name %q must be 1 to 63 characters", o.DriverName)
+	}
+	if !filepath.IsAbs(o.PoolDir) {
+		return fmt.Errorf("--pool-dir %q must be an absolute path", o.PoolDir)
+	}
+	switch o.Mode {
+	case ModeAll, ModeController, ModeNode:
+	default:
+		return fmt.Errorf("--mode %q must be one of all, controller, node", o.Mode)
+	}
+	if o.MaxVolumesPerNode < 0 {
+		return fmt.Errorf("--max-volumes-per-node %d must not be negative", o.MaxVolumesPerNode)
+	}
+	return nil
+}
+
+// ParseEndpoint splits a CSI endpoint into a network ("unix" or "tcp") and
+// an address. TCP endpoints must be on the loopback interface: the CSI
+// socket has no authentication.
+func ParseEndpoint(ep string) (network, addr string, err error) {
+	u, err := url.Parse(ep)
+	if err != nil {
+		return "", "", fmt.Errorf("--endpoint %q: %v", ep, err)
+	}
+	switch u.Scheme {
+	case "unix":
+		p := u.Path
+		if u.Host != "" { // unix://relative/path
+			p = u.Host + u.Path
+		}
+		if p == "" {
+			return "", "", fmt.Errorf("--endpoint %q has no socket path", ep)
+		}
+		return "unix", p, nil
+	case "tcp":
+		host := u.Hostname()
+		if host != "127.0.0.1" && host != "localhost" && host != "::1" {
+			return "", "", fmt.Errorf("--endpoint %q: tcp endpoints must listen on 127.0.0.1", ep)
+		}
+		if u.Port() == "" {
+			return "", "", fmt.Errorf("--endpoint %q has no port", ep)
+		}
+		return "tcp", u.Host, nil
+	}
+	return "", "", fmt.Errorf("--endpoint %q must start with unix:// or tcp://", ep)
+}

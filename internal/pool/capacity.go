@@ -1,0 +1,39 @@
+package pool
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// capacity is statfs of the pool plus the index's provisioned total; no
+// record is read, so GetCapacity polling stays cheap.
+func (p *Pool) capacity() (Capacity, error) {
+	free, total, err := p.statfs()
+	if err != nil {
+		return Capacity{}, err
+	}
+	return Capacity{
+		TotalBytes:       total,
+		FreeBytes:        free,
+		ReservedBytes:    p.opts.ReservedBytes,
+		AvailableBytes:   max(0, free-p.opts.ReservedBytes),
+		ProvisionedBytes: p.idx.provisionedBytes(),
+	}, nil
+}
+
+// statfs returns the bytes available to unprivileged writers (Bavail: the
+// root-reserved blocks are not the pool's to promise) and the total size.
+func (p *Pool) statfs() (free, total int64, err error) {
+	var st unix.Statfs_t
+	if err := ignoringEINTR(func() error { return unix.Statfs(p.dir, &st) }); err != nil {
+		return 0, 0, fmt.Errorf("statfs %s: %w", p.dir, err)
+	}
+	// Block counts are in fragment-size units; Frsize equals Bsize on
+	// ext4/xfs/btrfs but not on every filesystem.
+	unit := int64(st.Frsize)
+	if unit <= 0 {
+		unit = int64(st.Bsize)
+	}
+	return int64(st.Bavail) * unit, int64(st.Blocks) * unit, nil
+}

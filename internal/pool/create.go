@@ -1,0 +1,175 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// create follows the order the package doc fixes: image (fsynced) → record
+// (fsynced, renamed into place: the commit point) → image renamed into
+// place → one directory fsync that makes both renames durable. Until the
+// commit point a crash leaves only temporary files, which Open removes;
+// after it, a record whose .tmp image Open renames into place.
+func (p *Pool) create(ctx context.Context, req CreateRequest) (Volume, error) {
+	v, err := p.newVolume(req)
+	if err != nil {
+		return Volume{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Volume{}, err
+	}
+	if err := p.checkRoom(v.CapacityBytes); err != nil {
+		return Volume{}, err
+	}
+	data, err := encodeRecord(&v)
+	if err != nil {
+		return Volume{}, err
+	}
+
+	tmpImg := p.tmpImagePath(v.ID)
+	if err := makeImage(tmpImg, v.CapacityBytes, v.Provisioning == ProvisioningThick); err != nil {
+		return Volume{}, fmt.Errorf("create volume %s: %w", v.ID, err)
+	}
+	// Past the slow part (a thick fallocate): a client that gave up gets
+	// nothing half-made.
+	if err := ctx.Err(); err != nil {
+		_ = unix.Unlink(tmpImg)
+		return Volume{}, err
+	}
+	tmpRec, err := p.writeTmpRecord(v.ID, data)
+	if err != nil {
+		_ = unix.Unlink(tmpImg)
+		return Volume{}, fmt.Errorf("create volume %s: %w", v.ID, err)
+	}
+	rec := p.recordPath(v.ID)
+	if err := renameNoReplace(tmpRec, rec); err != nil {
+		_ = unix.Unlink(tmpRec)
+		_ = unix.Unlink(tmpImg)
+		if errors.Is(err, unix.EEXIST) {
+			return Volume{}, fmt.Errorf("%w: volume %s (name %s)", ErrAlreadyExists, v.ID, quoteShort(v.Name))
+		}
+		return Volume{}, fmt.Errorf("create volume %s: %w", v.ID, wrapNoSpace(err))
+	}
+
+	// Committed. An error from here on undoes the commit rather than return
+	// an error for a volume that exists: the CO retries and must not find a
+	// volume it was told failed, half durable.
+	if err := p.publishImage(tmpImg, v.ID); err != nil {
+		// <id>.img is not ours (publishImage never replaces): leave it.
+		_ = unix.Unlink(rec)
+		_ = unix.Unlink(tmpImg)
+		return Volume{}, fmt.Errorf("create volume %s: %w", v.ID, wrapNoSpace(err))
+	}
+	if err := fsync(p.vfd); err != nil {
+		p.unlinkVolume(v.ID)
+		return Volume{}, fmt.Errorf("create volume %s: sync %s: %w", v.ID, p.vdir, err)
+	}
+	p.idx.put(v)
+	return v, nil
+}
+
+// newVolume validates req and builds the record it will write.
+func (p *Pool) newVolume(req CreateRequest) (Volume, error) {
+	if err := validName(req.Name); err != nil {
+		return Volume{}, err
+	}
+	if req.CapacityBytes <= 0 {
+		return Volume{}, fmt.Errorf("%w: capacity %d bytes, must be positive", ErrInvalidArgument, req.CapacityBytes)
+	}
+	prov := req.Provisioning
+	switch prov {
+	case "":
+		prov = ProvisioningThin
+	case ProvisioningThin, ProvisioningThick:
+	default:
+		return Volume{}, fmt.Errorf("%w: provisioning %s, want %q or %q",
+			ErrInvalidArgument, quoteShort(prov), ProvisioningThin, ProvisioningThick)
+	}
+	var params map[string]string
+	if len(req.Parameters) > 0 {
+		// A copy: the record must not change if the caller reuses its map.
+		params = maps.Clone(req.Parameters)
+	}
+	return Volume{
+		Version:       recordVersion,
+		ID:            volumeID(req.Name),
+		Name:          req.Name,
+		CapacityBytes: req.CapacityBytes,
+		FSType:        req.FSType,
+		Provisioning:  prov,
+		Parameters:    params,
+		Node:          p.opts.NodeID,
+		// UTC strips the monotonic reading, so the Volume returned equals
+		// the one Get decodes.
+		CreatedAt: time.Now().UTC(),
+	}, nil
+}
+
+// checkRoom refuses a volume that could never be filled. Thin volumes may
+// together promise more than the pool holds (overcommit is the point of
+// thin), so only the single volume is compared.
+func (p *Pool) checkRoom(size int64) error {
+	free, _, err := p.statfs()
+	if err != nil {
+		return err
+	}
+	avail := max(0, free-p.opts.ReservedBytes)
+	if size > avail {
+		return fmt.Errorf("%w: requested %d bytes, %d available (%d free, %d reserved)",
+			ErrNoSpace, size, avail, free, p.opts.ReservedBytes)
+	}
+	return nil
+}
+
+// makeImage creates the image file at path (mode 0600) with size bytes,
+// sparse or fully allocated, and fsyncs it so the size and the allocation
+// are durable before the record that points at them. On error nothing is
+// left behind.
+func makeImage(path string, size int64, thick bool) error {
+	fd, err := createExcl(path)
+	if err != nil {
+		return wrapNoSpace(err)
+	}
+	if thick {
+		// Mode 0 also extends the size. Unwritten extents: O(extents), not
+		// O(size), on ext4, xfs and btrfs.
+		err = ignoringEINTR(func() error { return unix.Fallocate(fd, 0, 0, size) })
+		if err == unix.EOPNOTSUPP {
+			err = fmt.Errorf("%w: provisioning %q: the pool filesystem cannot preallocate (%w)",
+				ErrInvalidArgument, ProvisioningThick, err)
+		}
+	} else {
+		err = ignoringEINTR(func() error { return unix.Ftruncate(fd, size) })
+	}
+	if err == nil {
+		err = fsync(fd)
+	}
+	if cerr := unix.Close(fd); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = unix.Unlink(path)
+		return wrapNoSpace(fmt.Errorf("size image %s to %d bytes: %w", path, size, err))
+	}
+	return nil
+}
+
+// publishImage renames the temporary image to <id>.img, never over an
+// existing file: an image without a record should not exist (Open
+// quarantines them), but if one does it may hold data, so it is moved to
+// quarantine rather than overwritten.
+func (p *Pool) publishImage(tmp, id string) error {
+	img := p.imagePath(id)
+	err := renameNoReplace(tmp, img)
+	if errors.Is(err, unix.EEXIST) {
+		if err = p.quarantine(id + imgSuffix); err == nil {
+			err = renameNoReplace(tmp, img)
+		}
+	}
+	return err
+}

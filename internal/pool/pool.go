@@ -1,0 +1,198 @@
+// Package pool owns the storage pool: a directory holding one sparse image
+// file and one small JSON record per volume. The pool directory is the
+// source of truth; the in-memory index is only a cache of the records.
+//
+// Layout (all in one directory so one directory fsync covers a whole create):
+//
+//	<dir>/volumes/<id>.img        the volume's image file
+//	<dir>/volumes/<id>.json       its record (the commit point of a create)
+//	<dir>/volumes/.tmp-*          files of an operation in progress
+//	<dir>/quarantine/             images found without a record (never deleted)
+//
+// Create writes the image as .tmp-<id>.img, then the record (renamed into
+// place: the commit point), then renames the image to <id>.img and fsyncs the
+// directory once. Delete renames the image back to .tmp-<id>.img, removes the
+// record (the commit point), fsyncs the directory and unlinks the image. So a
+// crash at any instant leaves one of these states, which Open resolves:
+//
+//	record + .tmp-<id>.img, no <id>.img   roll forward: rename the image into place
+//	.tmp-<id>.img, no record              before a create's commit or after a
+//	                                      delete's: garbage, removed
+//	.tmp-*.json.*                         an unpublished record: garbage, removed
+//	<id>.img, no record                   unexpected; may be data: quarantined
+//	record, no image at all               kept and logged; ImageExists is false
+//
+// Open only repairs when it holds the pool lock alone (<dir>/.lock, flock):
+// a second process opening a pool in use must not take the first one's
+// in-flight temporary files for garbage.
+//
+// The package knows nothing of gRPC or CSI and must not import them, nor any
+// hostos package.
+package pool
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Sentinel errors; internal/csi/errors.go maps them to gRPC codes.
+var (
+	// ErrNotFound: no volume with that ID (or name).
+	ErrNotFound = errors.New("volume not found")
+	// ErrAlreadyExists: a volume with that name exists with other parameters.
+	ErrAlreadyExists = errors.New("volume already exists with different parameters")
+	// ErrNoSpace: the pool cannot hold the volume.
+	ErrNoSpace = errors.New("not enough space in the pool")
+	// ErrInvalidID: an ID or name that cannot safely become a path.
+	ErrInvalidID = errors.New("invalid volume ID")
+	// ErrInvalidArgument: a CreateRequest field out of range (capacity not
+	// positive, unknown provisioning, thick on a filesystem that cannot
+	// preallocate).
+	ErrInvalidArgument = errors.New("invalid argument")
+)
+
+// Provisioning modes of CreateRequest.Provisioning and Volume.Provisioning.
+const (
+	// ProvisioningThin: a sparse image; blocks are allocated on write, so
+	// volumes may together promise more than the pool holds.
+	ProvisioningThin = "thin"
+	// ProvisioningThick: every block allocated (fallocate) at create.
+	ProvisioningThick = "thick"
+)
+
+// MaxNameLen is the longest volume name accepted, in bytes. The name never
+// becomes a path (only its hash does), so it only bounds record size.
+const MaxNameLen = 1024
+
+// Volume is the record of one volume, stored as <id>.json.
+type Volume struct {
+	// Version of the record format.
+	Version int `json:"version"`
+	// ID is the volume ID handed to the CO: "fv-" + 32 hex digits of
+	// sha256(Name), so a retried CreateVolume finds its volume without an index.
+	ID string `json:"id"`
+	// Name is the CO's name for the volume (CreateVolumeRequest.name).
+	Name string `json:"name"`
+	// CapacityBytes is the size of the image file.
+	CapacityBytes int64 `json:"capacityBytes"`
+	// FSType is the filesystem made at first stage for mount access.
+	FSType string `json:"fsType"`
+	// Provisioning is "thin" (sparse) or "thick" (fallocated).
+	Provisioning string `json:"provisioning"`
+	// Parameters are the CreateVolume parameters as given, compared on a
+	// retried create (CSI spec: same name + different parameters →
+	// ALREADY_EXISTS).
+	Parameters map[string]string `json:"parameters,omitempty"`
+	// Node is the node whose pool holds the volume.
+	Node string `json:"node"`
+	// CreatedAt is when the record was first written.
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// CreateRequest is a validated request for a new volume. An empty
+// Provisioning means ProvisioningThin.
+type CreateRequest struct {
+	Name          string
+	CapacityBytes int64
+	FSType        string
+	Provisioning  string
+	Parameters    map[string]string
+}
+
+// Capacity is what the pool can still hold.
+type Capacity struct {
+	// TotalBytes and FreeBytes are statfs of the pool filesystem (free as
+	// available to unprivileged writers).
+	TotalBytes, FreeBytes int64
+	// ReservedBytes is kept free on purpose (--reserved-capacity).
+	ReservedBytes int64
+	// AvailableBytes = FreeBytes - ReservedBytes, never negative.
+	AvailableBytes int64
+	// ProvisionedBytes is the sum of every volume's capacity.
+	ProvisionedBytes int64
+}
+
+// Options configures Open.
+type Options struct {
+	// NodeID is written into every record.
+	NodeID string
+	// ReservedBytes is kept free and never promised.
+	ReservedBytes int64
+}
+
+// Pool is an open storage pool. Its methods are safe for concurrent use;
+// callers serialise operations on one volume (per-volume locks in csi).
+type Pool struct {
+	dir  string // the pool directory, as given to Open
+	vdir string // <dir>/volumes
+	qdir string // <dir>/quarantine
+	opts Options
+	idx  *index
+	// vfd is <dir>/volumes held open so each create costs one fsync(2) of
+	// the directory, not open+fsync+close.
+	vfd int
+	// lockFD holds the shared flock on <dir>/.lock for the pool's lifetime.
+	lockFD int
+}
+
+// Open creates the pool layout if missing (mode 0700), rolls forward or
+// cleans up interrupted operations and loads the record index.
+func Open(dir string, opts Options) (*Pool, error) { return open(dir, opts) }
+
+// Close releases the pool lock and the directory handle. It must not run
+// concurrently with other methods; the Pool is unusable afterwards.
+func (p *Pool) Close() error { return p.close() }
+
+// Dir returns the pool directory.
+func (p *Pool) Dir() string { return p.dir }
+
+// VolumeID returns the ID that a volume named name has.
+func VolumeID(name string) string { return volumeID(name) }
+
+// ValidID reports whether id has the shape of a volume ID (so it can
+// become a path). It returns an error wrapping ErrInvalidID that says why.
+func ValidID(id string) error { return validID(id) }
+
+// ValidName reports whether name is acceptable as a volume name: not empty,
+// at most MaxNameLen bytes, valid UTF-8, no NUL. It returns an error
+// wrapping ErrInvalidID that says why. Create checks it too.
+func ValidName(name string) error { return validName(name) }
+
+// ImagePath returns the path of the volume's image file. id must be valid.
+func (p *Pool) ImagePath(id string) string { return p.imagePath(id) }
+
+// Create creates the image file (sparse, or fallocated for thick) and then
+// the record, durably: when it returns nil the volume survives a crash. If a
+// record for the name exists already, it returns ErrAlreadyExists: callers
+// look the name up with GetByName first. ErrNoSpace when the pool cannot
+// hold it (a single volume larger than AvailableBytes is refused up front;
+// thin volumes may together overcommit the pool). Nothing is left behind on
+// error. ctx is honoured until the commit point.
+func (p *Pool) Create(ctx context.Context, req CreateRequest) (Volume, error) {
+	return p.create(ctx, req)
+}
+
+// Get reads the volume's record from disk (the truth: another process may
+// share the pool) and refreshes the index with it. ErrNotFound when there
+// is no record, ErrInvalidID when id is not an ID.
+func (p *Pool) Get(id string) (Volume, error) { return p.get(id) }
+
+// GetByName returns the volume created with that name, or ErrNotFound.
+func (p *Pool) GetByName(name string) (Volume, error) { return p.get(volumeID(name)) }
+
+// Delete removes the volume's image and record. An unknown ID is not an
+// error (CSI spec: DeleteVolume of a missing volume MUST succeed).
+func (p *Pool) Delete(ctx context.Context, id string) error { return p.delete(ctx, id) }
+
+// List returns every volume known to the index (loaded by Open, kept up to
+// date by Create, Delete and Get), sorted by ID (stable order for
+// pagination). It does not touch the disk.
+func (p *Pool) List() []Volume { return p.idx.list() }
+
+// Capacity reports what the pool can still hold.
+func (p *Pool) Capacity() (Capacity, error) { return p.capacity() }
+
+// ImageExists reports whether the volume's image file is present; false
+// for an invalid ID.
+func (p *Pool) ImageExists(id string) bool { return p.imageExists(id) }

@@ -1,0 +1,193 @@
+package pool
+
+import (
+	"context"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// TestOpenRepairs hand-crafts each state a crash can leave (see the table in
+// the package doc) and checks what Open makes of it.
+func TestOpenRepairs(t *testing.T) {
+	id := VolumeID("pvc-crash")
+	other := VolumeID("pvc-other")
+	tests := []struct {
+		name string
+		// crash turns a pool holding volume pvc-crash into the crashed state.
+		crash func(t *testing.T, vdir string)
+		// want: the volumes dir after Open (pvc-other's files are not listed).
+		want        []string
+		quarantined int  // files in quarantine/
+		listed      bool // pvc-crash in List
+		imageExists bool
+	}{
+		{
+			name:  "create or delete interrupted after the commit: roll forward",
+			crash: func(t *testing.T, v string) { mv(t, v+"/"+id+".img", v+"/.tmp-"+id+".img") },
+			want:  []string{id + ".img", id + ".json"}, listed: true, imageExists: true,
+		},
+		{
+			name:  "create interrupted before the commit: tmp image removed",
+			crash: func(t *testing.T, v string) { rm(t, v+"/"+id+".json"); mv(t, v+"/"+id+".img", v+"/.tmp-"+id+".img") },
+			want:  nil,
+		},
+		{
+			name:  "unpublished record removed, the volume kept",
+			crash: func(t *testing.T, v string) { write(t, v+"/.tmp-"+id+".json.k3x9", "{") },
+			want:  []string{id + ".img", id + ".json"}, listed: true, imageExists: true,
+		},
+		{
+			name: "unpublished record and tmp image removed",
+			crash: func(t *testing.T, v string) {
+				rm(t, v+"/"+id+".json")
+				mv(t, v+"/"+id+".img", v+"/.tmp-"+id+".img")
+				write(t, v+"/.tmp-"+id+".json.1", "{")
+			},
+			want: nil,
+		},
+		{
+			name:  "image without record quarantined, never deleted",
+			crash: func(t *testing.T, v string) { rm(t, v+"/"+id+".json") },
+			want:  nil, quarantined: 1,
+		},
+		{
+			name:  "record without image kept",
+			crash: func(t *testing.T, v string) { rm(t, v+"/"+id+".img") },
+			want:  []string{id + ".json"}, listed: true,
+		},
+		{
+			name: "record, image and tmp image: tmp quarantined",
+			crash: func(t *testing.T, v string) {
+				write(t, v+"/.tmp-"+id+".img", "maybe data")
+			},
+			want: []string{id + ".img", id + ".json"}, quarantined: 1, listed: true, imageExists: true,
+		},
+		{
+			name:  "unknown files left alone",
+			crash: func(t *testing.T, v string) { write(t, v+"/README", "x"); write(t, v+"/.tmp-foo", "x") },
+			want:  []string{".tmp-foo", "README", id + ".img", id + ".json"}, listed: true, imageExists: true,
+		},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := scratch(t, "repair-"+string(rune('a'+i)))
+			p := openPool(t, dir, Options{})
+			mustCreate(t, p, CreateRequest{Name: "pvc-crash", CapacityBytes: 1 << 20})
+			mustCreate(t, p, CreateRequest{Name: "pvc-other", CapacityBytes: 1 << 20})
+			if err := p.Close(); err != nil {
+				t.Fatal(err)
+			}
+			tt.crash(t, dir+"/volumes")
+
+			p = openPool(t, dir, Options{})
+			var got []string
+			for _, name := range ls(t, p.vdir) {
+				if !strings.Contains(name, other) {
+					got = append(got, name)
+				}
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("volumes dir after Open: %v, want %v", got, tt.want)
+			}
+			if q := ls(t, p.qdir); len(q) != tt.quarantined {
+				t.Errorf("quarantine holds %v, want %d files", q, tt.quarantined)
+			}
+			list := p.List()
+			if len(list) != 1+btoi(tt.listed) {
+				t.Errorf("List = %+v", list)
+			}
+			if _, err := p.Get(id); (err == nil) != tt.listed {
+				t.Errorf("Get = %v", err)
+			}
+			if p.ImageExists(id) != tt.imageExists {
+				t.Errorf("ImageExists = %v, want %v", p.ImageExists(id), tt.imageExists)
+			}
+			if !p.ImageExists(other) {
+				t.Error("the other volume lost its image")
+			}
+			// Whatever state was left, the volume can be deleted and made again.
+			if err := p.Delete(context.Background(), id); err != nil {
+				t.Errorf("Delete: %v", err)
+			}
+			mustCreate(t, p, CreateRequest{Name: "pvc-crash", CapacityBytes: 1 << 20})
+		})
+	}
+}
+
+// TestOpenLeavesSharedPoolAlone: a second process opening a pool in use must
+// not take the first one's in-flight temporary files for garbage.
+func TestOpenLeavesSharedPoolAlone(t *testing.T) {
+	dir := scratch(t, "shared")
+	first := openPool(t, dir, Options{})
+	inflight := first.vdir + "/.tmp-" + VolumeID("x") + ".img"
+	write(t, inflight, "")
+
+	second := openPool(t, dir, Options{})
+	if _, err := os.Stat(inflight); err != nil {
+		t.Fatalf("Open of a pool in use removed %s: %v", inflight, err)
+	}
+	v := mustCreate(t, second, CreateRequest{Name: "from-second", CapacityBytes: 1 << 20})
+	if _, err := first.Get(v.ID); err != nil { // Get reads the disk
+		t.Errorf("first.Get of second's volume: %v", err)
+	}
+	if len(first.List()) != 1 {
+		t.Errorf("Get did not refresh the first pool's index: %+v", first.List())
+	}
+	_ = first.Close()
+	_ = second.Close()
+
+	openPool(t, dir, Options{})
+	if _, err := os.Stat(inflight); !os.IsNotExist(err) {
+		t.Errorf("Open of an unused pool kept %s: %v", inflight, err)
+	}
+}
+
+// TestCreateOverStrayImage: an image without a record at the new volume's
+// name is quarantined, not overwritten.
+func TestCreateOverStrayImage(t *testing.T) {
+	p := openPool(t, scratch(t, "stray"), Options{})
+	id := VolumeID("pvc-stray")
+	write(t, p.ImagePath(id), "someone's data")
+	write(t, p.tmpImagePath(id), "stale tmp image of a crashed create")
+	v := mustCreate(t, p, CreateRequest{Name: "pvc-stray", CapacityBytes: 1 << 20})
+	if fi, err := os.Stat(p.ImagePath(v.ID)); err != nil || fi.Size() != 1<<20 {
+		t.Errorf("image: %v, %v", fi, err)
+	}
+	q := ls(t, p.qdir)
+	if len(q) != 1 {
+		t.Fatalf("quarantine holds %v", q)
+	}
+	if data, _ := os.ReadFile(p.qdir + "/" + q[0]); string(data) != "someone's data" {
+		t.Errorf("quarantined %q", data)
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func mv(t *testing.T, from, to string) {
+	t.Helper()
+	if err := os.Rename(from, to); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func rm(t *testing.T, path string) {
+	t.Helper()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func write(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,231 @@
+// Package testutil helps tests that use real loop devices and mounts keep
+// the machine clean: every scratch file lives under /tmp/filevol-test/<name>,
+// and whatever a killed earlier run left there (mounts, loop devices, files)
+// is removed before the next run starts and after every test.
+//
+// It is imported only by tests. It must not import gRPC, CSI or pool; it
+// uses hostos/loop to find and detach loop devices.
+package testutil
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moby/sys/mountinfo"
+	"golang.org/x/sys/unix"
+
+	"github.com/filevol/filevol/internal/hostos/loop"
+)
+
+// Base is the directory under which all scratch directories live.
+const Base = "/tmp/filevol-test"
+
+// RequireRoot skips the test unless it runs as root: loop devices and
+// mounts need CAP_SYS_ADMIN.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: uses real loop devices and mounts")
+	}
+}
+
+// prepared remembers, per scratch name, that this process has cleaned the
+// directory and holds its lock. The lock file stays referenced here so its
+// finalizer never closes it (which would drop the lock).
+var prepared = struct {
+	sync.Mutex
+	dirs map[string]*os.File
+}{dirs: map[string]*os.File{}}
+
+var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// Scratch returns a new empty directory for this test under
+// /tmp/filevol-test/<name>/ and registers a t.Cleanup that unmounts,
+// detaches and removes everything in it.
+//
+// The first call per process for a name takes an exclusive lock on
+// /tmp/filevol-test/.<name>.lock (held until the process exits; the kernel
+// drops it even when the process is killed) and then runs
+// CleanLeftovers on /tmp/filevol-test/<name>. Because of the lock, a second
+// test process using the same name (CI on the same machine) waits instead of
+// cleaning up devices that are still in use, and what CleanLeftovers finds
+// can only belong to a process that is gone.
+//
+// Each test gets its own subdirectory so parallel tests and their cleanups
+// do not interfere.
+func Scratch(t testing.TB, name string) string {
+	t.Helper()
+	if !validName.MatchString(name) {
+		t.Fatalf("testutil.Scratch: invalid name %q", name)
+	}
+	root := filepath.Join(Base, name)
+	if err := prepare(t, name, root); err != nil {
+		t.Fatalf("testutil.Scratch: %v", err)
+	}
+	dir, err := os.MkdirTemp(root, testDirPrefix(t.Name()))
+	if err != nil {
+		t.Fatalf("testutil.Scratch: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := CleanLeftovers(dir); err != nil {
+			t.Errorf("testutil.Scratch cleanup: %v", err)
+		}
+	})
+	return dir
+}
+
+func prepare(t testing.TB, name, root string) error {
+	prepared.Lock()
+	defer prepared.Unlock()
+	if _, ok := prepared.dirs[name]; ok {
+		return nil
+	}
+	if err := os.MkdirAll(Base, 0o755); err != nil {
+		return err
+	}
+	lockPath := filepath.Join(Base, "."+name+".lock")
+	lock, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); errors.Is(err, unix.EWOULDBLOCK) {
+		t.Logf("waiting for %s: another test process uses %s", lockPath, root)
+		err = unix.Flock(int(lock.Fd()), unix.LOCK_EX)
+	}
+	if err != nil {
+		lock.Close()
+		return fmt.Errorf("lock %s: %w", lockPath, err)
+	}
+	if err := CleanLeftovers(root); err != nil {
+		lock.Close()
+		return err
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		lock.Close()
+		return err
+	}
+	prepared.dirs[name] = lock
+	return nil
+}
+
+// testDirPrefix turns a test name (which may hold slashes and spaces) into
+// a short directory name prefix.
+func testDirPrefix(name string) string {
+	name = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+			return r
+		}
+		return '_'
+	}, name)
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	return name + "-"
+}
+
+// CleanLeftovers unmounts everything mounted at or under root (deepest
+// first, falling back to a lazy MNT_DETACH), detaches every loop device
+// whose backing file is under root, and removes root. root must be an
+// absolute path other than "/". A missing root is not an error.
+func CleanLeftovers(root string) error {
+	root = filepath.Clean(root)
+	if !filepath.IsAbs(root) || root == "/" {
+		return fmt.Errorf("testutil: refusing to clean %q", root)
+	}
+	roots := []string{root}
+	// The kernel reports resolved paths (mountinfo, backing_file).
+	if real, err := filepath.EvalSymlinks(root); err == nil && real != root {
+		roots = append(roots, real)
+	}
+	under := func(p string) bool {
+		return slices.ContainsFunc(roots, func(r string) bool { return p == r || strings.HasPrefix(p, r+"/") })
+	}
+	var errs []error
+	if err := unmountUnder(under); err != nil {
+		errs = append(errs, err)
+	}
+	if err := detachUnder(under); err != nil {
+		errs = append(errs, err)
+	}
+	if err := os.RemoveAll(root); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// unmountUnder unmounts every mount whose mount point satisfies under.
+// Mounts can be stacked on one mount point, so it rereads the table until
+// nothing matches or a pass makes no progress.
+func unmountUnder(under func(string) bool) error {
+	var lastErr error
+	for range 64 {
+		mounts, err := mountinfo.GetMounts(func(m *mountinfo.Info) (skip, stop bool) {
+			return !under(m.Mountpoint), false
+		})
+		if err != nil {
+			return err
+		}
+		if len(mounts) == 0 {
+			return nil
+		}
+		// Deepest first; on one mount point the newest (top) mount first.
+		slices.SortFunc(mounts, func(a, b *mountinfo.Info) int {
+			if d := strings.Count(b.Mountpoint, "/") - strings.Count(a.Mountpoint, "/"); d != 0 {
+				return d
+			}
+			return b.ID - a.ID
+		})
+		progress := false
+		for _, m := range mounts {
+			err := unix.Unmount(m.Mountpoint, 0)
+			if err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+				err = unix.Unmount(m.Mountpoint, unix.MNT_DETACH)
+			}
+			if err == nil {
+				progress = true
+			} else if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+				lastErr = fmt.Errorf("unmount %s: %w", m.Mountpoint, err)
+			}
+		}
+		if !progress {
+			break
+		}
+	}
+	if lastErr == nil {
+		lastErr = errors.New("unmount made no progress")
+	}
+	return fmt.Errorf("testutil: mounts remain: %w", lastErr)
+}
+
+// detachUnder detaches the loop devices whose backing file satisfies under.
+// A filesystem just unmounted lazily may keep its device claimed for a
+// moment, so ErrBusy is retried briefly.
+func detachUnder(under func(string) bool) error {
+	devs, err := loop.List()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, d := range devs {
+		if !under(d.BackingFile) {
+			continue
+		}
+		err := loop.Detach(d.Path)
+		for i := 0; errors.Is(err, loop.ErrBusy) && i < 20; i++ {
+			time.Sleep(50 * time.Millisecond)
+			err = loop.Detach(d.Path)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

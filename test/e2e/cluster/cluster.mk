@@ -1,0 +1,26 @@
+# Single-node Kubernetes for the e2e tests. Include from the top-level Makefile:
+#   include test/e2e/cluster/cluster.mk
+# Paths are relative to $(CURDIR), i.e. make must run from the repository root.
+# See test/e2e/cluster/README.md.
+
+E2E_CLUSTER_DIR ?= $(CURDIR)/test/e2e/cluster
+# Where build.sh put the binaries for the pinned versions (e2e.test, kubectl, sidecars...).
+E2E_BIN_DIR = $(shell $(E2E_CLUSTER_DIR)/build.sh --print-bin-dir)
+E2E_KUBECONFIG ?= $(or $(FILEVOL_E2E_STATE),/var/lib/filevol-e2e)/admin.kubeconfig
+
+.PHONY: e2e-packages e2e-tools cluster-up cluster-down cluster-smoke
+
+e2e-packages:
+	$(E2E_CLUSTER_DIR)/install-packages.sh
+
+e2e-tools: e2e-packages
+	$(E2E_CLUSTER_DIR)/build.sh
+
+cluster-up: e2e-tools
+	$(E2E_CLUSTER_DIR)/up.sh
+
+cluster-down:
+	$(E2E_CLUSTER_DIR)/down.sh
+
+cluster-smoke:
+	$(E2E_CLUSTER_DIR)/smoke.sh

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# build-images.sh KUBE_SRC_DIR AGNHOST_BIN OUT_DIR
+# Builds the images the e2e suite needs, without Docker or a registry:
+#   pause.tar    pause from kubernetes' own build/pause/linux/pause.c (gcc -static)
+#   busybox.tar  Debian's busybox-static; also tagged as the e2e nginx and
+#                glibc-dns-testing images, which the storage suites only use for `sh -c`
+#   agnhost.tar  agnhost built from the kubernetes module, on the busybox rootfs, with
+#                the nsenter shim (see nsenter-shim.sh)
+set -euo pipefail
+kube=$1; agnhost=$2; out=$3
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/../versions.env"
+w=$(mktemp -d); trap 'rm -rf "$w"' EXIT
+mkdir -p "$out"
+
+gcc -Os -static -DVERSION="${PAUSE_TAG##*:}-filevol" -o "$w/pause" "$kube/build/pause/linux/pause.c"
+mkdir -p "$w/rootfs-pause" && cp "$w/pause" "$w/rootfs-pause/pause"
+p=${PAUSE_TAG%:*}
+"$here/mkimage.sh" "$out/pause.tar" "$w/rootfs-pause" '["/pause"]' 'null' \
+  "$PAUSE_TAG" "$p:3.10.1" "$p:3.10"
+
+r=$w/rootfs-busybox
+mkdir -p "$r"/{bin,sbin,usr/bin,usr/sbin,tmp,etc,proc,sys,dev,root,var}
+cp /bin/busybox "$r/bin/busybox"
+for a in $(/bin/busybox --list-full); do [ -e "$r/$a" ] || ln -s /bin/busybox "$r/$a"; done
+chmod 1777 "$r/tmp"
+echo 'root:x:0:0:root:/root:/bin/sh' > "$r/etc/passwd"
+echo 'root:x:0:' > "$r/etc/group"
+"$here/mkimage.sh" "$out/busybox.tar" "$r" 'null' '["sh"]' \
+  "$BUSYBOX_TAG" docker.io/library/busybox:latest \
+  registry.k8s.io/e2e-test-images/nginx:1.15-4 registry.k8s.io/e2e-test-images/glibc-dns-testing:2.0.0
+
+a=$w/rootfs-agnhost
+cp -a "$r" "$a"
+cp "$agnhost" "$a/agnhost"
+mkdir -p "$a/usr/local/bin" && cp "$here/nsenter-shim.sh" "$a/usr/local/bin/nsenter" && chmod 755 "$a/usr/local/bin/nsenter"
+"$here/mkimage.sh" "$out/agnhost.tar" "$a" '["/agnhost"]' '["pause"]' \
+  "registry.k8s.io/e2e-test-images/agnhost:$AGNHOST_VERSION" registry.k8s.io/e2e-test-images/agnhost:2.55

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Install the Debian packages the e2e cluster needs, only when missing.
+# Idempotent and quiet: a second run does nothing (no apt-get update either).
+set -euo pipefail
+
+PKGS=(
+  containerd                  # CRI runtime (1.6.x on bookworm)
+  runc                        # OCI runtime used by containerd
+  containernetworking-plugins # bridge/host-local/loopback CNI plugins in /usr/lib/cni
+  busybox-static              # rootfs of the local busybox/agnhost images
+  conntrack iptables socat ethtool # kubelet host utilities
+  gcc libc6-dev               # static pause binary (build/pause/linux/pause.c)
+  openssl jq curl bc          # PKI, scripts
+  util-linux mount iproute2   # losetup, mountpoint, nsenter, ip
+)
+
+if [ "$(id -u)" != 0 ]; then
+  echo "install-packages.sh: must run as root" >&2
+  exit 1
+fi
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "install-packages: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-packages: done"

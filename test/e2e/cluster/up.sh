@@ -1,0 +1,298 @@
+#!/usr/bin/env bash
+# Bring up the single-node e2e cluster from the binaries build.sh cached. Everything
+# listens on 127.0.0.1; pods sit on a host-only bridge (no gateway, no masquerade).
+#
+# First it runs down.sh (non-graceful) to clean up whatever a killed earlier run left
+# behind, then starts: containerd, etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler, kubelet (root dir /var/lib/kubelet, bind-mounted from the state dir);
+# waits for node Ready, imports the local images, applies the VolumeSnapshot CRDs and
+# starts snapshot-controller. Every PID is recorded in $STATE_DIR/pids for down.sh.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+[ "$(id -u)" = 0 ] || die "up.sh must run as root"
+
+for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl snapshot-controller; do
+  [ -x "$BIN_DIR/$b" ] || die "$BIN_DIR/$b missing: run build.sh (make e2e-tools) first"
+done
+for t in pause busybox agnhost; do [ -s "$IMG_DIR/$t.tar" ] || die "$IMG_DIR/$t.tar missing: run build.sh"; done
+for c in containerd runc ctr openssl curl; do command -v "$c" >/dev/null || die "$c missing: run install-packages.sh"; done
+[ -x /usr/lib/cni/bridge ] || die "CNI plugins missing: run install-packages.sh"
+getent hosts "$NODE_NAME" | grep -q '^127\.' || die "$NODE_NAME must resolve to 127.0.0.1 (/etc/hosts)"
+
+T0=$(date +%s.%N)
+ts() { printf '%s [%6.1fs] %s\n' "$(date +%H:%M:%S)" "$(echo "$(date +%s.%N) - $T0" | bc)" "$*"; }
+
+# On failure, tear down what was started (logs stay) unless asked to keep it for debugging.
+on_exit() {
+  local rc=$?
+  if [ "$rc" != 0 ] && [ "${FILEVOL_E2E_KEEP_ON_FAILURE:-0}" != 1 ]; then
+    log "up.sh failed (exit $rc): tearing down; logs are in $LOG_DIR/cluster" >&2
+    FILEVOL_E2E_GRACEFUL=0 "$CLUSTER_DIR/down.sh" >&2 || true
+  fi
+}
+trap on_exit EXIT
+
+# ---- clean up leftovers of an earlier (possibly killed) run ----------------------------
+FILEVOL_E2E_GRACEFUL=0 "$CLUSTER_DIR/down.sh" | sed 's/^/  /'
+for port in 2379 2380 2381 6443 10248 10250 10257 10259; do
+  if ss -ltnH "sport = :$port" | grep -q .; then
+    die "port $port is in use by a process this script did not start: $(ss -ltnpH "sport = :$port")"
+  fi
+done
+
+# Keep one generation of old logs.
+if [ -d "$LOG_DIR/cluster" ]; then rm -rf "$LOG_DIR/cluster.prev"; mv "$LOG_DIR/cluster" "$LOG_DIR/cluster.prev"; fi
+LOGS=$LOG_DIR/cluster
+mkdir -p "$LOGS" "$STATE_DIR"/{etcd,kubelet,pod-logs,cni/net.d,cni/ipam,containerd}
+
+PIDS=$STATE_DIR/pids
+: > "$PIDS"
+proc_start() { local s; s=$(cat "/proc/$1/stat") || return 1; s=${s##*) }; set -- $s; echo "${20}"; }
+start() { # name command... ; its own session, so a ^C in make does not half-kill the cluster
+  local n=$1; shift
+  setsid "$@" > "$LOGS/$n.log" 2>&1 < /dev/null &
+  local p=$!
+  echo "$n $p $(proc_start "$p")" >> "$PIDS"
+  ts "started $n (pid $p)"
+}
+waitfor() { # what timeout-seconds command...
+  local what=$1 t=$2 i; shift 2
+  for ((i = 0; i < t * 4; i++)); do
+    if "$@" >/dev/null 2>&1; then ts "$what ready"; return 0; fi
+    # fail fast when the process we wait for has died
+    while read -r n p _; do
+      kill -0 "$p" 2>/dev/null || die "$n (pid $p) exited; see $LOGS/$n.log:
+$(tail -n 15 "$LOGS/$n.log")"
+    done < "$PIDS"
+    sleep 0.25
+  done
+  die "timed out after ${t}s waiting for $what (logs in $LOGS)"
+}
+
+# ---- PKI and kubeconfigs (kept across runs) ---------------------------------------------
+P=$STATE_DIR/pki
+if [ ! -s "$P/.complete" ]; then
+  rm -rf "$P"; mkdir -p "$P"
+  (
+    cd "$P"
+    umask 077
+    openssl genrsa -out ca.key 2048 2>/dev/null
+    openssl req -x509 -new -nodes -key ca.key -subj "/CN=filevol-e2e-ca" -days 3650 -out ca.crt 2>/dev/null
+    ext() { printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=%s\n%s\n' "$1" "${2:+subjectAltName=$2}"; }
+    cert() { # name subject extendedKeyUsage [SANs]
+      openssl genrsa -out "$1.key" 2048 2>/dev/null
+      openssl req -new -key "$1.key" -subj "$2" -out "$1.csr" 2>/dev/null
+      openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
+        -extfile <(ext "$3" "${4:-}") -out "$1.crt" 2>/dev/null
+      rm -f "$1.csr"
+    }
+    cert apiserver "/CN=kube-apiserver" serverAuth \
+      "IP:127.0.0.1,IP:${SERVICE_CIDR%.*}.1,DNS:localhost,DNS:$NODE_NAME,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+    cert kubelet "/CN=$NODE_NAME" serverAuth "IP:127.0.0.1,DNS:localhost,DNS:$NODE_NAME"
+    cert admin "/CN=admin/O=system:masters" clientAuth
+    cert controller-manager "/CN=system:kube-controller-manager" clientAuth
+    cert scheduler "/CN=system:kube-scheduler" clientAuth
+    cert kubelet-client "/CN=system:node:$NODE_NAME/O=system:nodes" clientAuth
+    cert apiserver-kubelet-client "/CN=kube-apiserver-kubelet-client/O=system:masters" clientAuth
+    openssl genrsa -out sa.key 2048 2>/dev/null
+    openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+  )
+  for kc in admin:admin controller-manager:system:kube-controller-manager scheduler:system:kube-scheduler \
+            kubelet:system:node:$NODE_NAME; do
+    name=${kc%%:*} user=${kc#*:} f=$STATE_DIR/${kc%%:*}.kubeconfig
+    cb=$name; [ "$name" = kubelet ] && cb=kubelet-client
+    rm -f "$f"
+    "$KUBECTL" config set-cluster local --server=https://127.0.0.1:6443 --certificate-authority="$P/ca.crt" --embed-certs=true --kubeconfig="$f" >/dev/null
+    "$KUBECTL" config set-credentials "$user" --client-certificate="$P/$cb.crt" --client-key="$P/$cb.key" --embed-certs=true --kubeconfig="$f" >/dev/null
+    "$KUBECTL" config set-context default --cluster=local --user="$user" --kubeconfig="$f" >/dev/null
+    "$KUBECTL" config use-context default --kubeconfig="$f" >/dev/null
+  done
+  date -u +%FT%TZ > "$P/.complete"
+  ts "generated PKI and kubeconfigs"
+fi
+
+# ---- containerd -----------------------------------------------------------------------
+C=$STATE_DIR/containerd
+# restrict_oom_score_adj: root here lacks CAP_SYS_RESOURCE, so the -998 containerd gives
+# sandboxes makes runc fail ("can't get final child's PID from pipe"); clamp to our own.
+cat > "$C/config.toml" <<EOF
+version = 2
+root = "$C/root"
+state = "$C/state"
+[grpc]
+  address = "$CONTAINERD_SOCK"
+[ttrpc]
+  address = ""
+[debug]
+  address = ""
+[metrics]
+  address = ""
+[plugins]
+  [plugins."io.containerd.internal.v1.opt"]
+    path = "$C/opt"
+  [plugins."io.containerd.grpc.v1.cri"]
+    sandbox_image = "$PAUSE_TAG"
+    stream_server_address = "127.0.0.1"
+    stream_server_port = "0"
+    enable_selinux = false
+    restrict_oom_score_adj = true
+    [plugins."io.containerd.grpc.v1.cri".containerd]
+      snapshotter = "overlayfs"
+      default_runtime_name = "runc"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+          SystemdCgroup = false
+          BinaryName = "$(command -v runc)"
+          Root = "$C/runc-root"
+    [plugins."io.containerd.grpc.v1.cri".cni]
+      bin_dir = "/usr/lib/cni"
+      conf_dir = "$STATE_DIR/cni/net.d"
+EOF
+# Bridge without gateway or masquerade: pod traffic cannot leave the host bridge, and
+# ip_forward is left alone.
+cat > "$STATE_DIR/cni/net.d/10-filevol-e2e.conflist" <<EOF
+{
+  "cniVersion": "0.4.0",
+  "name": "filevol-e2e",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "$BRIDGE",
+      "isGateway": false,
+      "ipMasq": false,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [[{"subnet": "$POD_SUBNET"}]],
+        "dataDir": "$STATE_DIR/cni/ipam"
+      }
+    },
+    {"type": "loopback"}
+  ]
+}
+EOF
+start containerd containerd --config "$C/config.toml"
+
+# ---- control plane --------------------------------------------------------------------
+start etcd "$BIN_DIR/etcd" --name filevol-e2e --data-dir "$STATE_DIR/etcd/data" \
+  --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
+  --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+  --initial-cluster filevol-e2e=http://127.0.0.1:2380 --listen-metrics-urls http://127.0.0.1:2381 \
+  --unsafe-no-fsync
+waitfor etcd 60 curl -sf http://127.0.0.1:2379/health
+
+# --endpoint-reconciler-type=none: 127.0.0.1 is not a valid Endpoints IP.
+# --kubelet-preferred-address-types=Hostname: reach the kubelet as vm:10250 (= 127.0.0.1).
+start kube-apiserver "$BIN_DIR/kube-apiserver" \
+  --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port=6443 \
+  --endpoint-reconciler-type=none \
+  --etcd-servers=http://127.0.0.1:2379 \
+  --tls-cert-file="$P/apiserver.crt" --tls-private-key-file="$P/apiserver.key" \
+  --client-ca-file="$P/ca.crt" \
+  --kubelet-client-certificate="$P/apiserver-kubelet-client.crt" --kubelet-client-key="$P/apiserver-kubelet-client.key" \
+  --kubelet-certificate-authority="$P/ca.crt" \
+  --kubelet-preferred-address-types=Hostname \
+  --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+  --service-account-key-file="$P/sa.pub" --service-account-signing-key-file="$P/sa.key" \
+  --service-cluster-ip-range="$SERVICE_CIDR" \
+  --authorization-mode=Node,RBAC \
+  --allow-privileged=true \
+  --enable-admission-plugins=NodeRestriction \
+  --v=2
+export KUBECONFIG=$ADMIN_KUBECONFIG
+waitfor kube-apiserver 120 "$KUBECTL" get --raw /readyz
+
+start kube-controller-manager "$BIN_DIR/kube-controller-manager" \
+  --bind-address=127.0.0.1 --secure-port=10257 \
+  --kubeconfig="$STATE_DIR/controller-manager.kubeconfig" \
+  --authentication-kubeconfig="$STATE_DIR/controller-manager.kubeconfig" \
+  --authorization-kubeconfig="$STATE_DIR/controller-manager.kubeconfig" \
+  --client-ca-file="$P/ca.crt" \
+  --cluster-signing-cert-file="$P/ca.crt" --cluster-signing-key-file="$P/ca.key" \
+  --root-ca-file="$P/ca.crt" --service-account-private-key-file="$P/sa.key" \
+  --use-service-account-credentials=true \
+  --controllers='*' \
+  --service-cluster-ip-range="$SERVICE_CIDR" \
+  --leader-elect=false \
+  --v=2
+start kube-scheduler "$BIN_DIR/kube-scheduler" \
+  --bind-address=127.0.0.1 --secure-port=10259 \
+  --kubeconfig="$STATE_DIR/scheduler.kubeconfig" \
+  --authentication-kubeconfig="$STATE_DIR/scheduler.kubeconfig" \
+  --authorization-kubeconfig="$STATE_DIR/scheduler.kubeconfig" \
+  --leader-elect=false \
+  --v=2
+
+# ---- images ---------------------------------------------------------------------------
+waitfor containerd 60 ctr --address "$CONTAINERD_SOCK" version
+for t in pause busybox agnhost; do
+  ctr --address "$CONTAINERD_SOCK" -n k8s.io images import "$IMG_DIR/$t.tar" >/dev/null
+done
+ts "imported images: $(ctr --address "$CONTAINERD_SOCK" -n k8s.io images ls -q | grep -vc '^sha256:') tags"
+
+# ---- kubelet --------------------------------------------------------------------------
+# The e2e storage suite hard-codes /var/lib/kubelet: bind-mount the state dir's kubelet
+# dir there so all data stays under the state dir.
+mkdir -p "$KUBELET_ROOT"
+mount --bind "$STATE_DIR/kubelet" "$KUBELET_ROOT"
+cat > "$STATE_DIR/kubelet-config.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: 127.0.0.1
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    enabled: true
+  x509:
+    clientCAFile: $P/ca.crt
+authorization:
+  mode: Webhook
+tlsCertFile: $P/kubelet.crt
+tlsPrivateKeyFile: $P/kubelet.key
+containerRuntimeEndpoint: unix://$CONTAINERD_SOCK
+imageServiceEndpoint: unix://$CONTAINERD_SOCK
+cgroupDriver: cgroupfs
+# cgroup v1 here; kubelet 1.36 refuses it unless told otherwise.
+failCgroupV1: false
+failSwapOn: false
+clusterDomain: cluster.local
+clusterDNS:
+- ${SERVICE_CIDR%.*}.10
+resolvConf: /etc/resolv.conf
+podLogsDir: $STATE_DIR/pod-logs
+serializeImagePulls: false
+# The images cannot be pulled again: never garbage-collect them.
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard:
+  memory.available: "100Mi"
+  nodefs.available: "1%"
+  imagefs.available: "1%"
+  nodefs.inodesFree: "1%"
+protectKernelDefaults: false
+EOF
+start kubelet "$BIN_DIR/kubelet" \
+  --config="$STATE_DIR/kubelet-config.yaml" \
+  --kubeconfig="$STATE_DIR/kubelet.kubeconfig" \
+  --root-dir="$KUBELET_ROOT" \
+  --hostname-override="$NODE_NAME" \
+  --v=2
+waitfor node-registered 120 "$KUBECTL" get node "$NODE_NAME"
+waitfor node-Ready 120 "$KUBECTL" wait --for=condition=Ready "node/$NODE_NAME" --timeout=1s
+T_READY=$(echo "$(date +%s.%N) - $T0" | bc)
+
+# ---- snapshot CRDs and controller -----------------------------------------------------
+"$KUBECTL" apply --server-side -f "$KEY_DIR/crd/" >/dev/null
+waitfor snapshot-CRDs 60 "$KUBECTL" wait --for=condition=Established --timeout=1s \
+  crd/volumesnapshots.snapshot.storage.k8s.io crd/volumesnapshotcontents.snapshot.storage.k8s.io \
+  crd/volumesnapshotclasses.snapshot.storage.k8s.io
+start snapshot-controller "$BIN_DIR/snapshot-controller" --kubeconfig="$ADMIN_KUBECONFIG" --leader-election=false --v=2
+waitfor default-serviceaccount 60 "$KUBECTL" -n default get serviceaccount default
+
+ts "cluster up (node Ready at ${T_READY}s); KUBECONFIG=$ADMIN_KUBECONFIG, logs in $LOGS"
