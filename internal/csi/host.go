@@ -41,7 +41,7 @@ func (OSHost) ListLoops() ([]loop.Device, error)        { return loop.List() }
 func (OSHost) AttachLoop(ctx context.Context, p string, o loop.Options) (loop.Device, error) {
 	return loop.Attach(ctx, p, o)
 }
-func (OSHost) DetachLoop(dev string) error    { return loop.Detach(dev) }
+func (OSHost) DetachLoop(dev string) error  { return loop.Detach(dev) }
 func (OSHost) Mounts() (mount.Table, error) { return mount.Read() }
 func (OSHost) Mount(src, dst, fstype string, o []string) error {
 	return mount.Mount(src, dst, fstype, o)
@@ -54,5 +54,5 @@ func (h OSHost) Probe(ctx context.Context, dev string) (string, error) {
 func (h OSHost) Format(ctx context.Context, dev, fstype string) error {
 	return h.Tools.Format(ctx, dev, fstype)
 }
-func (OSHost) StatFS(p string) (fs.Stats, error)          { return fs.StatFS(p) }
+func (OSHost) StatFS(p string) (fs.Stats, error)         { return fs.StatFS(p) }
 func (OSHost) BlockDeviceSize(dev string) (int64, error) { return fs.BlockDeviceSize(dev) }
