@@ -90,7 +90,7 @@ func (s *NodeService) stageFilesystem(ctx context.Context, vol pool.Volume, dev 
 	}
 	if ms := table.At(staging); len(ms) > 0 {
 		top := ms[len(ms)-1]
-		if top.Major == dev.Major && top.Minor == dev.Minor {
+		if isMountOf(top, dev) {
 			return nil // already staged: idempotent
 		}
 		return alreadyExists("staging path %s already has %s (%s) mounted, which is not volume %s", staging, top.Source, top.FSType, vol.ID)

@@ -72,14 +72,14 @@ func (s *NodeService) publishMount(id, staging, target string, readOnly, single 
 		return failedPrecondition("volume %s is not staged at %s; call NodeStageVolume first", id, staging)
 	}
 	if cur, ok := topMount(table, target); ok {
-		if cur.Major == dev.Major && cur.Minor == dev.Minor && hasOpt(cur.Options, "ro") == readOnly {
+		if isMountOf(cur, dev) && hasOpt(cur.Options, "ro") == readOnly {
 			return nil // already published: idempotent
 		}
 		return alreadyExists("target %s already has %s mounted (read-only: %v), incompatible with this request for volume %s",
 			target, cur.Source, hasOpt(cur.Options, "ro"), id)
 	}
 	if single {
-		if others := otherTargets(table.OfDevice(dev.Major, dev.Minor), staging, target); len(others) > 0 {
+		if others := otherTargets(mountsOf(table, dev), staging, target); len(others) > 0 {
 			return failedPrecondition("volume %s has access mode SINGLE_NODE_SINGLE_WRITER and is already published at %v", id, others)
 		}
 	}
@@ -210,7 +210,7 @@ func (s *NodeService) detachUnusedReadOnly(id string) error {
 		return err
 	}
 	for _, d := range u.devices {
-		if d.ReadOnly && len(deviceBinds(table, d)) == 0 && len(table.OfDevice(d.Major, d.Minor)) == 0 {
+		if d.ReadOnly && len(deviceBinds(table, d)) == 0 && len(mountsOf(table, d)) == 0 {
 			if err := s.host.DetachLoop(d.Path); err != nil && !errors.Is(err, loop.ErrNotFound) {
 				return fmt.Errorf("detach read-only %s of volume %s: %w", d.Path, id, err)
 			}
@@ -222,7 +222,7 @@ func (s *NodeService) detachUnusedReadOnly(id string) error {
 // deviceOf returns the device among devs that m is a mount of.
 func deviceOf(devs []loop.Device, m mount.Info) (loop.Device, bool) {
 	for _, d := range devs {
-		if d.Major == m.Major && d.Minor == m.Minor {
+		if isMountOf(m, d) {
 			return d, true
 		}
 	}

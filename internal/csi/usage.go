@@ -53,7 +53,7 @@ func volumeUsage(h Host, imagePath string) (usage, error) {
 		return u, fmt.Errorf("read mount table: %w", err)
 	}
 	for _, d := range devs {
-		u.mounts = append(u.mounts, table.OfDevice(d.Major, d.Minor)...)
+		u.mounts = append(u.mounts, mountsOf(table, d)...)
 		u.binds = append(u.binds, deviceBinds(table, d)...)
 	}
 	return u, nil
@@ -66,6 +66,24 @@ func deviceBinds(table mount.Table, d loop.Device) []mount.Info {
 	root := "/" + filepath.Base(d.Path)
 	for _, m := range table {
 		if m.FSType == "devtmpfs" && m.Root == root {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// isMountOf reports whether m is a mount of the filesystem on d. Most
+// filesystems show the device's major:minor in mountinfo; btrfs shows an
+// anonymous device number, so the mount source is compared as well.
+func isMountOf(m mount.Info, d loop.Device) bool {
+	return (m.Major == d.Major && m.Minor == d.Minor) || m.Source == d.Path
+}
+
+// mountsOf returns every mount of the filesystem on d, bind mounts included.
+func mountsOf(table mount.Table, d loop.Device) []mount.Info {
+	var out []mount.Info
+	for _, m := range table {
+		if m.FSType != "devtmpfs" && isMountOf(m, d) {
 			out = append(out, m)
 		}
 	}

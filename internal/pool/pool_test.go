@@ -186,7 +186,7 @@ func TestCreateENOSPC(t *testing.T) {
 
 	// fallocate fails: makeImage on its own, as the check would refuse it.
 	img := p.tmpImagePath(VolumeID("b"))
-	if err := makeImage(img, 5<<20, true); !errors.Is(err, ErrNoSpace) || !errors.Is(err, syscall.ENOSPC) {
+	if _, err := makeImage(img, 5<<20, true); !errors.Is(err, ErrNoSpace) || !errors.Is(err, syscall.ENOSPC) {
 		t.Errorf("makeImage beyond the free space = %v, want ErrNoSpace wrapping ENOSPC", err)
 	}
 	// The image takes exactly what is free, so the record does not fit.

@@ -135,6 +135,13 @@ func testDirPrefix(name string) string {
 // first, falling back to a lazy MNT_DETACH), detaches every loop device
 // whose backing file is under root, and removes root. root must be an
 // absolute path other than "/". A missing root is not an error.
+//
+// The order matters both ways: a filesystem on a loop device must be
+// unmounted before the device can be detached, but a loop device whose
+// backing file lives on a mount under root (a tmpfs, say) keeps that mount
+// busy — and unmounting it lazily first would make the backing path
+// unreachable, so the device could no longer be recognised as ours. Hence:
+// plain unmounts, detach, then lazy unmounts for what is left, detach again.
 func CleanLeftovers(root string) error {
 	root = filepath.Clean(root)
 	if !filepath.IsAbs(root) || root == "/" {
@@ -148,11 +155,13 @@ func CleanLeftovers(root string) error {
 	under := func(p string) bool {
 		return slices.ContainsFunc(roots, func(r string) bool { return p == r || strings.HasPrefix(p, r+"/") })
 	}
+	_ = unmountUnder(under, false) // what stays mounted is retried below
+	_ = detachUnder(under, false)
 	var errs []error
-	if err := unmountUnder(under); err != nil {
+	if err := unmountUnder(under, true); err != nil {
 		errs = append(errs, err)
 	}
-	if err := detachUnder(under); err != nil {
+	if err := detachUnder(under, true); err != nil {
 		errs = append(errs, err)
 	}
 	if err := os.RemoveAll(root); err != nil {
@@ -161,10 +170,11 @@ func CleanLeftovers(root string) error {
 	return errors.Join(errs...)
 }
 
-// unmountUnder unmounts every mount whose mount point satisfies under.
-// Mounts can be stacked on one mount point, so it rereads the table until
-// nothing matches or a pass makes no progress.
-func unmountUnder(under func(string) bool) error {
+// unmountUnder unmounts every mount whose mount point satisfies under,
+// lazily (MNT_DETACH) when a plain unmount fails and lazy is set. Mounts can
+// be stacked on one mount point, so it rereads the table until nothing
+// matches or a pass makes no progress.
+func unmountUnder(under func(string) bool, lazy bool) error {
 	var lastErr error
 	for range 64 {
 		mounts, err := mountinfo.GetMounts(func(m *mountinfo.Info) (skip, stop bool) {
@@ -186,7 +196,7 @@ func unmountUnder(under func(string) bool) error {
 		progress := false
 		for _, m := range mounts {
 			err := unix.Unmount(m.Mountpoint, 0)
-			if err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			if lazy && err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
 				err = unix.Unmount(m.Mountpoint, unix.MNT_DETACH)
 			}
 			if err == nil {
@@ -206,9 +216,9 @@ func unmountUnder(under func(string) bool) error {
 }
 
 // detachUnder detaches the loop devices whose backing file satisfies under.
-// A filesystem just unmounted lazily may keep its device claimed for a
-// moment, so ErrBusy is retried briefly.
-func detachUnder(under func(string) bool) error {
+// With wait, ErrBusy is retried for a second: a filesystem just unmounted
+// lazily keeps its device claimed until its last reference goes.
+func detachUnder(under func(string) bool, wait bool) error {
 	devs, err := loop.List()
 	if err != nil {
 		return err
@@ -219,7 +229,7 @@ func detachUnder(under func(string) bool) error {
 			continue
 		}
 		err := loop.Detach(d.Path)
-		for i := 0; errors.Is(err, loop.ErrBusy) && i < 20; i++ {
+		for i := 0; wait && errors.Is(err, loop.ErrBusy) && i < 20; i++ {
 			time.Sleep(50 * time.Millisecond)
 			err = loop.Detach(d.Path)
 		}

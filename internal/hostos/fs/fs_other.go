@@ -21,3 +21,5 @@ func freeze(string) error { return fmt.Errorf("freeze: %w", errors.ErrUnsupporte
 func thaw(string) error { return fmt.Errorf("thaw: %w", errors.ErrUnsupported) }
 
 func checkMountRoot(string) error { return fmt.Errorf("mount root: %w", errors.ErrUnsupported) }
+
+func hasCapSysResource() bool { return true }

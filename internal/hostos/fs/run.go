@@ -69,6 +69,7 @@ func run(ctx context.Context, program string, args ...string) ([]byte, error) {
 		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Args[0] = program // as given: it is what the program prints in its messages
 	cmd.Env = []string{"LC_ALL=C", "PATH=" + strings.Join(dirs, ":")}
 	var stdout bytes.Buffer
 	stderr := &tailBuffer{max: stderrTail}

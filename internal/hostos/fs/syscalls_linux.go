@@ -159,3 +159,14 @@ func fdIsMountRoot(fd int, path string) error {
 	}
 	return nil
 }
+
+// hasCapSysResource reports whether this process has CAP_SYS_RESOURCE in
+// its effective set; the kernel demands it for online ext4 resizing.
+func hasCapSysResource() bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return true // unknown: do not blame capabilities
+	}
+	return data[unix.CAP_SYS_RESOURCE/32].Effective&(1<<(unix.CAP_SYS_RESOURCE%32)) != 0
+}

@@ -104,7 +104,7 @@ func attachTo(n int, cfg unix.LoopConfig, backing string, readOnly bool) (Device
 	if err := configureFallback(&cfg, configure); err != nil {
 		return Device{}, fmt.Errorf("loop: attach %s: LOOP_CONFIGURE %s: %w", backing, dev, err)
 	}
-	d, attached, err := readDevice(sysBlock, n)
+	d, attached, err := readDevice(sysBlock, n, nil)
 	if err == nil && !attached {
 		err = errors.New("sysfs shows no backing file")
 	}

@@ -6,22 +6,24 @@ import (
 	"io/fs"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// detach clears devPath. Since Linux 5.x LOOP_CLR_FD no longer fails with
-// EBUSY on a device in use: it sets LO_FLAGS_AUTOCLEAR and returns 0, and the
-// kernel detaches at the last close. Issued blindly on a mounted device it
-// would tear the device down at unmount behind the caller's back. So:
+// detach clears devPath. Current kernels' LOOP_CLR_FD does not fail with
+// EBUSY on a device in use (only very old ones did): it sets
+// LO_FLAGS_AUTOCLEAR, returns 0, and the kernel detaches at the last close.
+// Issued blindly on a mounted device it would tear the device down at
+// unmount, behind the caller's back. So:
 //
 //   - the device is opened O_EXCL first; a mounted filesystem holds an
 //     exclusive claim, so that open fails with EBUSY → ErrBusy and nothing
 //     is changed;
-//   - after LOOP_CLR_FD and our close, a device that is still attached to
-//     the same file with autoclear set is held open by someone else (a
-//     process using the raw device): ErrBusy, and the kernel finishes the
-//     detach when they close it.
+//   - after LOOP_CLR_FD and our close, a device that stays attached to the
+//     same file with autoclear set is held open by someone else (a process
+//     using the raw device): ErrBusy, and the kernel finishes the detach
+//     when they close it.
 func detach(devPath string) error { return detachNode(devPath, true) }
 
 func detachNode(devPath string, mayCreate bool) error {
@@ -41,7 +43,7 @@ func detachNode(devPath string, mayCreate bool) error {
 		unix.Close(fd)
 		return fmt.Errorf("loop: detach: %w", err)
 	}
-	before, wasAttached, err := readDevice(sysBlock, n)
+	before, wasAttached, err := readDevice(sysBlock, n, nil)
 	if err != nil {
 		unix.Close(fd)
 		return fmt.Errorf("loop: detach %s: %w", devPath, err)
@@ -52,27 +54,51 @@ func detachNode(devPath string, mayCreate bool) error {
 	case errors.Is(err, unix.ENXIO):
 		return nil // not attached: detach is idempotent
 	case errors.Is(err, unix.EBUSY):
-		return fmt.Errorf("loop: detach %s: %w", devPath, ErrBusy) // kernels before 5.x
+		return fmt.Errorf("loop: detach %s: %w", devPath, ErrBusy) // very old kernels
 	case err != nil:
 		return fmt.Errorf("loop: detach %s (%s): LOOP_CLR_FD: %w", devPath, before.BackingFile, err)
 	}
 	if !wasAttached {
 		return nil
 	}
-	after, attached, err := readDevice(sysBlock, n)
-	if err != nil {
-		return fmt.Errorf("loop: detach %s: %w", devPath, err)
-	}
-	// A device attached again meanwhile (GET_FREE handed it to someone)
-	// has autoclear off or another file: that is not ours to report.
-	if attached && after.BackingFile == before.BackingFile {
-		base := filepath.Join(sysBlock, "loop"+strconv.Itoa(n))
-		if auto, err := readBool(base, "loop/autoclear"); err == nil && auto {
+	// If someone else still has the device open, the kernel finishes the
+	// detach at their last close. Short-lived openers (udev's blkid probe)
+	// get a moment before that is reported as ErrBusy.
+	for i := 0; ; i++ {
+		pending, err := detachPending(n, before.BackingFile)
+		if err != nil {
+			return fmt.Errorf("loop: detach %s: %w", devPath, err)
+		}
+		if !pending {
+			return nil
+		}
+		if i == pendingPolls {
 			return fmt.Errorf("loop: detach %s (%s): %w: held open; the kernel detaches it at the last close",
 				devPath, before.BackingFile, ErrBusy)
 		}
+		time.Sleep(pendingPoll)
 	}
-	return nil
+}
+
+const (
+	pendingPolls = 10
+	pendingPoll  = 10 * time.Millisecond
+)
+
+// detachPending reports whether loopN is still attached to backing with
+// autoclear set, i.e. our LOOP_CLR_FD was deferred. A device attached again
+// meanwhile (GET_FREE handed it to someone) has autoclear off or another
+// file: that is not ours to report.
+func detachPending(n int, backing string) (bool, error) {
+	d, attached, err := readDevice(sysBlock, n, nil)
+	if err != nil || !attached || d.BackingFile != backing {
+		return false, err
+	}
+	auto, err := readBool(filepath.Join(sysBlock, "loop"+strconv.Itoa(n)), "loop/autoclear")
+	if gone(err) {
+		return false, nil
+	}
+	return auto, err
 }
 
 // detachMissingNode handles a /dev/loopN node that does not exist: nothing
@@ -83,7 +109,7 @@ func detachMissingNode(devPath string, openErr error) error {
 	if !ok || filepath.Dir(devPath) != devDir {
 		return fmt.Errorf("loop: detach: %w: %w", ErrNotFound, openErr)
 	}
-	_, attached, err := readDevice(sysBlock, n)
+	_, attached, err := readDevice(sysBlock, n, nil)
 	if err != nil {
 		return fmt.Errorf("loop: detach %s: %w", devPath, err)
 	}

@@ -33,9 +33,9 @@ func openFD(path string, flags int) (int, error) {
 // kernel when none is free. Another process may attach it before we do.
 func getFree(ctl int) (int, error) { return unix.IoctlRetInt(ctl, unix.LOOP_CTL_GET_FREE) }
 
-// clearFD detaches the backing file. Since Linux 5.x this never fails with
-// EBUSY: with other openers the kernel sets LO_FLAGS_AUTOCLEAR and detaches
-// at the last close instead (see detach).
+// clearFD detaches the backing file. On current kernels this does not fail
+// with EBUSY: with other openers the kernel sets LO_FLAGS_AUTOCLEAR and
+// detaches at the last close instead (see detach).
 func clearFD(fd int) error { return unix.IoctlSetInt(fd, unix.LOOP_CLR_FD, 0) }
 
 // setCapacityFD makes the kernel re-read the backing file's size. On an fd

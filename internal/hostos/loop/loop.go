@@ -48,27 +48,51 @@ type Options struct {
 	ReadOnly bool
 	// DirectIO asks for LO_FLAGS_DIRECT_IO; when the backing filesystem
 	// refuses it (EINVAL) the device is attached with buffered I/O instead.
+	// Recent kernels (6.18 here) never refuse: they silently use buffered
+	// I/O where O_DIRECT is impossible (e.g. ramfs). Device.DirectIO says
+	// what the kernel actually does.
 	DirectIO bool
 }
 
 // Attach configures a free loop device for backingFile with one
-// LOOP_CONFIGURE ioctl and returns it. It does not look for an existing
-// device: callers that need idempotency call Find first under their own lock.
+// LOOP_CONFIGURE ioctl and returns it as sysfs reports it (BackingFile is
+// the absolute path with symlinks resolved). It does not look for an
+// existing device: callers that need idempotency call Find first under their
+// own lock. It never sets LO_FLAGS_AUTOCLEAR: the device stays attached
+// until Detach. A missing /dev/loopN node is created (no udev). Races with
+// other processes for the free device are retried a bounded number of times
+// (then ErrNoDevice); ctx is checked between attempts. The caller needs
+// CAP_SYS_ADMIN (and CAP_MKNOD where no udev or devtmpfs makes nodes).
 func Attach(ctx context.Context, backingFile string, opts Options) (Device, error) {
 	return attach(ctx, backingFile, opts)
 }
 
 // Find returns every attached loop device whose backing file is path
-// (compared after filepath.Clean), in device-number order.
+// (compared after filepath.Clean; a path through symlinks also matches,
+// since the kernel reports the resolved path), in device-number order.
+// Devices whose backing file was deleted still match, with Deleted set.
+// Only sysfs is read; nothing is opened.
 func Find(path string) ([]Device, error) { return find(path) }
 
-// List returns every attached loop device.
+// List returns every attached loop device, in device-number order,
+// including devices filevol did not create.
 func List() ([]Device, error) { return list() }
 
 // Detach clears the device (LOOP_CLR_FD). A device that is already detached
-// is not an error. A device still held (mounted) returns ErrBusy.
+// is not an error, nor is a missing /dev/loopN node for a device sysfs shows
+// unattached. A device still held returns an error wrapping ErrBusy:
+//
+//   - mounted (or otherwise claimed exclusively): nothing is changed;
+//   - held open by a process: the kernel has marked it to detach at the
+//     last close (LO_FLAGS_AUTOCLEAR), and a later Detach returns nil.
+//
+// A bind mount of the device node (a published block volume) holds neither,
+// so Detach cannot see it: unpublish before detaching. A devPath that is not
+// a loop device returns an error wrapping ErrNotFound.
 func Detach(devPath string) error { return detach(devPath) }
 
 // SetCapacity makes the kernel re-read the backing file's size
-// (LOOP_SET_CAPACITY) and returns the new device size in bytes.
+// (LOOP_SET_CAPACITY) and returns the new device size in bytes
+// (BLKGETSIZE64). Grow the backing file first. A device that does not exist
+// or is not attached returns an error wrapping ErrNotFound.
 func SetCapacity(devPath string) (int64, error) { return setCapacity(devPath) }

@@ -37,7 +37,7 @@ func list() ([]Device, error) { return scan(sysBlock, nil) }
 // cleaned absolute path we also match the path with symlinks resolved.
 func find(path string) ([]Device, error) {
 	want := matchPaths(path)
-	return scan(sysBlock, func(d Device) bool { return slices.Contains(want, d.BackingFile) })
+	return scan(sysBlock, func(backing string) bool { return slices.Contains(want, backing) })
 }
 
 func matchPaths(path string) []string {
@@ -53,10 +53,11 @@ func matchPaths(path string) []string {
 	return out
 }
 
-// scan reads every loopN under dir and returns the attached ones that keep
-// accepts (all when keep is nil), sorted by number. Devices that disappear
-// or are detached while being read are skipped, not reported as errors.
-func scan(dir string, keep func(Device) bool) ([]Device, error) {
+// scan reads every loopN under dir and returns the attached ones whose
+// backing file keep accepts (all when keep is nil), sorted by number.
+// Devices that disappear or are detached while being read are skipped, not
+// reported as errors.
+func scan(dir string, keep func(backing string) bool) ([]Device, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("loop: list %s: %w", dir, err)
@@ -67,11 +68,11 @@ func scan(dir string, keep func(Device) bool) ([]Device, error) {
 		if !ok {
 			continue
 		}
-		d, attached, err := readDevice(dir, n)
+		d, attached, err := readDevice(dir, n, keep)
 		if err != nil {
 			return nil, err
 		}
-		if attached && (keep == nil || keep(d)) {
+		if attached {
 			devs = append(devs, d)
 		}
 	}
@@ -80,14 +81,16 @@ func scan(dir string, keep func(Device) bool) ([]Device, error) {
 }
 
 // readDevice reads /sys/block/loopN. attached is false (with a nil error)
-// when the device does not exist or has no backing file. The backing file is
-// read before and after the other attributes so that a device detached and
-// re-attached mid-read is not reported with a mix of both states.
-func readDevice(dir string, n int) (d Device, attached bool, err error) {
+// when the device does not exist, has no backing file, or keep (when not
+// nil) rejects its backing file — checked before the other attributes are
+// read, which makes Find cheap on hosts with many devices. The backing file
+// is read before and after the other attributes so that a device detached
+// and re-attached mid-read is not reported with a mix of both states.
+func readDevice(dir string, n int, keep func(backing string) bool) (d Device, attached bool, err error) {
 	base := filepath.Join(dir, "loop"+strconv.Itoa(n))
 	for range consistentReadAttempts {
-		d, raw, err := readDeviceOnce(base, n)
-		if gone(err) {
+		d, raw, err := readDeviceOnce(base, n, keep)
+		if gone(err) || errors.Is(err, errSkip) {
 			return Device{}, false, nil
 		}
 		if err != nil {
@@ -107,13 +110,19 @@ func readDevice(dir string, n int) (d Device, attached bool, err error) {
 	return Device{}, false, fmt.Errorf("loop: %s: backing file kept changing while being read", base)
 }
 
-func readDeviceOnce(base string, n int) (d Device, rawBacking string, err error) {
+// errSkip tells readDevice that keep rejected the device.
+var errSkip = errors.New("skip")
+
+func readDeviceOnce(base string, n int, keep func(string) bool) (d Device, rawBacking string, err error) {
 	rawBacking, err = readAttr(base, "loop/backing_file")
 	if err != nil {
 		return Device{}, "", err
 	}
 	d = Device{Path: devPath(n), Number: n}
 	d.BackingFile, d.Deleted = parseBackingFile(rawBacking)
+	if keep != nil && !keep(d.BackingFile) {
+		return Device{}, "", errSkip
+	}
 	if d.ReadOnly, err = readBool(base, "ro"); err != nil {
 		return Device{}, "", err
 	}
@@ -176,14 +185,24 @@ func readBool(base, name string) (bool, error) {
 	return false, fmt.Errorf("loop: %s/%s: malformed %q", base, name, raw)
 }
 
-// readAttr returns the raw content of a sysfs attribute. The error keeps
-// the *PathError so gone can recognise a vanished device.
+// readAttr returns the raw content of a sysfs attribute. A sysfs attribute
+// is at most a page and is produced whole by the first read, so one read
+// into a page-sized buffer suffices; os.ReadFile would also fstat, allocate
+// a page per call and read again for EOF. The error wraps the errno so gone
+// can recognise a vanished device.
 func readAttr(base, name string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(base, name))
+	path := filepath.Join(base, name)
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return "", fmt.Errorf("loop: %w", err)
+		return "", fmt.Errorf("loop: open %s: %w", path, err)
 	}
-	return string(b), nil
+	defer syscall.Close(fd)
+	var buf [4096]byte
+	n, err := syscall.Read(fd, buf[:])
+	if err != nil {
+		return "", fmt.Errorf("loop: read %s: %w", path, err)
+	}
+	return string(buf[:n]), nil
 }
 
 // gone reports a sysfs read that failed because the device was removed or

@@ -6,24 +6,19 @@
 package harness
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
 
-	"github.com/filevol/filevol/internal/csi"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
 	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/testutil"
+	"github.com/filevol/filevol/test/driver"
 )
-
-// NodeID is the node the sanity driver claims to be.
-const NodeID = "sanity-node"
 
 // Run starts filevol on a scratch pool and runs csi-sanity against it,
 // after mutate adjusts the config. When sanity is done it checks that
@@ -32,31 +27,9 @@ const NodeID = "sanity-node"
 func Run(t *testing.T, name string, mutate func(*sanity.TestConfig)) {
 	testutil.RequireRoot(t)
 	dir := testutil.Scratch(t, "sanity-"+name)
-	p, err := pool.Open(filepath.Join(dir, "pool"), pool.Options{NodeID: NodeID})
-	if err != nil {
-		t.Fatalf("open pool: %v", err)
-	}
-	d := csi.New(csi.Config{
-		DriverName: "filevol.csi.io", Version: "sanity", NodeID: NodeID,
-		MaxVolumesPerNode: 100, Controller: true, Node: true,
-	}, p, csi.NewOSHost())
-	sock := filepath.Join(dir, "csi.sock")
-	lis, err := csi.Listen("unix://" + sock)
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	srv := csi.NewGRPCServer()
-	d.Register(srv)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- csi.Serve(ctx, srv, lis, 10*time.Second) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	}()
-
+	d := driver.Start(t, dir)
+	defer d.Stop(t)
+	sock, p := d.Socket, d.Pool
 	if err := os.MkdirAll(filepath.Join(dir, "mnt"), 0o750); err != nil {
 		t.Fatal(err)
 	}

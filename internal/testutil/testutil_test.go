@@ -1,0 +1,141 @@
+package testutil_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/moby/sys/mountinfo"
+	"golang.org/x/sys/unix"
+
+	"github.com/filevol/filevol/internal/hostos/loop"
+	"github.com/filevol/filevol/internal/testutil"
+)
+
+const scratchName = "testutil"
+
+// TestCleanLeftovers builds what a killed test run leaves behind — nested
+// and stacked mounts, a loop device backed by a file on a tmpfs inside the
+// tree (which keeps that tmpfs busy), an ext4 on a loop device mounted in
+// the tree — and checks that CleanLeftovers removes all of it.
+func TestCleanLeftovers(t *testing.T) {
+	testutil.RequireRoot(t)
+	root := testutil.Scratch(t, scratchName)
+	mkdir := func(p string) string {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	mount := func(src, dst, fstype string) {
+		if err := unix.Mount(src, dst, fstype, 0, ""); err != nil {
+			t.Fatalf("mount %s on %s: %v", src, dst, err)
+		}
+	}
+	a := mkdir(filepath.Join(root, "a"))
+	mount("tmpfs", a, "tmpfs")
+	b := mkdir(filepath.Join(a, "b"))
+	mount("tmpfs", b, "tmpfs")
+	mount("tmpfs", b, "tmpfs") // stacked
+
+	onTmpfs := filepath.Join(a, "on-tmpfs.img")
+	fsImg := filepath.Join(root, "fs.img")
+	for _, p := range []string{onTmpfs, fsImg} {
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(p, 16<<20); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := exec.Command("mkfs.ext4", "-F", "-q", fsImg).CombinedOutput(); err != nil {
+		t.Skipf("mkfs.ext4: %v: %s", err, out)
+	}
+	var devs []loop.Device
+	for _, p := range []string{onTmpfs, onTmpfs, fsImg} {
+		d, err := loop.Attach(t.Context(), p, loop.Options{DirectIO: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		devs = append(devs, d)
+	}
+	mount(devs[2].Path, mkdir(filepath.Join(b, "ext4")), "ext4")
+
+	if err := testutil.CleanLeftovers(root); err != nil {
+		t.Fatalf("CleanLeftovers: %v", err)
+	}
+
+	mounts, err := mountinfo.GetMounts(func(m *mountinfo.Info) (bool, bool) {
+		return m.Mountpoint != root && !strings.HasPrefix(m.Mountpoint, root+"/"), false
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range mounts {
+		t.Errorf("still mounted: %s (%s)", m.Mountpoint, m.FSType)
+	}
+	all, err := loop.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range all {
+		if strings.HasPrefix(d.BackingFile, root+"/") {
+			t.Errorf("still attached: %s → %s", d.Path, d.BackingFile)
+		}
+		// A device whose tmpfs was unmounted lazily would still be
+		// attached, reporting a path relative to the detached mount.
+		for _, mine := range devs {
+			if d.Number == mine.Number && filepath.Base(d.BackingFile) == filepath.Base(mine.BackingFile) {
+				t.Errorf("leaked: %s → %s", d.Path, d.BackingFile)
+			}
+		}
+	}
+	if _, err := os.Stat(root); !os.IsNotExist(err) {
+		t.Errorf("%s still exists (stat: %v)", root, err)
+	}
+}
+
+func TestCleanLeftoversRefuses(t *testing.T) {
+	for _, p := range []string{"/", "relative/dir", "", "/tmp/../"} {
+		if err := testutil.CleanLeftovers(p); err == nil {
+			t.Errorf("CleanLeftovers(%q): want a refusal", p)
+		}
+	}
+	if err := testutil.CleanLeftovers(filepath.Join(testutil.Base, scratchName, "never-created")); err != nil {
+		t.Errorf("CleanLeftovers(missing): %v", err)
+	}
+}
+
+func TestScratch(t *testing.T) {
+	a := testutil.Scratch(t, scratchName)
+	b := testutil.Scratch(t, scratchName)
+	if a == b {
+		t.Errorf("two Scratch calls returned the same directory %s", a)
+	}
+	for _, d := range []string{a, b} {
+		if filepath.Dir(d) != filepath.Join(testutil.Base, scratchName) {
+			t.Errorf("Scratch = %s, want a directory in %s/%s", d, testutil.Base, scratchName)
+		}
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+			t.Errorf("Scratch dir %s: %v", d, err)
+		}
+	}
+	t.Run("cleanup", func(t *testing.T) {
+		sub := testutil.Scratch(t, scratchName)
+		if err := os.WriteFile(filepath.Join(sub, "f"), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			// Registered after Scratch's cleanup, so it runs first.
+			if _, err := os.Stat(sub); err != nil {
+				t.Errorf("removed too early: %v", err)
+			}
+		})
+		a = sub
+	})
+	if _, err := os.Stat(a); !os.IsNotExist(err) {
+		t.Errorf("subtest scratch %s survives its test (stat: %v)", a, err)
+	}
+}
