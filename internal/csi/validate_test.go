@@ -90,12 +90,12 @@ func TestCheckCapabilities(t *testing.T) {
 		AccessType: &csipb.VolumeCapability_Block{Block: &csipb.VolumeCapability_BlockVolume{}},
 	}
 	cases := []struct {
-		name   string
-		caps   []*csipb.VolumeCapability
-		param  string
-		fs     string
-		block  bool
-		code   codes.Code
+		name  string
+		caps  []*csipb.VolumeCapability
+		param string
+		fs    string
+		block bool
+		code  codes.Code
 	}{
 		{"default ext4", []*csipb.VolumeCapability{mountCap(snw, "")}, "", "ext4", false, codes.OK},
 		{"xfs from capability", []*csipb.VolumeCapability{mountCap(snw, "xfs")}, "", "xfs", false, codes.OK},
