@@ -51,10 +51,11 @@ func (p *Pool) create(ctx context.Context, req CreateRequest) (Volume, error) {
 	}
 	// Past the slow part (a thick fallocate): a client that gave up gets
 	// nothing half-made.
-	err = ctx.Err()
-	if err == nil {
-		tmpRec, err = p.writeTmpRecord(v.ID, data)
+	if err := ctx.Err(); err != nil {
+		_ = unix.Close(fd)
+		return abort(err)
 	}
+	tmpRec, err = p.writeTmpRecord(v.ID, data)
 	if err == nil {
 		if err = fsync(fd); err != nil {
 			err = wrapNoSpace(&os.PathError{Op: "sync", Path: tmpImg, Err: err})
@@ -64,9 +65,6 @@ func (p *Pool) create(ctx context.Context, req CreateRequest) (Volume, error) {
 		err = cerr
 	}
 	if err != nil {
-		if ctx.Err() != nil {
-			return abort(err)
-		}
 		return abort(fmt.Errorf("create volume %s: %w", v.ID, err))
 	}
 	rec := p.recordPath(v.ID)

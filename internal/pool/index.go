@@ -23,11 +23,15 @@ type index struct {
 
 func newIndex() *index { return &index{vols: make(map[string]Volume)} }
 
-// put adds or replaces v.
+// put adds or replaces v. Putting what is already there (every Get of an
+// unchanged record) keeps the sorted cache.
 func (x *index) put(v Volume) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if old, ok := x.vols[v.ID]; ok {
+		if sameVolume(old, v) {
+			return
+		}
 		x.provisioned -= old.CapacityBytes
 	}
 	x.vols[v.ID] = v
@@ -85,4 +89,11 @@ func (x *index) rebuild() []Volume {
 		x.sorted = s
 	}
 	return x.sorted
+}
+
+func sameVolume(a, b Volume) bool {
+	return a.Version == b.Version && a.ID == b.ID && a.Name == b.Name &&
+		a.CapacityBytes == b.CapacityBytes && a.FSType == b.FSType &&
+		a.Provisioning == b.Provisioning && a.Node == b.Node &&
+		a.CreatedAt.Equal(b.CreatedAt) && maps.Equal(a.Parameters, b.Parameters)
 }

@@ -8,6 +8,7 @@
 //	<dir>/volumes/<id>.json       its record (the commit point of a create)
 //	<dir>/volumes/.tmp-*          files of an operation in progress
 //	<dir>/quarantine/             images found without a record (never deleted)
+//	<dir>/.lock                   flock held by every open Pool (see below)
 //
 // Create writes the image as .tmp-<id>.img, then the record (renamed into
 // place: the commit point), then renames the image to <id>.img and fsyncs the

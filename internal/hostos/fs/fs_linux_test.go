@@ -375,3 +375,15 @@ func benchmarkFormat(b *testing.B, fstype string) {
 func BenchmarkFormatExt4_1GiB(b *testing.B)  { benchmarkFormat(b, "ext4") }
 func BenchmarkFormatXFS_1GiB(b *testing.B)   { benchmarkFormat(b, "xfs") }
 func BenchmarkFormatBtrfs_1GiB(b *testing.B) { benchmarkFormat(b, "btrfs") }
+
+// BenchmarkProbeBlank1GiB is the other program NodeStageVolume runs before
+// mkfs on a new volume.
+func BenchmarkProbeBlank1GiB(b *testing.B) {
+	needTool(b, "blkid")
+	dev, _ := newDevice(b, scratch(b), 1<<30)
+	for b.Loop() {
+		if typ, err := tools.Probe(context.Background(), dev.Path); typ != "" || err != nil {
+			b.Fatalf("Probe = %q, %v", typ, err)
+		}
+	}
+}
