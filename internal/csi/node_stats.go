@@ -57,12 +57,15 @@ func (s *NodeService) NodeGetVolumeStats(ctx context.Context, req *csipb.NodeGet
 	if err != nil {
 		return nil, err
 	}
-	return &csipb.NodeGetVolumeStatsResponse{
-		Usage: []*csipb.VolumeUsage{
-			{Unit: csipb.VolumeUsage_BYTES, Total: st.TotalBytes, Available: st.AvailableBytes, Used: st.UsedBytes},
-			{Unit: csipb.VolumeUsage_INODES, Total: st.TotalInodes, Available: st.FreeInodes, Used: st.UsedInodes},
-		},
-	}, nil
+	usage := []*csipb.VolumeUsage{
+		{Unit: csipb.VolumeUsage_BYTES, Total: st.TotalBytes, Available: st.AvailableBytes, Used: st.UsedBytes},
+	}
+	// btrfs allocates inodes dynamically and reports 0 of them: saying
+	// "0 of 0 inodes free" would read as a full volume.
+	if st.TotalInodes > 0 {
+		usage = append(usage, &csipb.VolumeUsage{Unit: csipb.VolumeUsage_INODES, Total: st.TotalInodes, Available: st.FreeInodes, Used: st.UsedInodes})
+	}
+	return &csipb.NodeGetVolumeStatsResponse{Usage: usage}, nil
 }
 
 // blockStats answers for a block volume published at a target file. A

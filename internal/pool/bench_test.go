@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/filevol/filevol/internal/testutil"
 )
 
 // The pool lives on /tmp/filevol-test/pool-bench (the root filesystem), so
@@ -18,7 +20,7 @@ import (
 func BenchmarkCreate(b *testing.B) {
 	for _, prov := range []string{ProvisioningThin, ProvisioningThick} {
 		b.Run(prov, func(b *testing.B) {
-			p := openPool(b, scratch(b, "bench"), Options{})
+			p := openPool(b, testutil.Scratch(b, "pool-bench"), Options{})
 			lat := make([]time.Duration, 0, 4096)
 			i := 0
 			for b.Loop() {
@@ -48,7 +50,7 @@ func BenchmarkCreate(b *testing.B) {
 // BenchmarkCreateParallel runs 8 concurrent clients (parallelism 4 × the 2
 // cores here), as the provisioner's worker threads do.
 func BenchmarkCreateParallel(b *testing.B) {
-	p := openPool(b, scratch(b, "bench"), Options{})
+	p := openPool(b, testutil.Scratch(b, "pool-bench"), Options{})
 	b.SetParallelism(max(1, 8/runtime.GOMAXPROCS(0)))
 	var n atomic.Int64
 	start := time.Now()
@@ -65,7 +67,7 @@ func BenchmarkCreateParallel(b *testing.B) {
 }
 
 func BenchmarkDelete(b *testing.B) {
-	p := openPool(b, scratch(b, "bench"), Options{})
+	p := openPool(b, testutil.Scratch(b, "pool-bench"), Options{})
 	ids := make([]string, b.N)
 	for i := range ids {
 		ids[i] = mustCreate(b, p, CreateRequest{Name: fmt.Sprintf("pvc-%08d", i), CapacityBytes: gib}).ID
@@ -85,7 +87,7 @@ func BenchmarkDelete(b *testing.B) {
 // BenchmarkGetByName is the lookup CreateVolume does before creating: a
 // miss (one failed open) on the first call, a read on retries.
 func BenchmarkGetByName(b *testing.B) {
-	p := openPool(b, scratch(b, "bench"), Options{})
+	p := openPool(b, testutil.Scratch(b, "pool-bench"), Options{})
 	mustCreate(b, p, CreateRequest{Name: "pvc-hit", CapacityBytes: gib})
 	for _, name := range []string{"pvc-miss", "pvc-hit"} {
 		b.Run(name[4:], func(b *testing.B) {
@@ -98,7 +100,7 @@ func BenchmarkGetByName(b *testing.B) {
 
 // BenchmarkList1000 also reports what the index costs per volume in heap.
 func BenchmarkList1000(b *testing.B) {
-	dir := scratch(b, "bench")
+	dir := testutil.Scratch(b, "pool-bench")
 	p := openPool(b, dir, Options{})
 	for i := range 1000 {
 		mustCreate(b, p, CreateRequest{Name: fmt.Sprintf("pvc-%08x-4c8c-9d5e-0a1b2c3d4e5f", i), CapacityBytes: gib,

@@ -24,12 +24,16 @@ func (p *Pool) delete(ctx context.Context, id string) error {
 	img, tmp, rec := p.imagePath(id), p.tmpImagePath(id), p.recordPath(id)
 	// ENOENT: already gone (a retried delete, or a record without image);
 	// CSI spec: DeleteVolume of a missing volume MUST succeed.
-	if err := unix.Rename(img, tmp); err != nil && err != unix.ENOENT {
+	err := unix.Rename(img, tmp)
+	moved := err == nil
+	if err != nil && err != unix.ENOENT {
 		return fmt.Errorf("delete volume %s: %w", id, &os.LinkError{Op: "rename", Old: img, New: tmp, Err: err})
 	}
 	if err := unix.Unlink(rec); err != nil && err != unix.ENOENT {
 		// Still a volume: put its image back so it stays usable.
-		_ = unix.Rename(tmp, img)
+		if moved {
+			_ = unix.Rename(tmp, img)
+		}
 		return fmt.Errorf("delete volume %s: %w", id, &os.PathError{Op: "remove", Path: rec, Err: err})
 	}
 	p.idx.remove(id)

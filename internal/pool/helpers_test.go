@@ -5,26 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 )
-
-// scratch returns /tmp/filevol-test/pool-<name>, removing what a killed run
-// left there first and the directory itself after the test. (Same contract
-// as internal/testutil.Scratch, which this can switch to once it lands.)
-func scratch(tb testing.TB, name string) string {
-	tb.Helper()
-	dir := filepath.Join("/tmp/filevol-test", "pool-"+name)
-	if err := os.RemoveAll(dir); err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
-}
 
 // openPool opens a pool in dir and closes it after the test.
 func openPool(tb testing.TB, dir string, opts Options) *Pool {

@@ -9,10 +9,12 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/filevol/filevol/internal/testutil"
 )
 
 func TestCreateGetDeleteList(t *testing.T) {
-	p := openPool(t, scratch(t, "lifecycle"), Options{NodeID: "node-a"})
+	p := openPool(t, testutil.Scratch(t, "pool"), Options{NodeID: "node-a"})
 	req := CreateRequest{Name: "pvc-1", CapacityBytes: gib, FSType: "ext4",
 		Parameters: map[string]string{"fsType": "ext4"}}
 	v := mustCreate(t, p, req)
@@ -66,7 +68,7 @@ func TestCreateGetDeleteList(t *testing.T) {
 }
 
 func TestCreateDuplicate(t *testing.T) {
-	p := openPool(t, scratch(t, "dup"), Options{})
+	p := openPool(t, testutil.Scratch(t, "pool"), Options{})
 	v := mustCreate(t, p, CreateRequest{Name: "pvc-dup", CapacityBytes: 1 << 20})
 	for _, prov := range []string{ProvisioningThin, ProvisioningThick} {
 		_, err := p.Create(context.Background(), CreateRequest{Name: "pvc-dup", CapacityBytes: 2 << 20, Provisioning: prov})
@@ -86,7 +88,7 @@ func TestCreateDuplicate(t *testing.T) {
 }
 
 func TestCreateInvalid(t *testing.T) {
-	p := openPool(t, scratch(t, "invalid"), Options{})
+	p := openPool(t, testutil.Scratch(t, "pool"), Options{})
 	tests := []struct {
 		req  CreateRequest
 		want error
@@ -127,7 +129,7 @@ func TestCreateInvalid(t *testing.T) {
 }
 
 func TestCreateNoSpace(t *testing.T) {
-	dir := scratch(t, "nospace")
+	dir := testutil.Scratch(t, "pool")
 	p := openPool(t, dir, Options{})
 	c, err := p.Capacity()
 	if err != nil {
@@ -172,7 +174,7 @@ func TestCreateENOSPC(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to mount a tmpfs")
 	}
-	dir := scratch(t, "enospc")
+	dir := testutil.Scratch(t, "pool")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +210,7 @@ func TestCreateENOSPC(t *testing.T) {
 }
 
 func TestThickAndThin(t *testing.T) {
-	p := openPool(t, scratch(t, "thick"), Options{})
+	p := openPool(t, testutil.Scratch(t, "pool"), Options{})
 	const size = 64 << 20
 	for _, tt := range []struct {
 		prov      string
@@ -238,7 +240,7 @@ func TestThickAndThin(t *testing.T) {
 }
 
 func TestPermissions(t *testing.T) {
-	base := scratch(t, "perm")
+	base := testutil.Scratch(t, "pool")
 	dir := base + "/nested/pool" // Open makes missing parents too
 	p := openPool(t, dir, Options{})
 	v := mustCreate(t, p, CreateRequest{Name: "pvc-perm", CapacityBytes: 1 << 20})
@@ -261,7 +263,7 @@ func TestPermissions(t *testing.T) {
 }
 
 func TestConcurrentCreates(t *testing.T) {
-	p := openPool(t, scratch(t, "concurrent"), Options{})
+	p := openPool(t, testutil.Scratch(t, "pool"), Options{})
 	const workers, each = 8, 25
 	var wg sync.WaitGroup
 	errs := make(chan error, workers*each)

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/filevol/filevol/internal/testutil"
 )
 
 // TestOpenRepairs hand-crafts each state a crash can leave (see the table in
@@ -70,9 +72,9 @@ func TestOpenRepairs(t *testing.T) {
 			want:  []string{".tmp-foo", "README", id + ".img", id + ".json"}, listed: true, imageExists: true,
 		},
 	}
-	for i, tt := range tests {
+	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := scratch(t, "repair-"+string(rune('a'+i)))
+			dir := testutil.Scratch(t, "pool")
 			p := openPool(t, dir, Options{})
 			mustCreate(t, p, CreateRequest{Name: "pvc-crash", CapacityBytes: 1 << 20})
 			mustCreate(t, p, CreateRequest{Name: "pvc-other", CapacityBytes: 1 << 20})
@@ -119,7 +121,7 @@ func TestOpenRepairs(t *testing.T) {
 // TestOpenLeavesSharedPoolAlone: a second process opening a pool in use must
 // not take the first one's in-flight temporary files for garbage.
 func TestOpenLeavesSharedPoolAlone(t *testing.T) {
-	dir := scratch(t, "shared")
+	dir := testutil.Scratch(t, "pool")
 	first := openPool(t, dir, Options{})
 	inflight := first.vdir + "/.tmp-" + VolumeID("x") + ".img"
 	write(t, inflight, "")
@@ -147,7 +149,7 @@ func TestOpenLeavesSharedPoolAlone(t *testing.T) {
 // TestCreateOverStrayImage: an image without a record at the new volume's
 // name is quarantined, not overwritten.
 func TestCreateOverStrayImage(t *testing.T) {
-	p := openPool(t, scratch(t, "stray"), Options{})
+	p := openPool(t, testutil.Scratch(t, "pool"), Options{})
 	id := VolumeID("pvc-stray")
 	write(t, p.ImagePath(id), "someone's data")
 	write(t, p.tmpImagePath(id), "stale tmp image of a crashed create")

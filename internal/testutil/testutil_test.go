@@ -40,8 +40,8 @@ func TestCleanLeftovers(t *testing.T) {
 	mount("tmpfs", b, "tmpfs")
 	mount("tmpfs", b, "tmpfs") // stacked
 
-	onTmpfs := filepath.Join(a, "on-tmpfs.img")
-	fsImg := filepath.Join(root, "fs.img")
+	onTmpfs := filepath.Join(a, "testutil-on-tmpfs.img")
+	fsImg := filepath.Join(root, "testutil-fs.img")
 	for _, p := range []string{onTmpfs, fsImg} {
 		if err := os.WriteFile(p, nil, 0o644); err != nil {
 			t.Fatal(err)
@@ -85,9 +85,10 @@ func TestCleanLeftovers(t *testing.T) {
 			t.Errorf("still attached: %s → %s", d.Path, d.BackingFile)
 		}
 		// A device whose tmpfs was unmounted lazily would still be
-		// attached, reporting a path relative to the detached mount.
-		for _, mine := range devs {
-			if d.Number == mine.Number && filepath.Base(d.BackingFile) == filepath.Base(mine.BackingFile) {
+		// attached, reporting a path relative to the detached mount. (Match
+		// exactly: other test processes attach devices concurrently.)
+		for _, mine := range devs[:2] {
+			if d.Number == mine.Number && d.BackingFile == "/"+filepath.Base(onTmpfs) {
 				t.Errorf("leaked: %s → %s", d.Path, d.BackingFile)
 			}
 		}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,86 +14,7 @@ import (
 
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
-	"github.com/filevol/filevol/internal/testutil"
 )
-
-var tools = Tools{R: Exec{}}
-
-// scratch is a fresh directory under /tmp/filevol-test/fs, cleaned of
-// whatever a killed earlier run left there.
-func scratch(t testing.TB) string {
-	t.Helper()
-	testutil.RequireRoot(t)
-	return testutil.Scratch(t, "fs")
-}
-
-// needTool skips the test when program is not installed.
-func needTool(t testing.TB, program string) {
-	t.Helper()
-	if _, err := lookPath(program, searchPath()); err != nil {
-		t.Skipf("%s is not installed (apt-get install e2fsprogs xfsprogs btrfs-progs): %v", program, err)
-	}
-}
-
-// needFS skips the test unless fstype's mkfs and grow tools are installed.
-func needFS(t testing.TB, fstype string) {
-	t.Helper()
-	needTool(t, mkfsArgs[fstype][0])
-	needTool(t, map[string]string{"ext4": "resize2fs", "xfs": "xfs_growfs", "btrfs": "btrfs"}[fstype])
-}
-
-// attachImage attaches a new sparse image of size bytes in dir, with
-// direct I/O as the driver does.
-func attachImage(t testing.TB, dir string, size int64) (loop.Device, string) {
-	t.Helper()
-	img, err := os.CreateTemp(dir, "img-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer img.Close()
-	if err := img.Truncate(size); err != nil {
-		t.Fatal(err)
-	}
-	dev, err := loop.Attach(context.Background(), img.Name(), loop.Options{DirectIO: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dev, img.Name()
-}
-
-// newDevice is attachImage with a detach at cleanup.
-func newDevice(t testing.TB, dir string, size int64) (loop.Device, string) {
-	t.Helper()
-	dev, img := attachImage(t, dir, size)
-	t.Cleanup(func() {
-		if err := loop.Detach(dev.Path); err != nil {
-			t.Errorf("detach: %v", err)
-		}
-	})
-	return dev, img
-}
-
-// mountDev mounts dev at dir/name and unmounts it at cleanup (after a thaw,
-// in case the test left it frozen).
-func mountDev(t testing.TB, dev, dir, fstype string) string {
-	t.Helper()
-	target := filepath.Join(dir, "mnt")
-	if err := os.Mkdir(target, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := mount.Mount(dev, target, fstype, nil); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := thaw(target); err != nil && !errors.Is(err, ErrNotMountPoint) {
-			t.Errorf("cleanup: %v", err)
-		}
-		if err := mount.UnmountAll(target); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
-	return target
-}
 
 func TestProbeAndFormat(t *testing.T) {
 	for _, typ := range Types {
@@ -333,57 +253,5 @@ func TestFreezeThaw(t *testing.T) {
 	}
 	if err := Thaw(target); err != nil {
 		t.Errorf("Thaw of a thawed filesystem = %v, want nil", err)
-	}
-}
-
-func benchmarkFormat(b *testing.B, fstype string) {
-	needFS(b, fstype)
-	dir := scratch(b)
-	ctx := context.Background()
-	var times []time.Duration
-	b.ResetTimer()
-	for range b.N {
-		b.StopTimer()
-		// A fresh image each time, as CreateVolume makes one.
-		// Detached by hand below: a cleanup registered per iteration
-		// could detach a number reused by a later attach.
-		dev, img := attachImage(b, dir, 1<<30)
-		b.StartTimer()
-		start := time.Now()
-		if err := tools.Format(ctx, dev.Path, fstype); err != nil {
-			b.Fatal(err)
-		}
-		times = append(times, time.Since(start))
-		b.StopTimer()
-		if err := loop.Detach(dev.Path); err != nil {
-			b.Fatal(err)
-		}
-		var st unix.Stat_t
-		if err := unix.Stat(img, &st); err == nil {
-			b.ReportMetric(float64(st.Blocks*512)/(1<<20), "MiB-allocated")
-		}
-		if err := os.Remove(img); err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
-	}
-	b.StopTimer()
-	slices.Sort(times)
-	b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "p50-ms")
-}
-
-func BenchmarkFormatExt4_1GiB(b *testing.B)  { benchmarkFormat(b, "ext4") }
-func BenchmarkFormatXFS_1GiB(b *testing.B)   { benchmarkFormat(b, "xfs") }
-func BenchmarkFormatBtrfs_1GiB(b *testing.B) { benchmarkFormat(b, "btrfs") }
-
-// BenchmarkProbeBlank1GiB is the other program NodeStageVolume runs before
-// mkfs on a new volume.
-func BenchmarkProbeBlank1GiB(b *testing.B) {
-	needTool(b, "blkid")
-	dev, _ := newDevice(b, scratch(b), 1<<30)
-	for b.Loop() {
-		if typ, err := tools.Probe(context.Background(), dev.Path); typ != "" || err != nil {
-			b.Fatalf("Probe = %q, %v", typ, err)
-		}
 	}
 }

@@ -90,7 +90,7 @@ func run(ctx context.Context, program string, args ...string) ([]byte, error) {
 	if ctxErr := ctx.Err(); ctxErr != nil && err != nil {
 		// Wrap the context's error, so the caller can tell a kubelet
 		// timeout (DEADLINE_EXCEEDED) from a failing program.
-		return stdout.Bytes(), fmt.Errorf("%s: killed: %w", program, ctxErr)
+		return stdout.Bytes(), fmt.Errorf("%s interrupted: %w", program, ctxErr)
 	}
 	var exitErr *exec.ExitError
 	switch {

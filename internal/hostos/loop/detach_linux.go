@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -24,9 +25,32 @@ import (
 //     same file with autoclear set is held open by someone else (a process
 //     using the raw device): ErrBusy, and the kernel finishes the detach
 //     when they close it.
-func detach(devPath string) error { return detachNode(devPath, true) }
+//
+// With keep set (detachFile), the device is cleared only while its backing
+// file is one keep accepts. The check is race-free because our O_EXCL open
+// blocks re-attachment: LOOP_CONFIGURE must claim the device too.
+func detach(devPath string) error { return detachNode(devPath, nil, true) }
 
-func detachNode(devPath string, mayCreate bool) error {
+// detachFile detaches every device backed by backingFile, checking each one
+// under its O_EXCL hold so that a number freed and reused meanwhile is left
+// alone.
+func detachFile(backingFile string) error {
+	want := matchPaths(backingFile)
+	keep := func(backing string) bool { return slices.Contains(want, backing) }
+	devs, err := scan(sysBlock, keep)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, d := range devs {
+		if err := detachNode(d.Path, keep, true); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func detachNode(devPath string, keep func(string) bool, mayCreate bool) error {
 	fd, err := openFD(devPath, unix.O_RDONLY|unix.O_EXCL)
 	switch {
 	case errors.Is(err, unix.EBUSY):
@@ -34,7 +58,7 @@ func detachNode(devPath string, mayCreate bool) error {
 	case errors.Is(err, unix.ENXIO):
 		return nil // being removed by LOOP_CTL_REMOVE: nothing attached
 	case errors.Is(err, fs.ErrNotExist) && mayCreate:
-		return detachMissingNode(devPath, err)
+		return detachMissingNode(devPath, keep, err)
 	case err != nil:
 		return fmt.Errorf("loop: detach: %w", err)
 	}
@@ -47,6 +71,10 @@ func detachNode(devPath string, mayCreate bool) error {
 	if err != nil {
 		unix.Close(fd)
 		return fmt.Errorf("loop: detach %s: %w", devPath, err)
+	}
+	if keep != nil && (!wasAttached || !keep(before.BackingFile)) {
+		unix.Close(fd)
+		return nil // detached already, or now someone else's device
 	}
 	err = clearFD(fd)
 	unix.Close(fd) // as the last opener, this close performs the teardown
@@ -104,7 +132,7 @@ func detachPending(n int, backing string) (bool, error) {
 // detachMissingNode handles a /dev/loopN node that does not exist: nothing
 // to do when sysfs says the device is not attached; otherwise create the
 // node (udev is not running) and detach through it.
-func detachMissingNode(devPath string, openErr error) error {
+func detachMissingNode(devPath string, keep func(string) bool, openErr error) error {
 	n, ok := parseName(filepath.Base(devPath))
 	if !ok || filepath.Dir(devPath) != devDir {
 		return fmt.Errorf("loop: detach: %w: %w", ErrNotFound, openErr)
@@ -119,5 +147,5 @@ func detachMissingNode(devPath string, openErr error) error {
 	if err := ensureNode(devPath, filepath.Join(sysBlock, "loop"+strconv.Itoa(n))); err != nil {
 		return fmt.Errorf("loop: detach %s: %w", devPath, err)
 	}
-	return detachNode(devPath, false)
+	return detachNode(devPath, keep, false)
 }

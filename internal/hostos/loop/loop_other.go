@@ -17,6 +17,8 @@ func attach(context.Context, string, Options) (Device, error) {
 
 func detach(string) error { return fmt.Errorf("loop: detach: %w", errors.ErrUnsupported) }
 
+func detachFile(string) error { return fmt.Errorf("loop: detach: %w", errors.ErrUnsupported) }
+
 func setCapacity(string) (int64, error) {
 	return 0, fmt.Errorf("loop: set capacity: %w", errors.ErrUnsupported)
 }

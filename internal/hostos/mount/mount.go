@@ -67,7 +67,11 @@ func Mount(source, target, fstype string, options []string) error {
 
 // Bind bind-mounts source at target (a directory or a file, matching the
 // source), then, when readOnly, remounts the bind read-only. Extra options
-// (nosuid, nodev, noexec, noatime) are applied on that remount too.
+// (nosuid, nodev, noexec, noatime) are applied on that remount too; the
+// source mount's ro, nosuid, nodev, noexec and nosymfollow are kept.
+// Filesystem data options (discard, nouuid, ...) are ignored, as by
+// mount(8): they belong to the source's mount. Bind does not check target
+// first; a second call stacks a second mount (callers check At).
 func Bind(source, target string, readOnly bool, options []string) error {
 	return bind(source, target, readOnly, options)
 }

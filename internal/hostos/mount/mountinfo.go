@@ -10,9 +10,7 @@ import (
 	"strings"
 )
 
-// readMountInfo reads and parses a mountinfo file. The file is read whole
-// (one read of a proc file is one consistent snapshot per page; reading it
-// line by line while mounts change could mix two states more often).
+// readMountInfo reads a mountinfo file whole, then parses it.
 func readMountInfo(path string) (Table, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
