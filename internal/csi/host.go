@@ -18,6 +18,10 @@ type Host interface {
 	ListLoops() ([]loop.Device, error)
 	AttachLoop(ctx context.Context, backingFile string, opts loop.Options) (loop.Device, error)
 	DetachLoop(dev string) error
+	// DetachImage detaches every device backed by the file; it checks the
+	// backing file under an exclusive open, so a device number reused by
+	// another volume in between is never detached by mistake.
+	DetachImage(backingFile string) error
 	// Mounts.
 	Mounts() (mount.Table, error)
 	Mount(source, target, fstype string, options []string) error
@@ -42,6 +46,7 @@ func (OSHost) AttachLoop(ctx context.Context, p string, o loop.Options) (loop.De
 	return loop.Attach(ctx, p, o)
 }
 func (OSHost) DetachLoop(dev string) error  { return loop.Detach(dev) }
+func (OSHost) DetachImage(p string) error   { return loop.DetachFile(p) }
 func (OSHost) Mounts() (mount.Table, error) { return mount.Read() }
 func (OSHost) Mount(src, dst, fstype string, o []string) error {
 	return mount.Mount(src, dst, fstype, o)

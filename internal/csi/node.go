@@ -2,7 +2,6 @@ package csi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -197,9 +196,9 @@ func (s *NodeService) NodeUnstageVolume(ctx context.Context, req *csipb.NodeUnst
 	if err := s.host.UnmountAll(staging); err != nil {
 		return nil, fmt.Errorf("unmount %s: %w", staging, err)
 	}
-	for _, d := range u.devices {
-		if err := s.host.DetachLoop(d.Path); err != nil && !errors.Is(err, loop.ErrNotFound) {
-			return nil, fmt.Errorf("detach %s of volume %s: %w", d.Path, id, err)
+	if u.inUse() {
+		if err := s.host.DetachImage(s.pool.ImagePath(id)); err != nil {
+			return nil, fmt.Errorf("detach loop devices of volume %s: %w", id, err)
 		}
 	}
 	klog.InfoS("volume unstaged", "volumeID", id, "stagingPath", staging)

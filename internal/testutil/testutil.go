@@ -215,23 +215,27 @@ func unmountUnder(under func(string) bool, lazy bool) error {
 	return fmt.Errorf("testutil: mounts remain: %w", lastErr)
 }
 
-// detachUnder detaches the loop devices whose backing file satisfies under.
-// With wait, ErrBusy is retried for a second: a filesystem just unmounted
-// lazily keeps its device claimed until its last reference goes.
+// detachUnder detaches the loop devices whose backing file satisfies under,
+// through loop.DetachFile so that a device number reused meanwhile is left
+// alone. With wait, ErrBusy is retried for a second: a filesystem just
+// unmounted lazily keeps its device claimed until its last reference goes.
 func detachUnder(under func(string) bool, wait bool) error {
 	devs, err := loop.List()
 	if err != nil {
 		return err
 	}
-	var errs []error
+	var files []string
 	for _, d := range devs {
-		if !under(d.BackingFile) {
-			continue
+		if under(d.BackingFile) && !slices.Contains(files, d.BackingFile) {
+			files = append(files, d.BackingFile)
 		}
-		err := loop.Detach(d.Path)
+	}
+	var errs []error
+	for _, f := range files {
+		err := loop.DetachFile(f)
 		for i := 0; wait && errors.Is(err, loop.ErrBusy) && i < 20; i++ {
 			time.Sleep(50 * time.Millisecond)
-			err = loop.Detach(d.Path)
+			err = loop.DetachFile(f)
 		}
 		if err != nil {
 			errs = append(errs, err)

@@ -20,17 +20,50 @@ func TestDetachIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := loop.Detach(d.Path); err != nil {
+		t.Fatalf("Detach: %v", err)
+	}
+	if got := mustFind(t, img); len(got) != 0 {
+		t.Fatalf("after Detach Find = %+v", got)
+	}
+	// d.Path may already serve another process's Attach: the repeat goes
+	// through DetachFile, and plain Detach is repeated on a private device.
+	if err := loop.DetachFile(img); err != nil {
+		t.Errorf("DetachFile(nothing attached): %v", err)
+	}
+	free := privateDevice(t)
 	for i := range 2 {
-		if err := loop.Detach(d.Path); err != nil {
-			t.Fatalf("Detach #%d: %v", i+1, err)
+		if err := loop.Detach(free); err != nil {
+			t.Errorf("Detach(unattached) #%d: %v", i+1, err)
 		}
-		if got := mustFind(t, img); len(got) != 0 {
-			t.Fatalf("after Detach #%d Find = %+v", i+1, got)
-		}
+	}
+	if _, err := loop.SetCapacity(free); !errors.Is(err, loop.ErrNotFound) {
+		t.Errorf("SetCapacity(unattached) = %v, want ErrNotFound", err)
 	}
 	// A node that does not exist for a device sysfs does not know either.
 	if err := loop.Detach("/dev/loop999999"); err != nil {
 		t.Errorf("Detach(missing node): %v", err)
+	}
+	if _, err := loop.SetCapacity("/dev/loop999999"); !errors.Is(err, loop.ErrNotFound) {
+		t.Errorf("SetCapacity(missing node) = %v, want ErrNotFound", err)
+	}
+}
+
+func TestDetachFile(t *testing.T) {
+	dir := setup(t)
+	img := newImage(t, dir, "v.img", 1<<20)
+	other := newImage(t, dir, "other.img", 1<<20)
+	mustAttach(t, img, loop.Options{})
+	mustAttach(t, img, loop.Options{ReadOnly: true})
+	o := mustAttach(t, other, loop.Options{})
+	if err := loop.DetachFile(dir + "/./v.img"); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustFind(t, img); len(got) != 0 {
+		t.Errorf("after DetachFile Find = %+v", got)
+	}
+	if got := mustFind(t, other); len(got) != 1 || got[0] != o {
+		t.Errorf("DetachFile touched another file's device: Find(other) = %+v", got)
 	}
 }
 
@@ -75,6 +108,10 @@ func TestDetachMounted(t *testing.T) {
 	autoclear, err := os.ReadFile(filepath.Join("/sys/block", filepath.Base(d.Path), "loop/autoclear"))
 	if err != nil || strings.TrimSpace(string(autoclear)) != "0" {
 		t.Errorf("autoclear = %q (%v), want 0", autoclear, err)
+	}
+
+	if err := loop.DetachFile(img); !errors.Is(err, loop.ErrBusy) {
+		t.Errorf("DetachFile(mounted) = %v, want ErrBusy", err)
 	}
 
 	if err := unix.Unmount(mnt, 0); err != nil {
@@ -129,12 +166,6 @@ func TestSetCapacity(t *testing.T) {
 	}
 	if got := mustFind(t, img); got[0].SizeBytes != 24<<20 {
 		t.Errorf("sysfs size = %d, want %d", got[0].SizeBytes, 24<<20)
-	}
-	if err := loop.Detach(d.Path); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := loop.SetCapacity(d.Path); !errors.Is(err, loop.ErrNotFound) {
-		t.Errorf("SetCapacity(detached) = %v, want ErrNotFound", err)
 	}
 }
 

@@ -2,6 +2,7 @@ package loop_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -64,13 +65,43 @@ func privateDevice(t testing.TB) string {
 		t.Fatal(err)
 	}
 	defer ctl.Close()
-	for i := range 32 {
-		n := 4096 + (os.Getpid()+i)%4096
-		_, err := unix.IoctlRetInt(int(ctl.Fd()), unix.LOOP_CTL_ADD)
-		_ = err // placeholder replaced below
-		_ = n
+	ctlIoctl := func(req, n uintptr) error {
+		_, _, errno := unix.Syscall(unix.SYS_IOCTL, ctl.Fd(), req, n)
+		if errno != 0 {
+			return errno
+		}
+		return nil
 	}
-	t.Fatal("unreachable")
+	for i := range 64 {
+		n := 4096 + (os.Getpid()+i)%4096
+		err := ctlIoctl(unix.LOOP_CTL_ADD, uintptr(n))
+		if errors.Is(err, unix.EEXIST) {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("LOOP_CTL_ADD %d: %v", n, err)
+		}
+		t.Cleanup(func() {
+			ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR, 0)
+			if err == nil {
+				_, _, errno := unix.Syscall(unix.SYS_IOCTL, ctl.Fd(), unix.LOOP_CTL_REMOVE, uintptr(n))
+				ctl.Close()
+				if errno != 0 {
+					err = errno
+				}
+			}
+			if err != nil {
+				t.Errorf("LOOP_CTL_REMOVE %d: %v", n, err)
+			}
+		})
+		name := fmt.Sprintf("loop%d", n)
+		dev := filepath.Join("/dev", name)
+		if err := loop.EnsureNode(dev, filepath.Join("/sys/block", name)); err != nil {
+			t.Fatal(err)
+		}
+		return dev
+	}
+	t.Fatal("LOOP_CTL_ADD: no unused high device number")
 	return ""
 }
 
