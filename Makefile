@@ -23,9 +23,10 @@ run: build ## run the driver on an embedded pool in _output/run (Ctrl-C stops it
 	@echo "filevol: pool $(RUN_DIR)/pool, socket $(RUN_DIR)/csi.sock, health http://127.0.0.1:9808/healthz"
 	@echo "try it:  export FILEVOL_ENDPOINT=unix://$(RUN_DIR)/csi.sock"
 	@echo "         $(BIN) ctl create demo --size 1Gi && $(BIN) ctl list"
+	@echo "         staging and target paths must be under $(RUN_DIR)/kubelet (--kubelet-dir)"
 	@echo "         (README.md walks through stage, publish, write, unpublish, unstage, delete)"
 	$(BIN) --endpoint unix://$(RUN_DIR)/csi.sock --pool-dir $(RUN_DIR)/pool \
-		--http-endpoint 127.0.0.1:9808 --v 2
+		--kubelet-dir $(RUN_DIR)/kubelet --http-endpoint 127.0.0.1:9808 --v 2
 
 ##@ test
 deps: ## install the host programs the driver and tests need (root, Debian)

@@ -36,6 +36,7 @@ func Run(ctx context.Context, o options.Options) error {
 		Version:           version.Version,
 		NodeID:            o.NodeID,
 		MaxVolumesPerNode: o.MaxVolumesPerNode,
+		KubeletDir:        o.KubeletDir,
 		Controller:        o.Mode == options.ModeAll || o.Mode == options.ModeController,
 		Node:              o.Mode == options.ModeAll || o.Mode == options.ModeNode,
 	}, p, csi.NewOSHost())

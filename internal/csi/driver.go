@@ -18,6 +18,8 @@ type Config struct {
 	Version           string
 	NodeID            string
 	MaxVolumesPerNode int64
+	// KubeletDir confines staging and target paths ("" disables the check).
+	KubeletDir string
 	// Controller and Node select the services served (--mode).
 	Controller, Node bool
 }
@@ -40,7 +42,7 @@ func New(cfg Config, p *pool.Pool, h Host) *Driver {
 		d.Controller = &ControllerService{cfg: cfg, pool: p, host: h, locks: locks}
 	}
 	if cfg.Node {
-		d.Node = &NodeService{cfg: cfg, pool: p, host: h, locks: locks}
+		d.Node = &NodeService{cfg: cfg, pool: p, host: h, locks: locks, paths: pathPolicy{kubeletDir: cfg.KubeletDir}}
 	}
 	return d
 }

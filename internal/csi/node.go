@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"k8s.io/klog/v2"
@@ -24,6 +23,7 @@ type NodeService struct {
 	pool  *pool.Pool
 	host  Host
 	locks *inflight
+	paths pathPolicy
 }
 
 // NodeStageVolume attaches the image to a loop device and, for mount
@@ -34,10 +34,10 @@ func (s *NodeService) NodeStageVolume(ctx context.Context, req *csipb.NodeStageV
 	if id == "" {
 		return nil, invalidArgument("volume ID is missing")
 	}
-	if err := checkPath("staging target path", staging); err != nil {
+	staging, err := s.paths.check("staging target path", staging)
+	if err != nil {
 		return nil, err
 	}
-	staging = filepath.Clean(staging)
 	fsType, err := checkCapability(c)
 	if err != nil {
 		return nil, err
@@ -129,7 +129,7 @@ func (s *NodeService) stageFilesystem(ctx context.Context, vol pool.Volume, dev 
 // restores share their source's UUID, and XFS refuses a second mount of one
 // UUID: nouuid makes every filevol XFS volume mountable next to its copies.
 func mountOptions(fsType string, flags []string, readOnly bool) []string {
-	opts := append([]string(nil), flags...)
+	opts := append(append([]string(nil), flags...), alwaysMountOptions...)
 	if fsType == "xfs" {
 		opts = append(opts, "nouuid")
 	}
@@ -167,10 +167,10 @@ func (s *NodeService) NodeUnstageVolume(ctx context.Context, req *csipb.NodeUnst
 	if id == "" {
 		return nil, invalidArgument("volume ID is missing")
 	}
-	if err := checkPath("staging target path", staging); err != nil {
+	staging, err := s.paths.check("staging target path", staging)
+	if err != nil {
 		return nil, err
 	}
-	staging = filepath.Clean(staging)
 	if err := checkVolumeID(id); err != nil {
 		return nil, err
 	}

@@ -22,16 +22,17 @@ func (s *NodeService) NodePublishVolume(ctx context.Context, req *csipb.NodePubl
 	if id == "" {
 		return nil, invalidArgument("volume ID is missing")
 	}
-	if err := checkPath("target path", target); err != nil {
+	target, err := s.paths.check("target path", target)
+	if err != nil {
 		return nil, err
 	}
-	if err := checkPath("staging target path", staging); err != nil {
+	staging, err = s.paths.check("staging target path", staging)
+	if err != nil {
 		return nil, err
 	}
 	if _, err := checkCapability(c); err != nil {
 		return nil, err
 	}
-	target, staging = filepath.Clean(target), filepath.Clean(staging)
 	if err := checkVolumeID(id); err != nil {
 		return nil, err
 	}
@@ -165,10 +166,10 @@ func (s *NodeService) NodeUnpublishVolume(ctx context.Context, req *csipb.NodeUn
 	if id == "" {
 		return nil, invalidArgument("volume ID is missing")
 	}
-	if err := checkPath("target path", target); err != nil {
+	target, err := s.paths.check("target path", target)
+	if err != nil {
 		return nil, err
 	}
-	target = filepath.Clean(target)
 	if err := checkVolumeID(id); err != nil {
 		return nil, err
 	}

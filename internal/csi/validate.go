@@ -9,7 +9,6 @@ import (
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 
 	"github.com/filevol/filevol/internal/hostos/fs"
-	"github.com/filevol/filevol/internal/hostos/mount"
 	"github.com/filevol/filevol/internal/pool"
 )
 
@@ -110,8 +109,8 @@ func checkCapability(c *csipb.VolumeCapability) (string, error) {
 		if fsType != "" && !supportedFS(fsType) {
 			return "", invalidArgument("filesystem %q is not supported (supported: %s)", fsType, strings.Join(fs.Types, ", "))
 		}
-		if _, _, err := mount.SplitOptions(t.Mount.GetMountFlags()); err != nil {
-			return "", invalidArgument("mount flags: %v", err)
+		if err := checkMountFlags(t.Mount.GetMountFlags()); err != nil {
+			return "", err
 		}
 		return fsType, nil
 	default:

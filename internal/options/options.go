@@ -42,6 +42,10 @@ type Options struct {
 	// ReservedCapacity is kept free in the pool and never promised by
 	// GetCapacity, in bytes (suffixes Ki, Mi, Gi, Ti accepted).
 	ReservedCapacity Quantity
+	// KubeletDir confines every staging and target path a request names:
+	// filevol never mounts over, or removes, anything outside it. Empty
+	// disables the check (for tests and demos only).
+	KubeletDir string
 	// HTTPEndpoint, when set (host:port), serves /healthz backed by Probe.
 	HTTPEndpoint string
 }
@@ -56,6 +60,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Mode, "mode", ModeAll, "services to serve: all, controller or node")
 	fs.Int64Var(&o.MaxVolumesPerNode, "max-volumes-per-node", 0, "maximum volumes per node reported to the CO (0: no limit)")
 	fs.Var(&o.ReservedCapacity, "reserved-capacity", "pool space never promised to volumes (e.g. 1Gi)")
+	fs.StringVar(&o.KubeletDir, "kubelet-dir", "/var/lib/kubelet", "staging and target paths must be inside this directory (empty: no check, for tests only)")
 	fs.StringVar(&o.HTTPEndpoint, "http-endpoint", "", "host:port serving /healthz (off when empty)")
 }
 
@@ -76,6 +81,9 @@ func (o *Options) Validate() error {
 	}
 	if !filepath.IsAbs(o.PoolDir) {
 		return fmt.Errorf("--pool-dir %q must be an absolute path", o.PoolDir)
+	}
+	if o.KubeletDir != "" && !filepath.IsAbs(o.KubeletDir) {
+		return fmt.Errorf("--kubelet-dir %q must be an absolute path", o.KubeletDir)
 	}
 	switch o.Mode {
 	case ModeAll, ModeController, ModeNode:

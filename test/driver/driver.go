@@ -50,7 +50,7 @@ func Start(t testing.TB, dir string) *Driver {
 	d.Pool = p
 	svc := csi.New(csi.Config{
 		DriverName: "filevol.csi.io", Version: "test", NodeID: NodeID,
-		MaxVolumesPerNode: 100, Controller: true, Node: true,
+		MaxVolumesPerNode: 100, Controller: true, Node: true, KubeletDir: dir,
 	}, p, csi.NewOSHost())
 	lis, err := csi.Listen("unix://" + d.Socket)
 	if err != nil {

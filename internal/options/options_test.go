@@ -1,0 +1,45 @@
+package options
+
+import (
+	"flag"
+	"testing"
+)
+
+func TestValidate(t *testing.T) {
+	base := func() Options {
+		var o Options
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		o.AddFlags(fs)
+		if err := fs.Parse(nil); err != nil {
+			t.Fatal(err)
+		}
+		o.NodeID = "node-1"
+		return o
+	}
+	if o := base(); o.Validate() != nil {
+		t.Fatalf("defaults invalid: %v", o.Validate())
+	}
+	bad := map[string]func(*Options){
+		"mode":         func(o *Options) { o.Mode = "both" },
+		"endpoint":     func(o *Options) { o.Endpoint = "tcp://0.0.0.0:9000" },
+		"pool":         func(o *Options) { o.PoolDir = "relative" },
+		"node":         func(o *Options) { o.NodeID = "" },
+		"long node":    func(o *Options) { o.NodeID = string(make([]byte, 64)) },
+		"max volumes":  func(o *Options) { o.MaxVolumesPerNode = -1 },
+		"kubelet dir":  func(o *Options) { o.KubeletDir = "var/lib/kubelet" },
+		"driver name":  func(o *Options) { o.DriverName = "" },
+		"unix no path": func(o *Options) { o.Endpoint = "unix://" },
+	}
+	for name, mutate := range bad {
+		o := base()
+		mutate(&o)
+		if o.Validate() == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	for in, want := range map[string]Quantity{"1Gi": 1 << 30, "500Mi": 500 << 20, "2G": 2e9, "42": 42} {
+		if q, err := ParseQuantity(in); err != nil || q != want {
+			t.Errorf("ParseQuantity(%q) = %d, %v", in, q, err)
+		}
+	}
+}
