@@ -21,7 +21,7 @@ import (
 // as well. Everything else (noatime, discard, data=..., ...) is passed on;
 // the kernel refuses what the filesystem does not know.
 var (
-	alwaysMountOptions = []string{"nosuid", "nodev"}
+	alwaysMountOptions  = []string{"nosuid", "nodev"}
 	refusedMountOptions = map[string]string{
 		"suid":     "volumes are always mounted nosuid",
 		"dev":      "volumes are always mounted nodev",

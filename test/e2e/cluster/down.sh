@@ -19,18 +19,14 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 [ "$(id -u)" = 0 ] || die "down.sh must run as root"
 
 GRACEFUL=${FILEVOL_E2E_GRACEFUL:-1}
-PIDS=$STATE_DIR/pids
+PIDS=$PIDS_FILE
 TASKS=$STATE_DIR/containerd/state/io.containerd.runtime.v2.task
 
-proc_start() { # PID -> start time in clock ticks since boot (field 22 of /proc/PID/stat)
-  local s
-  s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-  s=${s##*) }
-  # shellcheck disable=SC2086
-  set -- $s
-  echo "${20}"
+alive() { # a zombie (state Z, waiting for PID 1 to reap it) counts as gone
+  kill -0 "$1" 2>/dev/null || return 1
+  local st; st=$(cat "/proc/$1/stat" 2>/dev/null) || return 1; st=${st##*) }
+  [ "${st:0:1}" != Z ]
 }
-alive() { kill -0 "$1" 2>/dev/null; }
 stop_pid() { # name pid [timeout seconds]
   local n=$1 p=$2 t=${3:-15} i
   alive "$p" || return 0
@@ -57,7 +53,7 @@ if [ "$GRACEFUL" = 1 ] && recorded kube-apiserver >/dev/null && recorded kubelet
   for n in snapshot-controller kube-controller-manager kube-scheduler; do
     p=$(recorded "$n") && stop_pid "$n" "$p"
   done
-  "$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" delete pods --all --all-namespaces --wait=true --timeout=60s \
+  "$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" delete pods --all --all-namespaces --grace-period="${FILEVOL_E2E_POD_GRACE:-2}" --wait=true --timeout=60s \
     >/dev/null 2>&1 || log "  (pods not all gone after 60s; continuing)"
 fi
 
@@ -74,22 +70,31 @@ if [ -s "$PIDS" ]; then
 fi
 
 # ---- 3. shims and containers that outlived containerd ----------------------------------
-# containerd's runc v2 runtime writes init.pid (the container's first process) and
-# shim.pid into each task's bundle dir under our own state dir.
+# containerd 1.6 writes, per task, init.pid (the container's first process, a child of its
+# shim) and address (the shim's socket) into the bundle dirs under our own state dir. The
+# shims are found from those (parent of init, listener of the socket), and are only
+# signalled when their command line names our containerd socket.
+ours() { tr '\0' ' ' < "/proc/$1/cmdline" 2>/dev/null | grep -qF -- "-address $CONTAINERD_SOCK"; }
 if [ -d "$TASKS" ]; then
-  for b in "$TASKS"/*/*/; do
+  shims=()
+  for b in "$TASKS"/*/*; do
     [ -d "$b" ] || continue
     if [ -s "$b/init.pid" ]; then
       p=$(cat "$b/init.pid")
-      # a container init is always a descendant of our shim; only kill it if its shim lives
-      if [ -s "$b/shim.pid" ] && alive "$(cat "$b/shim.pid")" && alive "$p"; then kill -KILL "$p" 2>/dev/null || true; did=1; fi
-    fi
-    if [ -s "$b/shim.pid" ]; then
-      p=$(cat "$b/shim.pid")
-      if alive "$p" && tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -qF -- "$CONTAINERD_SOCK"; then
-        stop_pid "containerd-shim $(basename "$b")" "$p" 5; did=1
+      if alive "$p"; then
+        pp=$(awk '/^PPid:/{print $2}' "/proc/$p/status" 2>/dev/null || true)
+        if [ -n "$pp" ] && ours "$pp"; then kill -KILL "$p" 2>/dev/null || true; shims+=("$pp"); did=1; fi
       fi
     fi
+    if [ -s "$b/address" ]; then
+      a=$(sed 's#^unix://##' "$b/address")
+      for pp in $(ss -xlpH src "$a" 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2); do
+        ours "$pp" && shims+=("$pp")
+      done
+    fi
+  done
+  for pp in $(printf '%s\n' "${shims[@]}" | sort -u); do
+    stop_pid "containerd-shim" "$pp" 5; did=1
   done
 fi
 # Anything still in the pod cgroups was started by our kubelet (nothing else uses kubepods).
@@ -133,12 +138,35 @@ while read -r dev back; do
   esac
 done < <(losetup -nl -O NAME,BACK-FILE 2>/dev/null || true)
 
-# ---- 6. bridge, cgroups, state ---------------------------------------------------------
+# ---- 6. bridge, iptables, cgroups, state ---------------------------------------------
+# Sandboxes whose CNI DEL never ran (killed runs) leave libcni cache entries keyed by id.
+ids=$(ls "$STATE_DIR"/containerd/{root,state}/io.containerd.grpc.v1.cri/sandboxes "$TASKS"/* 2>/dev/null | grep -xE '[0-9a-f]{64}' | sort -u || true)
+for id in $ids; do rm -f /var/lib/cni/results/*-"$id"-*; done
 if ip link show "$BRIDGE" >/dev/null 2>&1; then ip link del "$BRIDGE"; log "  deleted bridge $BRIDGE"; did=1; fi
+# The kubelet creates these chains (and the KUBE-FIREWALL jumps) and never removes them.
+# No kube-proxy or other kubelet runs here, so they are ours.
+for ipt in iptables ip6tables; do
+  command -v $ipt >/dev/null || continue
+  for chain in INPUT OUTPUT; do
+    while $ipt -w -t filter -C $chain -j KUBE-FIREWALL 2>/dev/null; do $ipt -w -t filter -D $chain -j KUBE-FIREWALL; did=1; done
+  done
+  for table in filter nat mangle; do
+    for chain in KUBE-FIREWALL KUBE-KUBELET-CANARY KUBE-IPTABLES-HINT; do
+      if $ipt -w -t $table -nL $chain >/dev/null 2>&1; then
+        $ipt -w -t $table -F $chain && $ipt -w -t $table -X $chain && did=1
+      fi
+    done
+  done
+done
 for c in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
   [ -d "$c" ] || continue
   find "$c" -depth -type d -exec rmdir {} \; 2>/dev/null || true
 done
+rm -f "$STATE_DIR/kubelet-config.yaml"
+# keep whatever container logs are left, next to the cluster logs
+if [ -n "$(ls -A "$STATE_DIR/pod-logs" 2>/dev/null)" ]; then
+  mkdir -p "$LOG_DIR/cluster" && cp -a "$STATE_DIR/pod-logs" "$LOG_DIR/cluster/" 2>/dev/null || true
+fi
 for d in etcd containerd kubelet cni pod-logs; do
   [ -e "$STATE_DIR/$d" ] && rm -rf --one-file-system "${STATE_DIR:?}/$d"
 done
@@ -149,7 +177,7 @@ if [ -d /var/log/containers ]; then                              # kubelet's log
   find /var/log/containers -maxdepth 1 -type l -lname "$STATE_DIR/pod-logs/*" -delete 2>/dev/null || true
   rmdir /var/log/containers 2>/dev/null || true
 fi
-rm -f /var/lib/cni/results/filevol-e2e-* 2>/dev/null || true      # libcni cache of our network
+rm -f /var/lib/cni/results/filevol-e2e-* 2>/dev/null || true      # libcni cache of our network (+ ids above)
 rmdir /var/lib/cni/results /var/lib/cni 2>/dev/null || true
 # containerd 1.6 puts shim sockets in /run/containerd/s whatever its config says; a shim
 # that was killed leaves its socket behind. Remove only sockets nobody listens on.

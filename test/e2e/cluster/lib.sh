@@ -41,3 +41,18 @@ CONTAINERD_SOCK=$STATE_DIR/containerd/containerd.sock
 
 log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*"; }
 die() { log "ERROR: $*" >&2; exit 1; }
+
+PIDS_FILE=$STATE_DIR/pids
+# Start time of a process (clock ticks since boot, field 22 of /proc/PID/stat): recorded
+# with each PID so that down.sh never signals a reused PID.
+proc_start() {
+  local s
+  s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  s=${s##*) }
+  # shellcheck disable=SC2086
+  set -- $s
+  echo "${20}"
+}
+# record_pid NAME PID: make down.sh stop this process (newest records are stopped first).
+# Scripts that start the driver or sidecars on the cluster should call this.
+record_pid() { echo "$1 $2 $(proc_start "$2")" >> "$PIDS_FILE"; }

@@ -21,7 +21,7 @@ spec:
   - name: bb
     image: $BUSYBOX_TAG
     imagePullPolicy: Never
-    command: ["sh", "-c", "echo smoke-ok > /data/x && cat /data/x && ip -o -4 addr show eth0 | awk '{print \$4}'"]
+    command: ["sh", "-c", "echo smoke-ok > /data/x && cat /data/x && ip -o -4 addr show eth0 | awk '{print \$4}' && ip route | grep -c default || true"]
     volumeMounts:
     - {name: data, mountPath: /data}
   volumes:
@@ -35,5 +35,7 @@ fi
 out=$($K logs "$name")
 grep -qx smoke-ok <<<"$out" || die "unexpected smoke pod output: $out"
 ip=$(sed -n 2p <<<"$out")
+# pod traffic must stay on the host bridge: no default route in the pod
+[ "$(sed -n 3p <<<"$out")" = 0 ] || die "smoke pod has a default route: $out"
 $K delete pod "$name" --wait=true >/dev/null
 log "smoke: busybox pod ran to completion in $(echo "$(date +%s.%N) - $t0" | bc | cut -c1-4)s (pod IP $ip on $BRIDGE)"

@@ -45,14 +45,13 @@ if [ -d "$LOG_DIR/cluster" ]; then rm -rf "$LOG_DIR/cluster.prev"; mv "$LOG_DIR/
 LOGS=$LOG_DIR/cluster
 mkdir -p "$LOGS" "$STATE_DIR"/{etcd,kubelet,pod-logs,cni/net.d,cni/ipam,containerd}
 
-PIDS=$STATE_DIR/pids
+PIDS=$PIDS_FILE
 : > "$PIDS"
-proc_start() { local s; s=$(cat "/proc/$1/stat") || return 1; s=${s##*) }; set -- $s; echo "${20}"; }
 start() { # name command... ; its own session, so a ^C in make does not half-kill the cluster
   local n=$1; shift
   setsid "$@" > "$LOGS/$n.log" 2>&1 < /dev/null &
   local p=$!
-  echo "$n $p $(proc_start "$p")" >> "$PIDS"
+  record_pid "$n" "$p"
   ts "started $n (pid $p)"
 }
 waitfor() { # what timeout-seconds command...
@@ -285,7 +284,7 @@ start kubelet "$BIN_DIR/kubelet" \
   --v=2
 waitfor node-registered 120 "$KUBECTL" get node "$NODE_NAME"
 waitfor node-Ready 120 "$KUBECTL" wait --for=condition=Ready "node/$NODE_NAME" --timeout=1s
-T_READY=$(echo "$(date +%s.%N) - $T0" | bc)
+T_READY=$(printf '%.1f' "$(echo "$(date +%s.%N) - $T0" | bc)")
 
 # ---- snapshot CRDs and controller -----------------------------------------------------
 "$KUBECTL" apply --server-side -f "$KEY_DIR/crd/" >/dev/null
