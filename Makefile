@@ -9,7 +9,7 @@ BIN := bin/filevol
 RUN_DIR := $(CURDIR)/_output/run
 TEST_TIMEOUT ?= 12m
 
-.PHONY: help build run test unit sanity vet deps bench clean
+.PHONY: help build run test unit sanity vet deps bench fuzz clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -47,6 +47,9 @@ vet: ## go vet and gofmt check
 
 bench: build deps ## benchmarks against the running driver (report in _output/bench)
 	./hack/bench.sh
+
+fuzz: ## run every fuzz target for FUZZTIME (default 30s) each; report in _output/fuzz
+	./hack/fuzz.sh
 
 clean: ## remove build output (not the pool of `make run`)
 	rm -rf bin
