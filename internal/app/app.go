@@ -17,6 +17,7 @@ import (
 	"github.com/filevol/filevol/internal/csi"
 	"github.com/filevol/filevol/internal/options"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/registration"
 	"github.com/filevol/filevol/internal/version"
 )
 
@@ -48,8 +49,18 @@ func Run(ctx context.Context, o options.Options) error {
 	srv := csi.NewGRPCServer()
 	d.Register(srv)
 
+	healthy := d.Identity.Healthy
+	if o.RegistrationDir != "" {
+		reg, stop, err := register(o)
+		if err != nil {
+			lis.Close()
+			return err
+		}
+		defer stop()
+		healthy = func() error { return errors.Join(d.Identity.Healthy(), reg.Healthy()) }
+	}
 	if o.HTTPEndpoint != "" {
-		stop, err := serveHealth(o.HTTPEndpoint, d.Identity.Healthy)
+		stop, err := serveHealth(o.HTTPEndpoint, healthy)
 		if err != nil {
 			lis.Close()
 			return err
@@ -89,4 +100,14 @@ func serveHealth(addr string, healthy func() error) (func(), error) {
 		defer cancel()
 		_ = hs.Shutdown(ctx)
 	}, nil
+}
+
+// register serves kubelet's plugin registration socket. The CSI socket
+// path kubelet is told defaults to our own endpoint's path.
+func register(o options.Options) (*registration.Server, func(), error) {
+	path := o.KubeletRegistrationPath
+	if path == "" {
+		_, path, _ = options.ParseEndpoint(o.Endpoint)
+	}
+	return registration.Start(o.RegistrationDir, o.DriverName, path)
 }

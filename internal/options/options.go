@@ -46,6 +46,12 @@ type Options struct {
 	// filevol never mounts over, or removes, anything outside it. Empty
 	// disables the check (for tests and demos only).
 	KubeletDir string
+	// RegistrationDir, when set (kubelet's plugins_registry), makes filevol
+	// register itself with kubelet, as node-driver-registrar would.
+	RegistrationDir string
+	// KubeletRegistrationPath is the CSI socket path as kubelet sees it;
+	// defaults to the --endpoint socket path.
+	KubeletRegistrationPath string
 	// HTTPEndpoint, when set (host:port), serves /healthz backed by Probe.
 	HTTPEndpoint string
 }
@@ -61,6 +67,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&o.MaxVolumesPerNode, "max-volumes-per-node", 0, "maximum volumes per node reported to the CO (0: no limit)")
 	fs.Var(&o.ReservedCapacity, "reserved-capacity", "pool space never promised to volumes (e.g. 1Gi)")
 	fs.StringVar(&o.KubeletDir, "kubelet-dir", "/var/lib/kubelet", "staging and target paths must be inside this directory (empty: no check, for tests only)")
+	fs.StringVar(&o.RegistrationDir, "registration-dir", "", "kubelet plugin registration directory, e.g. /var/lib/kubelet/plugins_registry (empty: do not register)")
+	fs.StringVar(&o.KubeletRegistrationPath, "kubelet-registration-path", "", "CSI socket path as kubelet sees it (default: the --endpoint path)")
 	fs.StringVar(&o.HTTPEndpoint, "http-endpoint", "", "host:port serving /healthz (off when empty)")
 }
 
@@ -84,6 +92,14 @@ func (o *Options) Validate() error {
 	}
 	if o.KubeletDir != "" && !filepath.IsAbs(o.KubeletDir) {
 		return fmt.Errorf("--kubelet-dir %q must be an absolute path", o.KubeletDir)
+	}
+	if o.RegistrationDir != "" {
+		if o.Mode == ModeController {
+			return fmt.Errorf("--registration-dir registers a node plugin; it needs --mode all or node")
+		}
+		if network, addr, _ := ParseEndpoint(o.Endpoint); network != "unix" && o.KubeletRegistrationPath == "" {
+			return fmt.Errorf("--registration-dir with the tcp endpoint %s needs --kubelet-registration-path", addr)
+		}
 	}
 	switch o.Mode {
 	case ModeAll, ModeController, ModeNode:
