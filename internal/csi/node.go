@@ -64,6 +64,12 @@ func (s *NodeService) NodeStageVolume(ctx context.Context, req *csipb.NodeStageV
 		return nil, err
 	}
 	if c.GetBlock() != nil {
+		if err := s.stageBlock(dev, staging); err != nil {
+			if attached {
+				_ = s.host.DetachLoop(dev.Path)
+			}
+			return nil, err
+		}
 		klog.InfoS("volume staged", "volumeID", id, "device", dev.Path, "block", true)
 		return &csipb.NodeStageVolumeResponse{}, nil
 	}
@@ -186,12 +192,15 @@ func (s *NodeService) NodeUnstageVolume(ctx context.Context, req *csipb.NodeUnst
 	}
 	var elsewhere []string
 	for _, m := range append(u.mounts, u.binds...) {
-		if m.MountPoint != staging {
+		if !within(m.MountPoint, staging) {
 			elsewhere = append(elsewhere, m.MountPoint)
 		}
 	}
 	if len(elsewhere) > 0 {
 		return nil, failedPrecondition("volume %s is still published at %v; unpublish it first", id, elsewhere)
+	}
+	if err := s.unstageBlock(staging); err != nil {
+		return nil, err
 	}
 	if err := s.host.UnmountAll(staging); err != nil {
 		return nil, fmt.Errorf("unmount %s: %w", staging, err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"k8s.io/klog/v2"
@@ -47,7 +48,7 @@ func (s *NodeService) NodePublishVolume(ctx context.Context, req *csipb.NodePubl
 	readOnly := req.GetReadonly() || readerOnly(c)
 	single := c.GetAccessMode().GetMode() == csipb.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER
 	if c.GetBlock() != nil {
-		err = s.publishBlock(ctx, id, target, readOnly, single)
+		err = s.publishBlock(ctx, id, staging, target, readOnly, single)
 	} else {
 		err = s.publishMount(id, staging, target, readOnly, single, c.GetMount().GetMountFlags())
 	}
@@ -93,7 +94,7 @@ func (s *NodeService) publishMount(id, staging, target string, readOnly, single 
 	return nil
 }
 
-func (s *NodeService) publishBlock(ctx context.Context, id, target string, readOnly, single bool) error {
+func (s *NodeService) publishBlock(ctx context.Context, id, staging, target string, readOnly, single bool) error {
 	image := s.pool.ImagePath(id)
 	devs, err := s.host.FindLoop(image)
 	if err != nil {
@@ -117,7 +118,7 @@ func (s *NodeService) publishBlock(ctx context.Context, id, target string, readO
 	if single {
 		var others []string
 		for _, d := range devs {
-			others = append(others, otherTargets(deviceBinds(table, d), "", target)...)
+			others = append(others, otherTargets(deviceBinds(table, d), stagedDevicePath(staging), target)...)
 		}
 		if len(others) > 0 {
 			return failedPrecondition("volume %s has access mode SINGLE_NODE_SINGLE_WRITER and is already published at %v", id, others)
@@ -191,20 +192,13 @@ func (s *NodeService) NodeUnpublishVolume(ctx context.Context, req *csipb.NodeUn
 	return &csipb.NodeUnpublishVolumeResponse{}, nil
 }
 
-// detachUnusedReadOnly detaches read-only devices that block publishes made
-// next to a read-write staged device, once nothing binds them. When the
-// volume was staged read-only its one device is the staged state and stays.
+// detachUnusedReadOnly detaches the read-only devices block publishes made,
+// once nothing binds them. A staged device is never among them: staging
+// binds it (block) or mounts it (filesystem).
 func (s *NodeService) detachUnusedReadOnly(id string) error {
 	u, err := volumeUsage(s.host, s.pool.ImagePath(id))
 	if err != nil || !u.inUse() {
 		return err
-	}
-	hasRW := false
-	for _, d := range u.devices {
-		hasRW = hasRW || !d.ReadOnly
-	}
-	if !hasRW {
-		return nil
 	}
 	table, err := s.host.Mounts()
 	if err != nil {
@@ -252,4 +246,40 @@ func hasOpt(opts []string, o string) bool {
 		}
 	}
 	return false
+}
+
+// stagedDeviceName is the file inside a block volume's staging directory
+// onto which NodeStage binds the loop device node. The bind is the staged
+// state as the kernel shows it: mountinfo tells a staged block device from
+// a leaked one, after a restart as after a crash.
+const stagedDeviceName = "device"
+
+func stagedDevicePath(staging string) string { return filepath.Join(staging, stagedDeviceName) }
+
+// stageBlock binds dev at <staging>/device (idempotent).
+func (s *NodeService) stageBlock(dev loop.Device, staging string) error {
+	path := stagedDevicePath(staging)
+	table, err := s.host.Mounts()
+	if err != nil {
+		return err
+	}
+	if m, ok := topMount(table, path); ok {
+		if m.FSType == "devtmpfs" && m.Root == "/"+filepath.Base(dev.Path) {
+			return nil
+		}
+		return alreadyExists("%s already holds %s, not %s", path, m.Source, dev.Path)
+	}
+	return s.bindDevice(dev, path)
+}
+
+// unstageBlock removes the staging bind of a block volume, if any.
+func (s *NodeService) unstageBlock(staging string) error {
+	path := stagedDevicePath(staging)
+	if err := s.host.UnmountAll(path); err != nil {
+		return fmt.Errorf("unmount %s: %w", path, err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+		return fmt.Errorf("remove %s: %w", path, err)
+	}
+	return nil
 }
