@@ -67,6 +67,11 @@ func Run(ctx context.Context, o options.Options) error {
 		}
 		defer stop()
 	}
+	if d.Node != nil {
+		gcCtx, stopGC := context.WithCancel(ctx)
+		defer stopGC()
+		go d.Node.RunGC(gcCtx, o.GCInterval, nil)
+	}
 	klog.InfoS("filevol serving", "version", version.Version, "endpoint", o.Endpoint, "mode", o.Mode,
 		"nodeID", o.NodeID, "pool", o.PoolDir, "driver", o.DriverName)
 	err = csi.Serve(ctx, srv, lis, shutdownGrace)

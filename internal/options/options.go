@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // Modes filevol can run in.
@@ -52,6 +53,9 @@ type Options struct {
 	// KubeletRegistrationPath is the CSI socket path as kubelet sees it;
 	// defaults to the --endpoint socket path.
 	KubeletRegistrationPath string
+	// GCInterval is how often the node looks for orphans (loop devices
+	// nothing uses, images without records, records without images).
+	GCInterval time.Duration
 	// HTTPEndpoint, when set (host:port), serves /healthz backed by Probe.
 	HTTPEndpoint string
 }
@@ -69,6 +73,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.KubeletDir, "kubelet-dir", "/var/lib/kubelet", "staging and target paths must be inside this directory (empty: no check, for tests only)")
 	fs.StringVar(&o.RegistrationDir, "registration-dir", "", "kubelet plugin registration directory, e.g. /var/lib/kubelet/plugins_registry (empty: do not register)")
 	fs.StringVar(&o.KubeletRegistrationPath, "kubelet-registration-path", "", "CSI socket path as kubelet sees it (default: the --endpoint path)")
+	fs.DurationVar(&o.GCInterval, "gc-interval", 10*time.Minute, "how often to look for orphans (also done at start)")
 	fs.StringVar(&o.HTTPEndpoint, "http-endpoint", "", "host:port serving /healthz (off when empty)")
 }
 
@@ -100,6 +105,9 @@ func (o *Options) Validate() error {
 		if network, addr, _ := ParseEndpoint(o.Endpoint); network != "unix" && o.KubeletRegistrationPath == "" {
 			return fmt.Errorf("--registration-dir with the tcp endpoint %s needs --kubelet-registration-path", addr)
 		}
+	}
+	if o.GCInterval < time.Second {
+		return fmt.Errorf("--gc-interval %s must be at least 1s", o.GCInterval)
 	}
 	switch o.Mode {
 	case ModeAll, ModeController, ModeNode:

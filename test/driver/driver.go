@@ -32,6 +32,8 @@ type Driver struct {
 	Controller           csipb.ControllerClient
 	Node                 csipb.NodeClient
 	Identity             csipb.IdentityClient
+	// Services are the in-process services, for what has no RPC (GC).
+	Services *csi.Driver
 
 	conn   *grpc.ClientConn
 	cancel context.CancelFunc
@@ -52,6 +54,7 @@ func Start(t testing.TB, dir string) *Driver {
 		DriverName: "filevol.csi.io", Version: "test", NodeID: NodeID,
 		MaxVolumesPerNode: 100, Controller: true, Node: true, KubeletDir: dir,
 	}, p, csi.NewOSHost())
+	d.Services = svc
 	lis, err := csi.Listen("unix://" + d.Socket)
 	if err != nil {
 		t.Fatalf("listen: %v", err)
