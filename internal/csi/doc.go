@@ -1,7 +1,8 @@
 // Package csi holds filevol's gRPC services — Identity, Controller and Node —
 // and nothing else: request validation (validate.go), the one place where
 // errors become gRPC codes (errors.go), per-volume try-locks (inflight.go)
-// and the server that serves them on the CSI endpoint (server.go).
+// the server that serves them on the CSI endpoint (server.go), the mount
+// and path policy (policy.go) and the node's garbage collector (gc.go).
 //
 // It owns no state: volumes live in the pool (internal/pool), the kernel's
 // view (loop devices, mounts) is asked for through the host interface
