@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/filevol/filevol/internal/hostos/loop"
+)
+
+// poolFSSize is the size of the loop-backed pool filesystem (sparse: only
+// what is written takes room on the disk below).
+const poolFSSize = 16 << 30
+
+// mkfs makes the loop-backed pool filesystems. noinit_itable (at mount)
+// keeps ext4's lazy inode-table zeroing from writing in the background
+// while the bench measures.
+var mkfs = map[string][]string{
+	"ext4": {"mkfs.ext4", "-F", "-q", "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard"},
+	"xfs":  {"mkfs.xfs", "-f", "-q", "-K"},
+}
+
+// preparePoolFS decides what filesystem the pool lives on. "host" is the
+// filesystem of /tmp as it is (what the targets are about). ext4 and xfs
+// are made on a loop device over a sparse file under the run directory, to
+// compare journaled filesystems on the same disk; tmpfs takes the disk
+// out entirely, leaving the driver's CPU path. Everything made here lives
+// under runDir, so CleanLeftovers removes it.
+func (b *bench) preparePoolFS(ctx context.Context) error {
+	fsType := b.cfg.poolFS
+	if fsType == "host" {
+		return os.MkdirAll(b.poolDir, 0o700)
+	}
+	mnt := filepath.Join(b.runDir, "poolfs")
+	if err := os.MkdirAll(mnt, 0o700); err != nil {
+		return err
+	}
+	b.poolDir = filepath.Join(mnt, "pool")
+	if fsType == "tmpfs" {
+		if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=8g,mode=0700"); err != nil {
+			return fmt.Errorf("mount tmpfs at %s: %w", mnt, err)
+		}
+		return os.MkdirAll(b.poolDir, 0o700)
+	}
+	argv, ok := mkfs[fsType]
+	if !ok {
+		return fmt.Errorf("--pool-fs %q: want host, ext4, xfs or tmpfs", fsType)
+	}
+	img := filepath.Join(b.runDir, "poolfs.img")
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		return err
+	}
+	if err := os.Truncate(img, poolFSSize); err != nil {
+		return err
+	}
+	// Direct I/O: the pool's fsyncs reach the disk below instead of
+	// stopping in the page cache of the image file.
+	dev, err := loop.Attach(ctx, img, loop.Options{DirectIO: true})
+	if err != nil {
+		return fmt.Errorf("attach %s: %w", img, err)
+	}
+	cmd := exec.CommandContext(ctx, argv[0], append(argv[1:], dev.Path)...)
+	cmd.Env = []string{"LC_ALL=C", "PATH=/usr/sbin:/sbin:/usr/bin:/bin"}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s %s: %w: %s", argv[0], dev.Path, err, strings.TrimSpace(string(out)))
+	}
+	opts := ""
+	if fsType == "ext4" {
+		opts = "noinit_itable"
+	}
+	if err := unix.Mount(dev.Path, mnt, fsType, 0, opts); err != nil {
+		return fmt.Errorf("mount %s at %s: %w", dev.Path, mnt, err)
+	}
+	return os.MkdirAll(b.poolDir, 0o700)
+}
+
+// ext4Journal says whether the ext4 filesystem on source has a journal:
+// jbd2 lists every journal it runs in /proc/fs/jbd2/<dev>-<n>. Without
+// one, fsync writes each metadata block synchronously, and inode
+// allocation skips inodes freed in the last minutes (recently_deleted).
+func ext4Journal(source string) string {
+	dev := filepath.Base(source)
+	if m, _ := filepath.Glob("/proc/fs/jbd2/" + dev + "-*"); len(m) > 0 {
+		return "with a journal"
+	}
+	return "WITHOUT a journal (no /proc/fs/jbd2/" + dev + "-*)"
+}
