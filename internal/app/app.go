@@ -1,20 +1,22 @@
 // Package app assembles one filevol process from its options: it opens the
 // pool, builds the CSI services for the mode, serves them on the endpoint
-// and the optional health endpoint, and shuts down cleanly on cancel. It
-// holds no CSI or storage logic of its own.
+// and the optional HTTP endpoint (/healthz, /metrics, /debug/volumes),
+// starts the garbage collector and, when an API server is configured, the
+// monitor that reports Events; it shuts down cleanly on cancel. It holds no
+// CSI or storage logic of its own.
 package app
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"time"
 
 	"k8s.io/klog/v2"
 
 	"github.com/filevol/filevol/internal/csi"
+	"github.com/filevol/filevol/internal/metrics"
+	"github.com/filevol/filevol/internal/nodeview"
 	"github.com/filevol/filevol/internal/options"
 	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/registration"
@@ -32,6 +34,7 @@ func Run(ctx context.Context, o options.Options) error {
 	if err != nil {
 		return fmt.Errorf("open pool %s: %w", o.PoolDir, err)
 	}
+	host := csi.NewOSHost()
 	d := csi.New(csi.Config{
 		DriverName:        o.DriverName,
 		Version:           version.Version,
@@ -40,13 +43,16 @@ func Run(ctx context.Context, o options.Options) error {
 		KubeletDir:        o.KubeletDir,
 		Controller:        o.Mode == options.ModeAll || o.Mode == options.ModeController,
 		Node:              o.Mode == options.ModeAll || o.Mode == options.ModeNode,
-	}, p, csi.NewOSHost())
+	}, p, host)
+	view := &nodeview.Builder{Node: o.NodeID, Driver: o.DriverName, Version: version.Version,
+		Pool: p, Kernel: host, Health: volumeHealth(d)}
+	m := metrics.New(metrics.Config{View: view, Snapshots: func() (int, error) { return len(p.ListSnapshots()), nil }})
 
 	lis, err := csi.Listen(o.Endpoint)
 	if err != nil {
 		return err
 	}
-	srv := csi.NewGRPCServer()
+	srv := csi.NewGRPCServer(m)
 	d.Register(srv)
 
 	healthy := d.Identity.Healthy
@@ -60,51 +66,27 @@ func Run(ctx context.Context, o options.Options) error {
 		healthy = func() error { return errors.Join(d.Identity.Healthy(), reg.Healthy()) }
 	}
 	if o.HTTPEndpoint != "" {
-		stop, err := serveHealth(o.HTTPEndpoint, healthy)
+		stop, err := serveHTTP(o.HTTPEndpoint, healthy, m, view)
 		if err != nil {
 			lis.Close()
 			return err
 		}
 		defer stop()
 	}
+	bg, stopBG := context.WithCancel(ctx)
+	defer stopBG()
 	if d.Node != nil {
-		gcCtx, stopGC := context.WithCancel(ctx)
-		defer stopGC()
-		go d.Node.RunGC(gcCtx, o.GCInterval, nil)
+		go d.Node.RunGC(bg, o.GCInterval, func(r csi.GCReport) { m.SetOrphans(r.Orphans()) })
+	}
+	if err := startEvents(bg, o, view); err != nil {
+		lis.Close()
+		return err
 	}
 	klog.InfoS("filevol serving", "version", version.Version, "endpoint", o.Endpoint, "mode", o.Mode,
 		"nodeID", o.NodeID, "pool", o.PoolDir, "driver", o.DriverName)
 	err = csi.Serve(ctx, srv, lis, shutdownGrace)
 	klog.InfoS("filevol stopped")
 	return err
-}
-
-// serveHealth serves /healthz: 200 "ok" when healthy() is nil, 503 with the
-// reason otherwise.
-func serveHealth(addr string, healthy func() error) (func(), error) {
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--http-endpoint %s: %w", addr, err)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := healthy(); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := hs.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			klog.ErrorS(err, "health endpoint stopped")
-		}
-	}()
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(ctx)
-	}, nil
 }
 
 // register serves kubelet's plugin registration socket. The CSI socket

@@ -36,14 +36,14 @@ func (s *ControllerService) CreateVolume(ctx context.Context, req *csipb.CreateV
 	if err := checkCapabilities(req.GetVolumeCapabilities(), &p); err != nil {
 		return nil, err
 	}
-	if req.GetVolumeContentSource() != nil {
-		return nil, invalidArgument("creating a volume from a snapshot or another volume is not supported by this version of filevol")
-	}
 	if len(req.GetMutableParameters()) > 0 {
 		return nil, invalidArgument("mutable parameters are not supported by filevol")
 	}
 	if err := s.checkAccessible(req.GetAccessibilityRequirements()); err != nil {
 		return nil, err
+	}
+	if req.GetVolumeContentSource() != nil {
+		return s.createFromSource(ctx, req, p) // controller_clone.go
 	}
 	size, err := volumeSize(req.GetCapacityRange(), minSize(p))
 	if err != nil {
@@ -92,6 +92,8 @@ func compatible(vol pool.Volume, name string, req *csipb.CreateVolumeRequest, p 
 		return alreadyExists("volume %q already exists with filesystem %s, not %s", name, vol.FSType, p.fsType)
 	case !maps.Equal(vol.Parameters, req.GetParameters()):
 		return alreadyExists("volume %q already exists with parameters %v, not %v", name, vol.Parameters, req.GetParameters())
+	case !sameContentSource(vol.ContentSource, req.GetVolumeContentSource()):
+		return alreadyExists("volume %q already exists with another content source", name)
 	}
 	return nil
 }
@@ -117,6 +119,7 @@ func (s *ControllerService) csiVolume(v pool.Volume) *csipb.Volume {
 		VolumeId:           v.ID,
 		CapacityBytes:      v.CapacityBytes,
 		AccessibleTopology: []*csipb.Topology{s.cfg.topology()},
+		ContentSource:      csiContentSource(v.ContentSource),
 	}
 }
 
@@ -163,6 +166,12 @@ func (s *ControllerService) ControllerGetCapabilities(context.Context, *csipb.Co
 		csipb.ControllerServiceCapability_RPC_GET_VOLUME_HEALTH,
 		csipb.ControllerServiceCapability_RPC_LIST_VOLUME_HEALTH,
 		csipb.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
+		// Issue 3: snapshots, restores, clones and expansion.
+		csipb.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT,
+		csipb.ControllerServiceCapability_RPC_LIST_SNAPSHOTS,
+		csipb.ControllerServiceCapability_RPC_GET_SNAPSHOT,
+		csipb.ControllerServiceCapability_RPC_CLONE_VOLUME,
+		csipb.ControllerServiceCapability_RPC_EXPAND_VOLUME,
 	)}, nil
 }
 

@@ -55,6 +55,11 @@ var sentinelCodes = []struct {
 	{pool.ErrInvalidID, codes.NotFound},
 	{pool.ErrAlreadyExists, codes.AlreadyExists},
 	{pool.ErrNoSpace, codes.ResourceExhausted},
+	{pool.ErrSnapshotNotFound, codes.NotFound},
+	{pool.ErrShrink, codes.OutOfRange},
+	// CSI CreateVolume: "source incompatible" is INVALID_ARGUMENT.
+	{pool.ErrOtherNode, codes.InvalidArgument},
+	{pool.ErrImageMissing, codes.FailedPrecondition},
 	{loop.ErrNoDevice, codes.ResourceExhausted},
 	{loop.ErrBusy, codes.FailedPrecondition},
 	{loop.ErrNotFound, codes.FailedPrecondition},
@@ -62,6 +67,7 @@ var sentinelCodes = []struct {
 	{mount.ErrNotMounted, codes.FailedPrecondition},
 	{fs.ErrUnsupported, codes.InvalidArgument},
 	{fs.ErrToolMissing, codes.FailedPrecondition},
+	{fs.ErrCapability, codes.FailedPrecondition},
 }
 
 // toStatus is the one place an error becomes a gRPC status. No call returns

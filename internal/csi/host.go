@@ -32,6 +32,13 @@ type Host interface {
 	Format(ctx context.Context, dev, fstype string) error
 	StatFS(path string) (fs.Stats, error)
 	BlockDeviceSize(dev string) (int64, error)
+	// Snapshots and expansion (issue 3).
+	SetLoopCapacity(dev string) (int64, error)
+	FSSize(dev, fstype string) (int64, error)
+	GrowFS(ctx context.Context, dev, mountPoint, fstype string) error
+	GrowFSOffline(ctx context.Context, dev, fstype string) error
+	Freeze(mountPoint string) error
+	Thaw(mountPoint string) error
 }
 
 // OSHost is the Host backed by the real kernel and programs.
@@ -61,3 +68,13 @@ func (h OSHost) Format(ctx context.Context, dev, fstype string) error {
 }
 func (OSHost) StatFS(p string) (fs.Stats, error)         { return fs.StatFS(p) }
 func (OSHost) BlockDeviceSize(dev string) (int64, error) { return fs.BlockDeviceSize(dev) }
+func (OSHost) SetLoopCapacity(dev string) (int64, error) { return loop.SetCapacity(dev) }
+func (OSHost) FSSize(dev, fstype string) (int64, error)  { return fs.Size(dev, fstype) }
+func (h OSHost) GrowFS(ctx context.Context, dev, mp, fstype string) error {
+	return h.Tools.Grow(ctx, dev, mp, fstype)
+}
+func (h OSHost) GrowFSOffline(ctx context.Context, dev, fstype string) error {
+	return h.Tools.GrowOffline(ctx, dev, fstype)
+}
+func (OSHost) Freeze(mountPoint string) error { return fs.Freeze(mountPoint) }
+func (OSHost) Thaw(mountPoint string) error   { return fs.Thaw(mountPoint) }

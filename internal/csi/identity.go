@@ -24,13 +24,20 @@ func (s *IdentityService) GetPluginInfo(context.Context, *csipb.GetPluginInfoReq
 	return &csipb.GetPluginInfoResponse{Name: s.cfg.DriverName, VendorVersion: s.cfg.Version}, nil
 }
 
-// GetPluginCapabilities advertises the controller service (when served)
-// and topology: every volume is reachable only from its node.
+// GetPluginCapabilities advertises the controller service (when served),
+// topology (every volume is reachable only from its node) and online
+// expansion.
 func (s *IdentityService) GetPluginCapabilities(context.Context, *csipb.GetPluginCapabilitiesRequest) (*csipb.GetPluginCapabilitiesResponse, error) {
 	svc := func(t csipb.PluginCapability_Service_Type) *csipb.PluginCapability {
 		return &csipb.PluginCapability{Type: &csipb.PluginCapability_Service_{Service: &csipb.PluginCapability_Service{Type: t}}}
 	}
-	caps := []*csipb.PluginCapability{svc(csipb.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS)}
+	caps := []*csipb.PluginCapability{
+		svc(csipb.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS),
+		// Issue 3: volumes grow while published (LOOP_SET_CAPACITY, then
+		// resize2fs / xfs_growfs / btrfs online).
+		{Type: &csipb.PluginCapability_VolumeExpansion_{VolumeExpansion: &csipb.PluginCapability_VolumeExpansion{
+			Type: csipb.PluginCapability_VolumeExpansion_ONLINE}}},
+	}
 	if s.cfg.Controller {
 		caps = append(caps, svc(csipb.PluginCapability_Service_CONTROLLER_SERVICE))
 	}

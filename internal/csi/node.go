@@ -63,6 +63,13 @@ func (s *NodeService) NodeStageVolume(ctx context.Context, req *csipb.NodeStageV
 	if err != nil {
 		return nil, err
 	}
+	// An image grown while its device stayed attached (issue 3).
+	if dev, err = s.refreshLoopSize(dev, s.pool.ImagePath(id)); err != nil {
+		if attached {
+			_ = s.host.DetachLoop(dev.Path)
+		}
+		return nil, err
+	}
 	if c.GetBlock() != nil {
 		if err := s.stageBlock(dev, staging); err != nil {
 			if attached {
@@ -108,6 +115,10 @@ func (s *NodeService) stageFilesystem(ctx context.Context, vol pool.Volume, dev 
 	if want == "" {
 		want = vol.FSType
 	}
+	// A filesystem found (not just made) may be smaller than its device:
+	// restored or cloned into a bigger volume, or expanded while unstaged
+	// (issue 3). It grows here, unless read-only.
+	grow := !readOnly
 	switch {
 	case found == "" && readOnly:
 		return failedPrecondition("volume %s has no filesystem yet and cannot be formatted when staged read-only", vol.ID)
@@ -116,17 +127,31 @@ func (s *NodeService) stageFilesystem(ctx context.Context, vol pool.Volume, dev 
 			return fmt.Errorf("format %s of volume %s as %s: %w", dev.Path, vol.ID, want, err)
 		}
 		klog.InfoS("formatted", "volumeID", vol.ID, "device", dev.Path, "fsType", want)
-		found = want
+		found, grow = want, false
 	case !supportedFS(found):
 		return failedPrecondition("%s of volume %s carries a %q signature; filevol formats only empty devices and never overwrites data", dev.Path, vol.ID, found)
 	case fsType != "" && found != fsType:
 		return failedPrecondition("volume %s holds a %s filesystem but %s was requested", vol.ID, found, fsType)
+	}
+	if grow {
+		if err := s.growBeforeMount(ctx, vol, dev, found); err != nil { // node_grow.go
+			return err
+		}
 	}
 	if err := os.MkdirAll(staging, 0o750); err != nil {
 		return fmt.Errorf("create staging path: %w", err)
 	}
 	if err := s.host.Mount(dev.Path, staging, found, mountOptions(found, flags, readOnly)); err != nil {
 		return fmt.Errorf("mount %s at %s: %w", dev.Path, staging, err)
+	}
+	if grow {
+		if err := s.growAfterMount(ctx, vol, dev, staging, found); err != nil {
+			// Unmounted, so that the retry finds an unstaged volume and grows it.
+			if uerr := s.host.UnmountAll(staging); uerr != nil {
+				klog.ErrorS(uerr, "unmount after failed growth", "stagingPath", staging)
+			}
+			return err
+		}
 	}
 	return nil
 }
@@ -145,6 +170,17 @@ func mountOptions(fsType string, flags []string, readOnly bool) []string {
 	return opts
 }
 
+// deviceBlockSize is the logical block size of every volume's device. It
+// must not change over a volume's life: a filesystem made with smaller
+// sectors (xfs sectsz=512, ext4 with 1 KiB blocks) refuses to mount on a
+// device with larger ones, and block volumes' partition tables and O_DIRECT
+// users depend on it too. The kernel's default follows the image's O_DIRECT
+// alignment, which on an xfs pool grows to 4 KiB once a snapshot or clone
+// shares the image's extents (issue 3). 4 KiB is a multiple of every
+// alignment a pool filesystem asks, so direct I/O stays on everywhere, and
+// mkfs picks 4 KiB sectors and blocks on such a device.
+const deviceBlockSize = 4096
+
 // ensureLoop returns the loop device of image with the wanted read-only
 // flag, attaching one only when sysfs shows none. attached says whether
 // this call attached it.
@@ -158,7 +194,7 @@ func (s *NodeService) ensureLoop(ctx context.Context, image string, readOnly boo
 			return d, false, nil
 		}
 	}
-	d, err := s.host.AttachLoop(ctx, image, loop.Options{ReadOnly: readOnly, DirectIO: true})
+	d, err := s.host.AttachLoop(ctx, image, loop.Options{ReadOnly: readOnly, DirectIO: true, BlockSize: deviceBlockSize})
 	if err != nil {
 		return loop.Device{}, false, fmt.Errorf("attach %s: %w", image, err)
 	}

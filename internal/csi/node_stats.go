@@ -95,6 +95,7 @@ func (s *NodeService) NodeGetCapabilities(context.Context, *csipb.NodeGetCapabil
 		csipb.NodeServiceCapability_RPC_GET_VOLUME_HEALTH,
 		csipb.NodeServiceCapability_RPC_GET_STORAGE_HEALTH,
 		csipb.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
+		csipb.NodeServiceCapability_RPC_EXPAND_VOLUME, // node_expand.go
 	} {
 		caps = append(caps, &csipb.NodeServiceCapability{Type: &csipb.NodeServiceCapability_Rpc{
 			Rpc: &csipb.NodeServiceCapability_RPC{Type: t}}})

@@ -59,25 +59,39 @@ func dirOf(p string) string {
 	return "."
 }
 
-// NewGRPCServer returns a gRPC server whose every call is logged (secrets
-// stripped by protosanitizer) and whose every error goes through toStatus.
-func NewGRPCServer() *grpc.Server {
-	return grpc.NewServer(grpc.UnaryInterceptor(intercept))
+// CallObserver is told the outcome of every call (internal/metrics
+// implements it): the gRPC full method, the status code's name ("OK",
+// "NotFound", ...) and how long the call took.
+type CallObserver interface {
+	ObserveCall(fullMethod, code string, d time.Duration)
 }
 
-func intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	start := time.Now()
-	klog.V(4).InfoS("call", "method", info.FullMethod, "request", protosanitizer.StripSecrets(req))
-	resp, err := handler(ctx, req)
-	err = toStatus(err)
-	if err != nil {
-		st, _ := status.FromError(err)
-		klog.ErrorS(nil, "call failed", "method", info.FullMethod, "code", st.Code(), "message", st.Message(), "duration", time.Since(start))
-	} else {
-		klog.V(3).InfoS("call done", "method", info.FullMethod, "duration", time.Since(start))
-		klog.V(5).InfoS("response", "method", info.FullMethod, "response", protosanitizer.StripSecrets(resp))
+// NewGRPCServer returns a gRPC server whose every call is logged (secrets
+// stripped by protosanitizer), whose every error goes through toStatus and
+// whose every outcome is reported to the observers, if any are given.
+func NewGRPCServer(observers ...CallObserver) *grpc.Server {
+	return grpc.NewServer(grpc.UnaryInterceptor(interceptor(observers)))
+}
+
+func interceptor(observers []CallObserver) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		start := time.Now()
+		klog.V(4).InfoS("call", "method", info.FullMethod, "request", protosanitizer.StripSecrets(req))
+		resp, err := handler(ctx, req)
+		err = toStatus(err)
+		took := time.Since(start)
+		st, _ := status.FromError(err) // nil err: codes.OK
+		if err != nil {
+			klog.ErrorS(nil, "call failed", "method", info.FullMethod, "code", st.Code(), "message", st.Message(), "duration", took)
+		} else {
+			klog.V(3).InfoS("call done", "method", info.FullMethod, "duration", took)
+			klog.V(5).InfoS("response", "method", info.FullMethod, "response", protosanitizer.StripSecrets(resp))
+		}
+		for _, o := range observers {
+			o.ObserveCall(info.FullMethod, st.Code().String(), took)
+		}
+		return resp, err
 	}
-	return resp, err
 }
 
 // Serve serves s on lis until ctx is done, then stops accepting, lets

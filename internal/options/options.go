@@ -56,8 +56,18 @@ type Options struct {
 	// GCInterval is how often the node looks for orphans (loop devices
 	// nothing uses, images without records, records without images).
 	GCInterval time.Duration
-	// HTTPEndpoint, when set (host:port), serves /healthz backed by Probe.
+	// HTTPEndpoint, when set (host:port), serves /healthz backed by Probe,
+	// /metrics (Prometheus) and the read-only /debug/volumes. Bind it to
+	// 127.0.0.1 on a host, or to the pod IP in a DaemonSet so Prometheus and
+	// the API server's pod proxy (kubectl filevol) can reach it.
 	HTTPEndpoint string
+	// Kubeconfig, when set, is the API server filevol reports Events to;
+	// empty: the in-cluster configuration inside a pod, else no events.
+	Kubeconfig string
+	// MonitorInterval is how often the node view is checked for things
+	// to report as Events (health turned abnormal, orphans, pool nearly
+	// full); only when an API server is configured. 0 disables.
+	MonitorInterval time.Duration
 }
 
 // AddFlags registers the options on fs with their defaults.
@@ -74,7 +84,9 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.RegistrationDir, "registration-dir", "", "kubelet plugin registration directory, e.g. /var/lib/kubelet/plugins_registry (empty: do not register)")
 	fs.StringVar(&o.KubeletRegistrationPath, "kubelet-registration-path", "", "CSI socket path as kubelet sees it (default: the --endpoint path)")
 	fs.DurationVar(&o.GCInterval, "gc-interval", 10*time.Minute, "how often to look for orphans (also done at start)")
-	fs.StringVar(&o.HTTPEndpoint, "http-endpoint", "", "host:port serving /healthz (off when empty)")
+	fs.StringVar(&o.HTTPEndpoint, "http-endpoint", "", "host:port serving /healthz, /metrics and /debug/volumes (off when empty)")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the API server to report Events to (default: in-cluster config inside a pod, else no events)")
+	fs.DurationVar(&o.MonitorInterval, "monitor-interval", time.Minute, "how often volume health, orphans and pool space are checked for Events (0: never)")
 }
 
 // Validate checks the options and returns the first problem found.
@@ -113,6 +125,9 @@ func (o *Options) Validate() error {
 	case ModeAll, ModeController, ModeNode:
 	default:
 		return fmt.Errorf("--mode %q must be one of all, controller, node", o.Mode)
+	}
+	if o.MonitorInterval < 0 {
+		return fmt.Errorf("--monitor-interval %s must not be negative", o.MonitorInterval)
 	}
 	if o.MaxVolumesPerNode < 0 {
 		return fmt.Errorf("--max-volumes-per-node %d must not be negative", o.MaxVolumesPerNode)

@@ -7,17 +7,20 @@ import (
 )
 
 // capacity is statfs of the pool plus the index's provisioned total; no
-// record is read, so GetCapacity polling stays cheap.
+// record is read, so GetCapacity polling stays cheap. Thick volumes cost one
+// FIEMAP each (thick.go); thin ones nothing.
 func (p *Pool) capacity() (Capacity, error) {
 	free, total, err := p.statfs()
 	if err != nil {
 		return Capacity{}, err
 	}
+	unbacked := p.unbackedBytes()
 	return Capacity{
 		TotalBytes:       total,
 		FreeBytes:        free,
 		ReservedBytes:    p.opts.ReservedBytes,
-		AvailableBytes:   max(0, free-p.opts.ReservedBytes),
+		UnbackedBytes:    unbacked,
+		AvailableBytes:   max(0, free-p.opts.ReservedBytes-unbacked),
 		ProvisionedBytes: p.idx.provisionedBytes(),
 	}, nil
 }

@@ -24,7 +24,11 @@ func (p *Pool) create(ctx context.Context, req CreateRequest) (Volume, error) {
 	if err := ctx.Err(); err != nil {
 		return Volume{}, err
 	}
-	if err := p.checkRoom(v.CapacityBytes); err != nil {
+	src, err := p.sourceImage(req.Source, v.CapacityBytes)
+	if err != nil {
+		return Volume{}, err
+	}
+	if err := p.checkRoom(v.CapacityBytes, v.Provisioning == ProvisioningThick); err != nil {
 		return Volume{}, err
 	}
 	data, err := encodeRecord(&v)
@@ -45,7 +49,12 @@ func (p *Pool) create(ctx context.Context, req CreateRequest) (Volume, error) {
 		_ = unix.Unlink(tmpImg)
 		return Volume{}, err
 	}
-	fd, err := makeImage(tmpImg, v.CapacityBytes, v.Provisioning == ProvisioningThick)
+	var fd int
+	if src != "" {
+		fd, _, err = cloneImage(ctx, src, tmpImg, v.CapacityBytes, v.Provisioning == ProvisioningThick)
+	} else {
+		fd, err = makeImage(tmpImg, v.CapacityBytes, v.Provisioning == ProvisioningThick)
+	}
 	if err != nil {
 		return Volume{}, fmt.Errorf("create volume %s: %w", v.ID, err)
 	}
@@ -123,6 +132,7 @@ func (p *Pool) newVolume(req CreateRequest) (Volume, error) {
 		Provisioning:  prov,
 		Parameters:    params,
 		Node:          p.opts.NodeID,
+		ContentSource: cloneSource(req.Source),
 		// UTC strips the monotonic reading, so the Volume returned equals
 		// the one Get decodes.
 		CreatedAt: time.Now().UTC(),
@@ -131,16 +141,23 @@ func (p *Pool) newVolume(req CreateRequest) (Volume, error) {
 
 // checkRoom refuses a volume that could never be filled. Thin volumes may
 // together promise more than the pool holds (overcommit is the point of
-// thin), so only the single volume is compared.
-func (p *Pool) checkRoom(size int64) error {
+// thin), so only the single volume is compared. A thick volume must also
+// leave what earlier thick volumes were promised but do not hold yet
+// (Capacity.UnbackedBytes); thin creates skip that scan, which keeps the
+// hot path free of per-volume work.
+func (p *Pool) checkRoom(size int64, thick bool) error {
 	free, _, err := p.statfs()
 	if err != nil {
 		return err
 	}
-	avail := max(0, free-p.opts.ReservedBytes)
+	var unbacked int64
+	if thick {
+		unbacked = p.unbackedBytes()
+	}
+	avail := max(0, free-p.opts.ReservedBytes-unbacked)
 	if size > avail {
-		return fmt.Errorf("%w: requested %d bytes, %d available (%d free, %d reserved)",
-			ErrNoSpace, size, avail, free, p.opts.ReservedBytes)
+		return fmt.Errorf("%w: requested %d bytes, %d available (%d free, %d reserved, %d promised to thick volumes)",
+			ErrNoSpace, size, avail, free, p.opts.ReservedBytes, unbacked)
 	}
 	return nil
 }

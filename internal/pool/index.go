@@ -95,5 +95,6 @@ func sameVolume(a, b Volume) bool {
 	return a.Version == b.Version && a.ID == b.ID && a.Name == b.Name &&
 		a.CapacityBytes == b.CapacityBytes && a.FSType == b.FSType &&
 		a.Provisioning == b.Provisioning && a.Node == b.Node &&
-		a.CreatedAt.Equal(b.CreatedAt) && maps.Equal(a.Parameters, b.Parameters)
+		a.CreatedAt.Equal(b.CreatedAt) && maps.Equal(a.Parameters, b.Parameters) &&
+		sameSource(a.ContentSource, b.ContentSource)
 }

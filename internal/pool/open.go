@@ -20,10 +20,13 @@ func open(dir string, opts Options) (_ *Pool, err error) {
 	p := &Pool{
 		dir:    dir,
 		vdir:   filepath.Join(dir, "volumes"),
+		sdir:   filepath.Join(dir, "snapshots"),
 		qdir:   filepath.Join(dir, "quarantine"),
 		opts:   opts,
 		idx:    newIndex(),
+		snaps:  newSnapIndex(),
 		vfd:    -1,
+		sfd:    -1,
 		lockFD: -1,
 	}
 	defer func() {
@@ -31,7 +34,7 @@ func open(dir string, opts Options) (_ *Pool, err error) {
 			_ = p.close()
 		}
 	}()
-	for _, d := range []string{dir, p.vdir, p.qdir} {
+	for _, d := range []string{dir, p.vdir, p.sdir, p.qdir} {
 		if err := ensureDir(d); err != nil {
 			return nil, fmt.Errorf("open pool: %w", err)
 		}
@@ -48,11 +51,21 @@ func open(dir string, opts Options) (_ *Pool, err error) {
 		p.vfd = -1
 		return nil, fmt.Errorf("open pool: %w", &os.PathError{Op: "open", Path: p.vdir, Err: err})
 	}
+	if err := ignoringEINTR(func() (err error) {
+		p.sfd, err = unix.Open(p.sdir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		return err
+	}); err != nil {
+		p.sfd = -1
+		return nil, fmt.Errorf("open pool: %w", &os.PathError{Op: "open", Path: p.sdir, Err: err})
+	}
 	if !exclusive {
 		klog.InfoS("Pool is open in another process; leaving its temporary files alone", "dir", dir)
 	}
 	if err := p.load(exclusive); err != nil {
 		return nil, fmt.Errorf("open pool %s: %w", dir, err)
+	}
+	if err := p.loadSnapshots(exclusive); err != nil {
+		return nil, fmt.Errorf("open pool %s: snapshots: %w", dir, err)
 	}
 	if exclusive {
 		if err := sharePool(p.lockFD); err != nil {
@@ -107,7 +120,7 @@ func syncDir(dir string) error {
 
 func (p *Pool) close() error {
 	var errs []error
-	for _, fd := range []*int{&p.vfd, &p.lockFD} {
+	for _, fd := range []*int{&p.vfd, &p.sfd, &p.lockFD} {
 		if *fd >= 0 {
 			errs = append(errs, unix.Close(*fd))
 			*fd = -1

@@ -7,6 +7,8 @@
 //	<dir>/volumes/<id>.img        the volume's image file
 //	<dir>/volumes/<id>.json       its record (the commit point of a create)
 //	<dir>/volumes/.tmp-*          files of an operation in progress
+//	<dir>/snapshots/<sid>.img     a snapshot: an independent copy of an image
+//	<dir>/snapshots/<sid>.json    its record (same commit rules as volumes)
 //	<dir>/quarantine/             images found without a record (never deleted)
 //	<dir>/.lock                   flock held by every open Pool (see below)
 //
@@ -22,6 +24,13 @@
 //	.tmp-*.json.*                         an unpublished record: garbage, removed
 //	<id>.img, no record                   unexpected; may be data: quarantined
 //	record, no image at all               kept and logged; ImageExists is false
+//
+// Snapshots live in <dir>/snapshots under exactly the same rules: create,
+// delete and the table above apply there unchanged (snapshot.go). An
+// expansion grows the image before it rewrites the record, so the one
+// state it can leave is an image larger than its record, which Open rolls
+// forward by recording the image's size (expand.go): never shrinking a
+// file whose new space a filesystem may already use.
 //
 // Open only repairs when it holds the pool lock alone (<dir>/.lock, flock):
 // a second process opening a pool in use must not take the first one's
@@ -87,6 +96,10 @@ type Volume struct {
 	Parameters map[string]string `json:"parameters,omitempty"`
 	// Node is the node whose pool holds the volume.
 	Node string `json:"node"`
+	// ContentSource is the snapshot or volume the image was cloned from
+	// (nil: created empty). Records without it (version 1 written before
+	// snapshots existed) read as empty volumes.
+	ContentSource *ContentSource `json:"contentSource,omitempty"`
 	// CreatedAt is when the record was first written.
 	CreatedAt time.Time `json:"createdAt"`
 }
@@ -99,6 +112,10 @@ type CreateRequest struct {
 	FSType        string
 	Provisioning  string
 	Parameters    map[string]string
+	// Source, when set, makes the image a clone of a snapshot or volume of
+	// this pool (reflink, else a hole-preserving copy), grown to
+	// CapacityBytes, which must not be smaller than the source.
+	Source *ContentSource
 }
 
 // Capacity is what the pool can still hold.
@@ -108,7 +125,13 @@ type Capacity struct {
 	TotalBytes, FreeBytes int64
 	// ReservedBytes is kept free on purpose (--reserved-capacity).
 	ReservedBytes int64
-	// AvailableBytes = FreeBytes - ReservedBytes, never negative.
+	// UnbackedBytes is what thick volumes were promised but do not hold
+	// exclusively: extents shared with a snapshot or clone (reflink), which
+	// the next write must copy, and holes punched by discard. The free
+	// space must keep it for them (issue 3: thick means reserved).
+	UnbackedBytes int64
+	// AvailableBytes = FreeBytes - ReservedBytes - UnbackedBytes, never
+	// negative: what can still be promised.
 	AvailableBytes int64
 	// ProvisionedBytes is the sum of every volume's capacity.
 	ProvisionedBytes int64
@@ -127,9 +150,14 @@ type Options struct {
 type Pool struct {
 	dir  string // the pool directory, as given to Open
 	vdir string // <dir>/volumes
+	sdir string // <dir>/snapshots
 	qdir string // <dir>/quarantine
 	opts Options
 	idx  *index
+	// snaps caches the snapshot records, as idx does the volumes'.
+	snaps *snapIndex
+	// sfd is <dir>/snapshots held open, as vfd is for volumes.
+	sfd int
 	// vfd is <dir>/volumes held open so each create costs one fsync(2) of
 	// the directory, not open+fsync+close.
 	vfd int

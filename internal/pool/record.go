@@ -33,7 +33,13 @@ func (p *Pool) recordPath(id string) string   { return p.vdir + "/" + id + recSu
 // The random suffix keeps two processes sharing a pool from colliding. The
 // caller renames the file into place and fsyncs the directory.
 func (p *Pool) writeTmpRecord(id string, data []byte) (string, error) {
-	name := p.vdir + "/" + tmpPrefix + id + recSuffix + "." + strconv.FormatUint(rand.Uint64(), 36)
+	return writeTmpFile(p.vdir, id, data)
+}
+
+// writeTmpFile is writeTmpRecord for any pool directory (volumes/,
+// snapshots/): the same discipline for every record.
+func writeTmpFile(dir, id string, data []byte) (string, error) {
+	name := dir + "/" + tmpPrefix + id + recSuffix + "." + strconv.FormatUint(rand.Uint64(), 36)
 	fd, err := createExcl(name)
 	if err != nil {
 		return "", wrapNoSpace(err)

@@ -18,8 +18,12 @@ type dirState struct {
 
 // scan classifies the names in the volumes directory. Names that are not
 // ours are logged and left alone: the directory is the operator's too.
-func (p *Pool) scan() (dirState, error) {
-	f, err := os.Open(p.vdir)
+func (p *Pool) scan() (dirState, error) { return scanDir(p.vdir, validID) }
+
+// scanDir classifies the names in one pool directory (volumes/ or
+// snapshots/) whose IDs valid accepts.
+func scanDir(dir string, valid func(string) error) (dirState, error) {
+	f, err := os.Open(dir)
 	if err != nil {
 		return dirState{}, err
 	}
@@ -31,22 +35,22 @@ func (p *Pool) scan() (dirState, error) {
 	s := dirState{records: map[string]bool{}, images: map[string]bool{}, tmpImages: map[string]bool{}}
 	for _, name := range names {
 		if rest, ok := strings.CutPrefix(name, tmpPrefix); ok {
-			if id, ok := strings.CutSuffix(rest, imgSuffix); ok && validID(id) == nil {
+			if id, ok := strings.CutSuffix(rest, imgSuffix); ok && valid(id) == nil {
 				s.tmpImages[id] = true
 				continue
 			}
-			if id, _, ok := strings.Cut(rest, recSuffix+"."); ok && validID(id) == nil {
+			if id, _, ok := strings.Cut(rest, recSuffix+"."); ok && valid(id) == nil {
 				s.tmpRecords = append(s.tmpRecords, name)
 				continue
 			}
-		} else if id, ok := strings.CutSuffix(name, recSuffix); ok && validID(id) == nil {
+		} else if id, ok := strings.CutSuffix(name, recSuffix); ok && valid(id) == nil {
 			s.records[id] = true
 			continue
-		} else if id, ok := strings.CutSuffix(name, imgSuffix); ok && validID(id) == nil {
+		} else if id, ok := strings.CutSuffix(name, imgSuffix); ok && valid(id) == nil {
 			s.images[id] = true
 			continue
 		}
-		klog.InfoS("Unknown file in the pool; leaving it", "path", p.vdir+"/"+name)
+		klog.InfoS("Unknown file in the pool; leaving it", "path", dir+"/"+name)
 	}
 	return s, nil
 }
@@ -85,6 +89,14 @@ func (p *Pool) load(repair bool) error {
 			}
 			klog.InfoS("Rolled forward an interrupted create or delete", "volumeID", id, "name", v.Name)
 			changed = true
+		}
+		if repair && (s.images[id] || s.tmpImages[id]) {
+			// After the renames above the image is at <id>.img.
+			rolled, err := p.rollForwardExpand(v)
+			if err != nil {
+				return err
+			}
+			changed = changed || rolled
 		}
 		if !s.images[id] && !s.tmpImages[id] {
 			klog.InfoS("Volume record without image; its condition is abnormal", "volumeID", id,
@@ -135,13 +147,16 @@ func removeGarbage(path string) error {
 // quarantine moves <dir>/volumes/<name> to <dir>/quarantine/ under a unique
 // name, durably. Used for images that have no record: they should not
 // exist, but one might hold a user's data, so filevol never deletes them.
-func (p *Pool) quarantine(name string) error {
+func (p *Pool) quarantine(name string) error { return p.quarantineFrom(p.vdir, name) }
+
+// quarantineFrom is quarantine for any pool directory (volumes/, snapshots/).
+func (p *Pool) quarantineFrom(dir, name string) error {
 	stem := strings.TrimPrefix(strings.TrimSuffix(name, imgSuffix), ".")
 	dst := p.qdir + "/" + stem + "-" + time.Now().UTC().Format("20060102T150405.000000000Z") + imgSuffix
-	if err := renameNoReplace(p.vdir+"/"+name, dst); err != nil {
+	if err := renameNoReplace(dir+"/"+name, dst); err != nil {
 		return err
 	}
 	klog.InfoS("Quarantined an image without a record; it may hold data, remove it by hand once checked",
-		"from", p.vdir+"/"+name, "to", dst)
+		"from", dir+"/"+name, "to", dst)
 	return syncDir(p.qdir)
 }

@@ -146,11 +146,11 @@ func (t Tools) grow(ctx context.Context, dev, mountPoint, fstype string) error {
 		}
 	}
 	if _, err := t.R.Run(ctx, program, args...); err != nil {
-		if fstype == "ext4" && !hasCapSysResource() {
+		if fstype == "ext4" && mountPoint != "" && !hasCapSysResource() {
 			// resize2fs only says "Permission denied" (EXT4_IOC_RESIZE_FS
 			// returned EPERM), which sends operators looking at files.
-			return fmt.Errorf("grow %s at %s: %w (online ext4 resize needs CAP_SYS_RESOURCE, which this process lacks)",
-				dev, mountPoint, err)
+			return fmt.Errorf("grow %s at %s: %w: online ext4 resize (EXT4_IOC_RESIZE_FS) needs CAP_SYS_RESOURCE, which this process lacks (add it to the container's capabilities; offline growth works without it): %w",
+				dev, mountPoint, ErrCapability, err)
 		}
 		return fmt.Errorf("grow %s at %s: %w", dev, mountPoint, err)
 	}

@@ -50,7 +50,7 @@ func attach(ctx context.Context, backingFile string, opts Options) (Device, erro
 	}
 	defer unix.Close(ctl)
 
-	cfg := unix.LoopConfig{Fd: uint32(file)}
+	cfg := unix.LoopConfig{Fd: uint32(file), Size: opts.BlockSize}
 	cfg.Info.Flags = loFlags
 	// lo_file_name is informational (LOOP_GET_STATUS, losetup); sysfs
 	// reports the real path. Keep the last byte NUL as the kernel does.

@@ -52,6 +52,13 @@ type Options struct {
 	// I/O where O_DIRECT is impossible (e.g. ramfs). Device.DirectIO says
 	// what the kernel actually does.
 	DirectIO bool
+	// BlockSize is the device's logical block size (LOOP_CONFIGURE
+	// block_size: 512, 1024, 2048 or 4096). 0 leaves it to the kernel,
+	// which with direct I/O uses the backing file's O_DIRECT alignment —
+	// and on xfs that alignment grows from the sector size to the block
+	// size once a file has shared extents (a reflink snapshot or clone),
+	// so the same image would show different sector sizes over its life.
+	BlockSize uint32
 }
 
 // Attach configures a free loop device for backingFile with one

@@ -38,6 +38,9 @@ func Run(t *testing.T, name string, mutate func(*sanity.TestConfig)) {
 	cfg.TargetPath = filepath.Join(dir, "mnt", "target")
 	cfg.StagingPath = filepath.Join(dir, "mnt", "staging")
 	cfg.TestVolumeSize = 512 << 20 // above the XFS minimum, small enough to format fast
+	// Expansion tests grow to this (default: +1 GiB); whole MiB, so the
+	// size filevol answers is exactly the one sanity expects.
+	cfg.TestVolumeExpandSize = 768 << 20
 	cfg.IdempotentCount = 2
 	if mutate != nil {
 		mutate(&cfg)
@@ -53,12 +56,17 @@ func checkNoLeaks(t *testing.T, dir string, p *pool.Pool) {
 	if vols := p.List(); len(vols) != 0 {
 		t.Errorf("%d volume(s) left in the pool after sanity, first %s", len(vols), vols[0].ID)
 	}
-	entries, err := os.ReadDir(filepath.Join(p.Dir(), "volumes"))
-	if err != nil {
-		t.Errorf("read pool: %v", err)
+	if snaps := p.ListSnapshots(); len(snaps) != 0 {
+		t.Errorf("%d snapshot(s) left in the pool after sanity, first %s", len(snaps), snaps[0].ID)
 	}
-	for _, e := range entries {
-		t.Errorf("file left in the pool: %s", e.Name())
+	for _, sub := range []string{"volumes", "snapshots"} {
+		entries, err := os.ReadDir(filepath.Join(p.Dir(), sub))
+		if err != nil {
+			t.Errorf("read pool: %v", err)
+		}
+		for _, e := range entries {
+			t.Errorf("file left in the pool: %s/%s", sub, e.Name())
+		}
 	}
 	devs, err := loop.List()
 	if err != nil {

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# hack/images.sh [OUT_DIR]: build the container images as OCI image tarballs,
+# without Docker or a registry (default OUT_DIR: _output/images).
+#
+#   filevol.tar          ghcr.io/filevol/filevol:v<chart appVersion> and :<git version>
+#                        layer 1: Debian bookworm packages (dpkg-deb -x, no maintainer
+#                        scripts): PACKAGES below plus exactly the libraries their
+#                        programs load (hack/tools/cmd/debroot); layer 2: bin/filevol
+#   csi-provisioner.tar  registry.k8s.io/sig-storage/csi-provisioner:<versions.env> etc.:
+#   csi-resizer.tar      the binaries test/e2e/cluster/build.sh cached, built from the
+#   csi-snapshotter.tar  same module versions, each alone in a one-file image, named
+#   csi-attacher.tar     like the official image so the chart's defaults resolve
+#   images.txt           tarball -> names, for `ctr -n k8s.io images import`
+#
+# The rootfs is checked before it is packed: every ELF file's libraries resolve
+# (the image's own ld.so --list, in a chroot) and the programs filevol runs start.
+# Needs root (chroot), apt-get, dpkg-deb, GNU tar and Go. .deb files are cached in
+# ${FILEVOL_IMAGES_CACHE:-/var/cache/filevol-images}.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+OUT=$(realpath -m "${1:-$ROOT/_output/images}")
+CACHE=${FILEVOL_IMAGES_CACHE:-/var/cache/filevol-images}
+FILEVOL_REPO=${FILEVOL_IMAGE:-ghcr.io/filevol/filevol}
+# What the driver runs (mkfs/resize/fsck/blkid for ext4, xfs and btrfs, mount/losetup).
+PACKAGES=(e2fsprogs xfsprogs btrfs-progs util-linux mount libc6)
+# Files debian:bookworm-slim leaves out too (dpkg path-exclude); copyright files stay.
+SLIM=(usr/share/man usr/share/info usr/share/groff usr/share/lintian usr/share/linda usr/share/locale usr/share/bash-completion)
+
+log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*"; }
+die() { log "ERROR: $*" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || die "hack/images.sh needs root (chroot checks of the rootfs)"
+for c in apt-get apt-cache dpkg-deb tar chroot go; do command -v "$c" >/dev/null || die "$c missing"; done
+
+W=$(mktemp -d /tmp/filevol-images.XXXXXX); trap 'rm -rf "$W"' EXIT
+mkdir -p "$OUT" "$CACHE/debs"
+TAR=(tar --numeric-owner --owner=0 --group=0 --sort=name --mtime=2025-01-01 --format=posix
+     --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime)
+
+log "tools (hack/tools module)"
+(cd "$ROOT/hack/tools" && go build -o "$W/ociimage" ./cmd/ociimage && go build -o "$W/debroot" ./cmd/debroot)
+
+app=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$ROOT/charts/filevol/Chart.yaml")
+[ -n "$app" ] || die "no appVersion in charts/filevol/Chart.yaml"
+log "filevol binary (make build)"
+make -s -C "$ROOT" build
+version=$("$ROOT/bin/filevol" --version 2>/dev/null | awk '{print $NF}' || true)
+[ -n "$version" ] || version=$(cd "$ROOT" && git describe --tags --always --dirty 2>/dev/null || echo dev)
+
+log "Debian rootfs: ${PACKAGES[*]} + their libraries"
+apt-cache show --no-all-versions "${PACKAGES[0]}" >/dev/null 2>&1 || apt-get update -qq
+R=$W/rootfs
+"$W/debroot" -debs "$CACHE/debs" -out "$R" -list "$OUT/filevol.packages.txt" "${PACKAGES[@]}"
+for d in "${SLIM[@]}"; do rm -rf "${R:?}/$d"; done
+find "$R/usr/share/doc" -type f ! -name copyright -delete 2>/dev/null || true
+find "$R/usr/share/doc" -depth -type d -empty -delete 2>/dev/null || true
+ln -s ../proc/self/mounts "$R/etc/mtab"        # mount(8) and e2fsprogs look here
+install -d -m 1777 "$R/tmp"
+install -D -m 0755 "$ROOT/bin/filevol" "$R/usr/local/bin/filevol"   # for the checks only
+
+log "checking the rootfs in a chroot"
+fail=0
+while IFS= read -r f; do
+  rel=/${f#"$R"/}
+  head -c4 "$f" | grep -q 'ELF' || continue
+  readelf -h "$f" 2>/dev/null | grep -qE 'Type: +(EXEC|DYN)' || continue
+  readelf -l "$f" 2>/dev/null | grep -q 'INTERP' || continue     # shared libraries: covered by their users
+  if out=$(chroot "$R" /lib64/ld-linux-x86-64.so.2 --list "$rel" 2>&1) && ! grep -q 'not found' <<<"$out"; then :; else
+    echo "  $rel: $(grep 'not found' <<<"$out" | tr -s '\t ' ' ' | tr '\n' ';')"; fail=1
+  fi
+done < <(find "$R"/{bin,sbin,usr/bin,usr/sbin,usr/local/bin} -type f 2>/dev/null | sort)
+[ "$fail" = 0 ] || die "programs with unresolved libraries (above)"
+for cmd in "mkfs.ext4 -V" "mkfs.xfs -V" "mkfs.btrfs --version" "resize2fs -P /dev/null" "xfs_growfs -V" \
+           "btrfs --version" "blkid -V" "e2fsck -V" "mount -V" "umount -V" "losetup -V" "filevol --help"; do
+  set -- $cmd
+  out=$(env -i PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C chroot "$R" "$@" 2>&1 || true)
+  grep -qiE 'not found|error while loading|No such file' <<<"$out" && die "$cmd in the image: $out"
+  printf '  %-22s %s\n' "$1" "$(head -1 <<<"$out")"
+done
+rm "$R/usr/local/bin/filevol"; rmdir "$R/usr/local/bin" "$R/usr/local" 2>/dev/null || true
+elfs=$(find "$R" -type f -exec sh -c 'head -c4 "$1" | grep -q ELF' _ {} \; -print | wc -l)
+log "rootfs ok: $(du -sh "$R" | cut -f1), $(find "$R" -type f | wc -l) files ($elfs ELF)"
+(cd "$R" && find . -mindepth 1 | sort) > "$OUT/filevol.files.txt"
+
+"${TAR[@]}" -C "$R" -cf "$W/debian.tar" .
+mkdir -p "$W/app/usr/local/bin" && install -m 0755 "$ROOT/bin/filevol" "$W/app/usr/local/bin/filevol"
+"${TAR[@]}" -C "$W/app" -cf "$W/filevol.tar" .
+"$W/ociimage" -o "$OUT/filevol.tar" -layer "$W/debian.tar" -layer "$W/filevol.tar" \
+  -entrypoint '["/usr/local/bin/filevol"]' -label "org.opencontainers.image.version=$version" \
+  -label "org.opencontainers.image.source=https://github.com/filevol/filevol" \
+  -tag "$FILEVOL_REPO:v$app" -tag "$FILEVOL_REPO:$version"
+echo "filevol.tar $FILEVOL_REPO:v$app $FILEVOL_REPO:$version" > "$OUT/images.txt"
+
+log "sidecar images from the e2e cluster's cached binaries"
+# shellcheck source=/dev/null
+source "$ROOT/test/e2e/cluster/versions.env"
+bin=$("$ROOT/test/e2e/cluster/build.sh" --print-bin-dir)
+for s in "csi-provisioner $CSI_PROVISIONER_VERSION" "csi-resizer $CSI_RESIZER_VERSION" \
+         "csi-snapshotter $CSI_SNAPSHOTTER_VERSION" "csi-attacher $CSI_ATTACHER_VERSION"; do
+  set -- $s
+  [ -x "$bin/$1" ] || die "$bin/$1 missing: run make e2e-tools (test/e2e/cluster/build.sh) first"
+  got=$("$bin/$1" --version | awk '{print $NF}')
+  [ "$got" = "$2" ] || die "$bin/$1 says $got, versions.env says $2"
+  readelf -l "$bin/$1" | grep -q INTERP && die "$bin/$1 is not static"
+  rm -rf "$W/s" && install -D -m 0755 "$bin/$1" "$W/s/$1"
+  "${TAR[@]}" -C "$W/s" -cf "$W/$1.layer.tar" .
+  "$W/ociimage" -o "$OUT/$1.tar" -layer "$W/$1.layer.tar" -entrypoint "[\"/$1\"]" \
+    -label "org.opencontainers.image.version=$2" -tag "registry.k8s.io/sig-storage/$1:$2"
+  echo "$1.tar registry.k8s.io/sig-storage/$1:$2" >> "$OUT/images.txt"
+done
+log "done: $OUT"
+ls -l "$OUT"/*.tar | awk '{printf "  %-22s %6.1f MB\n", $NF, $5/1e6}' | sed "s|$OUT/||"

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"debug/elf"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// libDirs are where the dynamic loader looks on Debian amd64 (merged /usr).
+// gconv modules find their helper libraries next to themselves.
+var libDirs = []string{"lib/x86_64-linux-gnu", "usr/lib/x86_64-linux-gnu", "lib64", "usr/lib64", "lib", "usr/lib",
+	"usr/lib/x86_64-linux-gnu/gconv"}
+
+// closure returns the packages to keep: the wanted ones, and every library
+// package that owns a shared object one of their ELF files needs (directly
+// or through another library). It fails when a needed object has no owner.
+func closure(pkgs map[string]*pkg, wanted []string) (map[string]bool, error) {
+	owner := map[string]string{} // soname (base name) -> package
+	for name, p := range pkgs {
+		for _, d := range libDirs {
+			entries, _ := filepath.Glob(filepath.Join(p.dir, d, "*.so*"))
+			for _, e := range entries {
+				if _, dup := owner[filepath.Base(e)]; !dup {
+					owner[filepath.Base(e)] = name
+				}
+			}
+		}
+	}
+	keep := map[string]bool{}
+	var missing []string
+	var visit func(name string) error
+	visit = func(name string) error {
+		if keep[name] {
+			return nil
+		}
+		keep[name] = true
+		needs, err := needed(pkgs[name].dir)
+		if err != nil {
+			return err
+		}
+		for so, users := range needs {
+			o, ok := owner[so]
+			if !ok {
+				missing = append(missing, fmt.Sprintf("%s (needed by %s from %s)", so, users, name))
+				continue
+			}
+			if err := visit(o); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, w := range wanted {
+		if err := visit(w); err != nil {
+			return nil, err
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return nil, fmt.Errorf("no candidate package provides:\n  %s", strings.Join(missing, "\n  "))
+	}
+	return keep, nil
+}
+
+// needed maps each DT_NEEDED soname and ELF interpreter of the regular
+// files under dir to one file that needs it.
+func needed(dir string) (map[string]string, error) {
+	needs := map[string]string{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		f, err := elf.Open(path)
+		if err != nil {
+			return nil // not an ELF file
+		}
+		defer f.Close()
+		rel, _ := filepath.Rel(dir, path)
+		libs, err := f.ImportedLibraries()
+		if err != nil {
+			return fmt.Errorf("%s: %w", rel, err)
+		}
+		for _, l := range libs {
+			needs[l] = rel
+		}
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_INTERP {
+				b := make([]byte, p.Filesz)
+				if _, err := p.ReadAt(b, 0); err == nil {
+					needs[filepath.Base(strings.TrimRight(string(b), "\x00"))] = rel
+				}
+			}
+		}
+		return nil
+	})
+	return needs, err
+}

@@ -1,0 +1,161 @@
+package csi
+
+import (
+	"context"
+	"errors"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"k8s.io/klog/v2"
+
+	"github.com/filevol/filevol/internal/pool"
+)
+
+// createFromSource is CreateVolume with a volume_content_source: a restore
+// of a snapshot or a clone of a volume (CLONE_VOLUME), made by the pool's
+// reflink-or-copy engine. The new volume may be larger than its source:
+// the image grows now, the filesystem at its first NodeStageVolume. p holds
+// the validated parameters and capabilities.
+func (s *ControllerService) createFromSource(ctx context.Context, req *csipb.CreateVolumeRequest, p createParams) (*csipb.CreateVolumeResponse, error) {
+	src, err := parseContentSource(req.GetVolumeContentSource())
+	if err != nil {
+		return nil, err
+	}
+	name := req.GetName()
+	id := pool.VolumeID(name)
+	// The source's key too: a snapshot being deleted, or a volume being
+	// unstaged while frozen, must wait for the clone.
+	unlock, err := s.locks.tryLock(id, src.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	srcSize, srcFS, err := s.sourceInfo(src)
+	if err != nil {
+		return nil, err
+	}
+	// The data holds the source's filesystem: a request that names another
+	// one cannot be honoured (spec: source incompatible → INVALID_ARGUMENT);
+	// one that names none gets the source's.
+	if explicitFSType(req) && p.fsType != srcFS && !p.block {
+		return nil, invalidArgument("%s %s holds a %s filesystem; a volume made from it cannot be %s", src.Kind, src.ID, srcFS, p.fsType)
+	}
+	p.fsType = srcFS
+	size, err := sizeFromSource(req.GetCapacityRange(), minSize(p), srcSize)
+	if err != nil {
+		return nil, err
+	}
+	vol, err := s.pool.GetByName(name)
+	switch {
+	case err == nil:
+		if err := compatible(vol, name, req, p); err != nil {
+			return nil, err
+		}
+		return &csipb.CreateVolumeResponse{Volume: s.csiVolume(vol)}, nil
+	case !errors.Is(err, pool.ErrNotFound):
+		return nil, err
+	}
+	create := func() (err error) {
+		vol, err = s.pool.Create(ctx, pool.CreateRequest{
+			Name: name, CapacityBytes: size, FSType: p.fsType, Provisioning: p.provisioning,
+			Parameters: req.GetParameters(), Source: &src,
+		})
+		return err
+	}
+	if src.Kind == pool.SourceVolume {
+		err = s.withFrozen(src.ID, create)
+	} else {
+		err = create() // a snapshot's image never changes
+	}
+	if err != nil {
+		return nil, err
+	}
+	klog.InfoS("volume created from source", "volumeID", vol.ID, "name", name, "source", src.Kind, "sourceID", src.ID,
+		"bytes", size, "sourceBytes", srcSize, "fsType", p.fsType, "provisioning", p.provisioning)
+	return &csipb.CreateVolumeResponse{Volume: s.csiVolume(vol)}, nil
+}
+
+// parseContentSource turns the CSI source into the pool's.
+func parseContentSource(cs *csipb.VolumeContentSource) (pool.ContentSource, error) {
+	switch {
+	case cs.GetSnapshot() != nil:
+		if cs.GetSnapshot().GetSnapshotId() == "" {
+			return pool.ContentSource{}, invalidArgument("volume content source: snapshot ID is missing")
+		}
+		return pool.ContentSource{Kind: pool.SourceSnapshot, ID: cs.GetSnapshot().GetSnapshotId()}, nil
+	case cs.GetVolume() != nil:
+		if cs.GetVolume().GetVolumeId() == "" {
+			return pool.ContentSource{}, invalidArgument("volume content source: volume ID is missing")
+		}
+		return pool.ContentSource{Kind: pool.SourceVolume, ID: cs.GetVolume().GetVolumeId()}, nil
+	}
+	return pool.ContentSource{}, invalidArgument("volume content source has neither a snapshot nor a volume")
+}
+
+// sourceInfo returns the size and filesystem type of a source. A source
+// this pool does not hold is NOT_FOUND, with the reason that matters on a
+// node-local pool: it may well exist, on another node.
+func (s *ControllerService) sourceInfo(src pool.ContentSource) (int64, string, error) {
+	if src.Kind == pool.SourceSnapshot {
+		snap, err := s.pool.GetSnapshot(src.ID)
+		if errors.Is(err, pool.ErrSnapshotNotFound) || errors.Is(err, pool.ErrInvalidID) {
+			return 0, "", notFound("snapshot %q is not in the pool of node %s: filevol snapshots are node-local, restore it on the node that took it", truncate(src.ID), s.cfg.NodeID)
+		}
+		return snap.SizeBytes, snap.FSType, err
+	}
+	vol, err := s.pool.Get(src.ID)
+	if errors.Is(err, pool.ErrNotFound) || errors.Is(err, pool.ErrInvalidID) {
+		return 0, "", notFound("volume %q is not in the pool of node %s: filevol volumes are node-local, clone it on the node that holds it", truncate(src.ID), s.cfg.NodeID)
+	}
+	return vol.CapacityBytes, vol.FSType, err
+}
+
+// sizeFromSource is volumeSize for a restore or clone: never smaller than
+// the source (spec: OUT_OF_RANGE for a volume smaller than its snapshot),
+// and the source's size when the request names none.
+func sizeFromSource(cr *csipb.CapacityRange, minBytes, srcSize int64) (int64, error) {
+	lim := cr.GetLimitBytes()
+	if lim > 0 && lim < srcSize {
+		return 0, outOfRange("limit_bytes %d is smaller than the source (%d bytes), which the new volume must hold", lim, srcSize)
+	}
+	if cr.GetRequiredBytes() == 0 {
+		cr = &csipb.CapacityRange{RequiredBytes: srcSize, LimitBytes: lim}
+	}
+	return volumeSize(cr, max(minBytes, srcSize))
+}
+
+// explicitFSType reports whether the request names a filesystem (a
+// parameter or a mount capability), rather than leaving the default.
+func explicitFSType(req *csipb.CreateVolumeRequest) bool {
+	if req.GetParameters()[ParamFSType] != "" {
+		return true
+	}
+	for _, c := range req.GetVolumeCapabilities() {
+		if c.GetMount().GetFsType() != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// csiContentSource is the CSI form of a record's source (nil for none).
+func csiContentSource(src *pool.ContentSource) *csipb.VolumeContentSource {
+	switch {
+	case src == nil:
+		return nil
+	case src.Kind == pool.SourceSnapshot:
+		return &csipb.VolumeContentSource{Type: &csipb.VolumeContentSource_Snapshot{
+			Snapshot: &csipb.VolumeContentSource_SnapshotSource{SnapshotId: src.ID}}}
+	default:
+		return &csipb.VolumeContentSource{Type: &csipb.VolumeContentSource_Volume{
+			Volume: &csipb.VolumeContentSource_VolumeSource{VolumeId: src.ID}}}
+	}
+}
+
+// sameContentSource compares a record's source with a request's.
+func sameContentSource(rec *pool.ContentSource, cs *csipb.VolumeContentSource) bool {
+	if rec == nil || cs == nil {
+		return rec == nil && cs == nil
+	}
+	got, err := parseContentSource(cs)
+	return err == nil && got == *rec
+}

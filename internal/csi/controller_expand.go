@@ -1,0 +1,67 @@
+package csi
+
+import (
+	"context"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"k8s.io/klog/v2"
+)
+
+// ControllerExpandVolume grows the volume's image file (thin: ftruncate;
+// thick: fallocate of the new range) and its record. The loop device and
+// the filesystem follow on the node (NodeExpandVolume, or the next
+// NodeStageVolume when the volume is not staged), so node expansion is
+// always required. Expanding to the current size or less succeeds (spec:
+// "already larger than or equal to the target capacity → OK"); a
+// limit_bytes below the current size would be a shrink: OUT_OF_RANGE.
+func (s *ControllerService) ControllerExpandVolume(ctx context.Context, req *csipb.ControllerExpandVolumeRequest) (*csipb.ControllerExpandVolumeResponse, error) {
+	id, cr := req.GetVolumeId(), req.GetCapacityRange()
+	if id == "" {
+		return nil, invalidArgument("volume ID is missing")
+	}
+	if cr == nil {
+		return nil, invalidArgument("capacity range is missing")
+	}
+	required, limit := cr.GetRequiredBytes(), cr.GetLimitBytes()
+	if required < 0 || limit < 0 {
+		return nil, invalidArgument("capacity range must not be negative (required_bytes=%d, limit_bytes=%d)", required, limit)
+	}
+	if c := req.GetVolumeCapability(); c != nil {
+		if _, err := checkCapability(c); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkVolumeID(id); err != nil {
+		return nil, err
+	}
+	unlock, err := s.locks.tryLock(id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	vol, err := s.pool.Get(id)
+	if err != nil {
+		return nil, err
+	}
+	if limit > 0 && limit < vol.CapacityBytes {
+		return nil, outOfRange("volume %s has %d bytes and cannot shrink to at most %d", id, vol.CapacityBytes, limit)
+	}
+	if required > maxVolumeSize {
+		return nil, outOfRange("required_bytes %d is larger than the largest volume filevol makes (%d)", required, int64(maxVolumeSize))
+	}
+	size := roundUp(required, allocationUnit)
+	if limit > 0 && size > limit {
+		return nil, outOfRange("no size fits the range: required_bytes %d rounds up to %d (allocation unit %d) but limit_bytes is %d",
+			required, size, allocationUnit, limit)
+	}
+	// Through the pool even when nothing grows: it records an image an
+	// interrupted expansion left larger than its record.
+	grown, err := s.pool.Expand(ctx, id, max(size, vol.CapacityBytes))
+	if err != nil {
+		return nil, err
+	}
+	if grown.CapacityBytes != vol.CapacityBytes {
+		klog.InfoS("volume expanded", "volumeID", id, "fromBytes", vol.CapacityBytes, "toBytes", grown.CapacityBytes, "provisioning", grown.Provisioning)
+	}
+	return &csipb.ControllerExpandVolumeResponse{CapacityBytes: grown.CapacityBytes, NodeExpansionRequired: true}, nil
+}

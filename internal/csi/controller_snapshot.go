@@ -1,0 +1,190 @@
+package csi
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"strings"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	"k8s.io/klog/v2"
+
+	"github.com/filevol/filevol/internal/pool"
+)
+
+// snapshotMetaPrefixes are the CreateSnapshot parameters csi-snapshotter
+// adds with --extra-create-metadata; recorded, never interpreted. filevol
+// has no snapshot parameter of its own, so anything else is refused.
+var snapshotMetaPrefixes = []string{
+	kubernetesMetaPrefix + "volumesnapshot/",
+	kubernetesMetaPrefix + "volumesnapshotcontent/",
+}
+
+func checkSnapshotParameters(params map[string]string) error {
+	for k := range params {
+		known := false
+		for _, p := range snapshotMetaPrefixes {
+			known = known || strings.HasPrefix(k, p)
+		}
+		if !known {
+			return invalidArgument("unknown snapshot parameter %q (filevol takes none; the VolumeSnapshotClass must not set parameters)", truncate(k))
+		}
+	}
+	return nil
+}
+
+// CreateSnapshot cuts a snapshot of a volume into an independent image
+// (reflink, else a hole-preserving copy). When the volume is staged here
+// with a filesystem, that filesystem is frozen around the clone, so the
+// snapshot is filesystem-consistent, and always thawed (issue 3). It is
+// idempotent by name (spec: same name and source → the same snapshot;
+// another source → ALREADY_EXISTS) and ready_to_use when it returns.
+func (s *ControllerService) CreateSnapshot(ctx context.Context, req *csipb.CreateSnapshotRequest) (*csipb.CreateSnapshotResponse, error) {
+	name, src := req.GetName(), req.GetSourceVolumeId()
+	if err := checkName("snapshot", name); err != nil {
+		return nil, err
+	}
+	if src == "" {
+		return nil, invalidArgument("source volume ID is missing")
+	}
+	if err := checkSnapshotParameters(req.GetParameters()); err != nil {
+		return nil, err
+	}
+	if err := s.checkAccessible(req.GetAccessibilityRequirements()); err != nil {
+		return nil, err
+	}
+	// A retry of a finished snapshot is answered from its record, without
+	// freezing the volume again.
+	if snap, err := s.pool.GetSnapshotByName(name); err == nil {
+		if snap.SourceVolumeID != src {
+			return nil, alreadyExists("snapshot %q already exists, of volume %s, not %s", name, snap.SourceVolumeID, truncate(src))
+		}
+		return &csipb.CreateSnapshotResponse{Snapshot: csiSnapshot(snap)}, nil
+	}
+	if pool.ValidID(src) != nil {
+		return nil, notFound("source volume %q does not exist", truncate(src))
+	}
+	id := pool.SnapshotID(name)
+	// Both: a second snapshot of this name, and anything else on the
+	// source (unstage above all: unmounting a frozen filesystem leaves it
+	// frozen), wait for this one.
+	unlock, err := s.locks.tryLock(id, src)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if _, err := s.pool.Get(src); err != nil {
+		if errors.Is(err, pool.ErrNotFound) {
+			return nil, notFound("source volume %s is not in the pool of node %s", src, s.cfg.NodeID)
+		}
+		return nil, err
+	}
+	var snap pool.Snapshot
+	err = s.withFrozen(src, func() (err error) {
+		snap, err = s.pool.CreateSnapshot(ctx, pool.SnapshotRequest{Name: name, SourceVolumeID: src, Parameters: req.GetParameters()})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	klog.InfoS("snapshot created", "snapshotID", snap.ID, "name", name, "sourceVolumeID", src, "bytes", snap.SizeBytes, "engine", snap.Engine)
+	return &csipb.CreateSnapshotResponse{Snapshot: csiSnapshot(snap)}, nil
+}
+
+// DeleteSnapshot removes the snapshot's image and record; the source
+// volume is not touched. A missing snapshot is success (spec).
+func (s *ControllerService) DeleteSnapshot(ctx context.Context, req *csipb.DeleteSnapshotRequest) (*csipb.DeleteSnapshotResponse, error) {
+	id := req.GetSnapshotId()
+	if id == "" {
+		return nil, invalidArgument("snapshot ID is missing")
+	}
+	if pool.ValidSnapshotID(id) != nil {
+		return &csipb.DeleteSnapshotResponse{}, nil // no filevol snapshot has it
+	}
+	// A restore from this snapshot holds the same key.
+	unlock, err := s.locks.tryLock(id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := s.pool.DeleteSnapshot(ctx, id); err != nil {
+		return nil, err
+	}
+	klog.InfoS("snapshot deleted", "snapshotID", id)
+	return &csipb.DeleteSnapshotResponse{}, nil
+}
+
+// ListSnapshots pages through the snapshots in ID order, filtered by
+// snapshot ID and by source volume. As in ListVolumes the token is the
+// last ID of the previous page.
+func (s *ControllerService) ListSnapshots(ctx context.Context, req *csipb.ListSnapshotsRequest) (*csipb.ListSnapshotsResponse, error) {
+	if req.GetMaxEntries() < 0 {
+		return nil, invalidArgument("max_entries %d must not be negative", req.GetMaxEntries())
+	}
+	token := req.GetStartingToken()
+	if token != "" && pool.ValidSnapshotID(token) != nil {
+		return nil, aborted("starting_token %q was not issued by filevol; restart the listing without a token", truncate(token))
+	}
+	var snaps []pool.Snapshot
+	if id := req.GetSnapshotId(); id != "" {
+		// From disk: a lookup by ID must not miss a snapshot another
+		// process sharing the pool just made.
+		snap, err := s.pool.GetSnapshot(id)
+		switch {
+		case err == nil:
+			snaps = []pool.Snapshot{snap}
+		case !errors.Is(err, pool.ErrSnapshotNotFound) && !errors.Is(err, pool.ErrInvalidID):
+			return nil, err
+		}
+	} else {
+		snaps = s.pool.ListSnapshots()
+	}
+	if vid := req.GetSourceVolumeId(); vid != "" {
+		kept := snaps[:0]
+		for _, snap := range snaps {
+			if snap.SourceVolumeID == vid {
+				kept = append(kept, snap)
+			}
+		}
+		snaps = kept
+	}
+	if token != "" {
+		snaps = snaps[sort.Search(len(snaps), func(i int) bool { return snaps[i].ID > token }):]
+	}
+	next := ""
+	if n := int(req.GetMaxEntries()); n > 0 && len(snaps) > n {
+		snaps = snaps[:n]
+		next = snaps[n-1].ID
+	}
+	resp := &csipb.ListSnapshotsResponse{NextToken: next, Entries: make([]*csipb.ListSnapshotsResponse_Entry, 0, len(snaps))}
+	for _, snap := range snaps {
+		resp.Entries = append(resp.Entries, &csipb.ListSnapshotsResponse_Entry{Snapshot: csiSnapshot(snap)})
+	}
+	return resp, nil
+}
+
+// GetSnapshot returns one snapshot (GET_SNAPSHOT); NOT_FOUND when gone.
+func (s *ControllerService) GetSnapshot(ctx context.Context, req *csipb.GetSnapshotRequest) (*csipb.GetSnapshotResponse, error) {
+	id := req.GetSnapshotId()
+	if id == "" {
+		return nil, invalidArgument("snapshot ID is missing")
+	}
+	snap, err := s.pool.GetSnapshot(id)
+	if err != nil {
+		return nil, err
+	}
+	return &csipb.GetSnapshotResponse{Snapshot: csiSnapshot(snap)}, nil
+}
+
+// csiSnapshot is the CSI view of a record. filevol does no post-cut
+// processing, so a snapshot that exists is ready to use.
+func csiSnapshot(snap pool.Snapshot) *csipb.Snapshot {
+	return &csipb.Snapshot{
+		SnapshotId:     snap.ID,
+		SourceVolumeId: snap.SourceVolumeID,
+		SizeBytes:      snap.SizeBytes,
+		CreationTime:   timestamppb.New(snap.CreatedAt),
+		ReadyToUse:     true,
+	}
+}

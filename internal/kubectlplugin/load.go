@@ -1,0 +1,113 @@
+package kubectlplugin
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/filevol/filevol/internal/nodeview/api"
+)
+
+// loadOptions selects what load reads.
+type loadOptions struct {
+	driver, driverSelector, driverNamespace string
+	now                                     time.Time
+	grace                                   time.Duration
+}
+
+// load reads the cluster. A resource that cannot be listed (forbidden, or
+// an API the cluster does not serve) becomes a note, not a failure; only
+// PersistentVolumes are required.
+func load(ctx context.Context, cs kubernetes.Interface, o loadOptions) (*cluster, error) {
+	c := &cluster{driver: o.driver, now: o.now, grace: o.grace, classes: map[string]storagev1.StorageClass{},
+		nodes: map[string]corev1.Node{}, csiNodes: map[string]storagev1.CSINode{},
+		views: map[string]*api.Report{}, viewErrs: map[string]error{}}
+	all := metav1.ListOptions{}
+	pvs, err := cs.CoreV1().PersistentVolumes().List(ctx, all)
+	if err != nil {
+		return nil, fmt.Errorf("list PersistentVolumes: %w", err)
+	}
+	for _, pv := range pvs.Items {
+		if pv.Spec.CSI != nil && pv.Spec.CSI.Driver == o.driver {
+			c.pvs = append(c.pvs, pv)
+		}
+	}
+	slices.SortFunc(c.pvs, func(a, b corev1.PersistentVolume) int { return strings.Compare(a.Name, b.Name) })
+	note := func(what string, err error) {
+		if err != nil {
+			c.notes = append(c.notes, fmt.Sprintf("could not list %s: %v", what, err))
+		}
+	}
+	if d, err := cs.StorageV1().CSIDrivers().Get(ctx, o.driver, metav1.GetOptions{}); err == nil {
+		c.csiDriver = d
+	} else if !apierrors.IsNotFound(err) {
+		note("CSIDrivers", err)
+	}
+	if l, err := cs.CoreV1().PersistentVolumeClaims("").List(ctx, all); err == nil {
+		c.pvcs = l.Items
+	} else {
+		note("PersistentVolumeClaims", err)
+	}
+	if l, err := cs.StorageV1().StorageClasses().List(ctx, all); err == nil {
+		for _, sc := range l.Items {
+			c.classes[sc.Name] = sc
+		}
+	} else {
+		note("StorageClasses", err)
+	}
+	if l, err := cs.StorageV1().VolumeAttachments().List(ctx, all); err == nil {
+		for _, va := range l.Items {
+			if va.Spec.Attacher == o.driver {
+				c.vas = append(c.vas, va)
+			}
+		}
+	} else {
+		note("VolumeAttachments", err)
+	}
+	if l, err := cs.CoreV1().Nodes().List(ctx, all); err == nil {
+		for _, n := range l.Items {
+			c.nodes[n.Name] = n
+		}
+	} else {
+		note("Nodes", err)
+	}
+	if l, err := cs.StorageV1().CSINodes().List(ctx, all); err == nil {
+		for _, n := range l.Items {
+			c.csiNodes[n.Name] = n
+		}
+	} else {
+		note("CSINodes", err)
+	}
+	if l, err := cs.CoreV1().Pods("").List(ctx, all); err == nil {
+		c.pods = l.Items
+	} else {
+		note("Pods", err)
+	}
+	if l, err := cs.CoreV1().Events("").List(ctx, all); err == nil {
+		c.events = l.Items
+	} else {
+		note("Events", err)
+	}
+	if l, err := cs.StorageV1().CSIStorageCapacities("").List(ctx, all); err == nil {
+		c.capacities = l.Items
+	} else {
+		note("CSIStorageCapacities", err)
+	}
+	if o.driverSelector != "" {
+		l, err := cs.CoreV1().Pods(o.driverNamespace).List(ctx, metav1.ListOptions{LabelSelector: o.driverSelector})
+		if err == nil {
+			c.driverPods = l.Items
+		} else {
+			note("driver pods", err)
+		}
+	}
+	return c, nil
+}

@@ -1,0 +1,270 @@
+// Package nodeview builds the driver's own view of the volumes in its
+// pool on this node — each record, its image file, the loop devices backed
+// by it, its staging and target mounts, filesystem usage and health — from
+// the pool and what the kernel shows now (sysfs, /proc/self/mountinfo,
+// statfs). It serves that view read-only as JSON (/debug/volumes, see
+// package api) and feeds the scrape-time metrics collector.
+//
+// It reads, never changes: no mount, no attach, no record write. It must
+// not import gRPC, the CSI spec or internal/csi (health comes through the
+// HealthFunc the caller passes), nor client-go.
+package nodeview
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/filevol/filevol/internal/hostos/fs"
+	"github.com/filevol/filevol/internal/hostos/loop"
+	"github.com/filevol/filevol/internal/hostos/mount"
+	"github.com/filevol/filevol/internal/nodeview/api"
+	"github.com/filevol/filevol/internal/pool"
+)
+
+// Record parameters that csi-provisioner --extra-create-metadata adds.
+const (
+	ParamPVName       = "csi.storage.k8s.io/pv/name"
+	ParamPVCName      = "csi.storage.k8s.io/pvc/name"
+	ParamPVCNamespace = "csi.storage.k8s.io/pvc/namespace"
+)
+
+// stagedDeviceName is where NodeStageVolume binds a block volume's device
+// inside the staging directory (internal/csi).
+const stagedDeviceName = "device"
+
+// quarantineDir is where the pool moves images without a record (see the
+// layout in package pool's doc).
+const quarantineDir = "quarantine"
+
+// Kernel is what the view asks of the kernel; csi.OSHost satisfies it.
+type Kernel interface {
+	ListLoops() ([]loop.Device, error)
+	Mounts() (mount.Table, error)
+	StatFS(path string) (fs.Stats, error)
+}
+
+// Pool is what the view reads of the pool; *pool.Pool satisfies it.
+type Pool interface {
+	Dir() string
+	List() []pool.Volume
+	Capacity() (pool.Capacity, error)
+	ImagePath(id string) string
+}
+
+// HealthFunc returns the abnormal conditions of a volume, given the
+// staging and target paths the kernel shows (either may be empty). The
+// driver passes its NodeGetVolumeHealth, so the view and the CSI health
+// RPCs can never disagree.
+type HealthFunc func(ctx context.Context, volumeID, stagingPath, targetPath string) ([]api.Condition, error)
+
+// Builder builds Reports. Its fields are set once; Build is safe for
+// concurrent use.
+type Builder struct {
+	Node, Driver, Version string
+	Pool                  Pool
+	Kernel                Kernel
+	// Health, when set, fills Volume.Health (Build with health=true).
+	Health HealthFunc
+}
+
+// Build returns the current view. With health false it skips the health
+// checks (the metrics collector does not need them). Problems reading one
+// source are recorded in Report.Errors; the rest is still filled.
+func (b *Builder) Build(ctx context.Context, health bool) api.Report {
+	r := api.Report{Node: b.Node, Driver: b.Driver, Version: b.Version, Time: time.Now().UTC(), PoolDir: b.Pool.Dir()}
+	fail := func(what string, err error) { r.Errors = append(r.Errors, what+": "+err.Error()) }
+	if c, err := b.Pool.Capacity(); err != nil {
+		fail("pool capacity", err)
+	} else {
+		r.Pool = api.Pool{TotalBytes: c.TotalBytes, FreeBytes: c.FreeBytes, ReservedBytes: c.ReservedBytes,
+			AvailableBytes: c.AvailableBytes, ProvisionedBytes: c.ProvisionedBytes}
+	}
+	q, err := Quarantined(b.Pool.Dir())
+	if err != nil {
+		fail("quarantine", err)
+	}
+	r.Quarantine = q
+	// The kernel reports backing files with symlinks resolved.
+	dir := b.Pool.Dir()
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
+	byFile := map[string][]loop.Device{}
+	devs, err := b.Kernel.ListLoops()
+	if err != nil {
+		fail("loop devices", err)
+	}
+	for _, d := range devs {
+		if strings.HasPrefix(d.BackingFile, dir+"/") {
+			r.LoopDevices++
+			byFile[d.BackingFile] = append(byFile[d.BackingFile], d)
+		}
+	}
+	var table mount.Table
+	if r.LoopDevices > 0 {
+		if table, err = b.Kernel.Mounts(); err != nil {
+			fail("mount table", err)
+		}
+	}
+	r.Volumes = []api.Volume{}
+	for _, rec := range b.Pool.List() {
+		img := b.Pool.ImagePath(rec.ID)
+		v := volume(rec, img, byFile[dir+strings.TrimPrefix(img, b.Pool.Dir())], table)
+		if st := stagingFS(v); st != "" {
+			if s, err := b.Kernel.StatFS(st); err != nil {
+				fail("statfs "+st, err)
+			} else {
+				v.Usage = &api.Usage{TotalBytes: s.TotalBytes, UsedBytes: s.UsedBytes, AvailableBytes: s.AvailableBytes,
+					TotalInodes: s.TotalInodes, UsedInodes: s.UsedInodes}
+			}
+		}
+		if health && b.Health != nil {
+			if err := b.health(ctx, &v); err != nil {
+				fail("health of "+rec.ID, err)
+			}
+		}
+		r.Volumes = append(r.Volumes, v)
+	}
+	return r
+}
+
+// health asks once per target (the CSI request names one publish path),
+// keeping each reason once.
+func (b *Builder) health(ctx context.Context, v *api.Volume) error {
+	staging := ""
+	if len(v.Staging) > 0 {
+		staging = v.Staging[0].Path
+	}
+	targets := []string{""}
+	if len(v.Targets) > 0 {
+		targets = targets[:0]
+		for _, t := range v.Targets {
+			targets = append(targets, t.Path)
+		}
+	}
+	seen := map[string]bool{}
+	for _, t := range targets {
+		conds, err := b.Health(ctx, v.Record.ID, staging, t)
+		if err != nil {
+			return err
+		}
+		for _, c := range conds {
+			if !seen[c.Reason] {
+				seen[c.Reason] = true
+				v.Health = append(v.Health, c)
+			}
+		}
+	}
+	return nil
+}
+
+// Quarantined lists the names of the images the pool moved aside.
+func Quarantined(poolDir string) ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(poolDir, quarantineDir))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out, err
+}
+
+var (
+	// kubelet's layout: .../pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount
+	// and, for block volumes, .../volumeDevices/publish/<pv>/<uid>.
+	podVolumePath = regexp.MustCompile(`/pods/([0-9a-fA-F-]{36})/volume`)
+	podBlockPath  = regexp.MustCompile(`/volumeDevices/publish/[^/]+/([0-9a-fA-F-]{36})$`)
+)
+
+func volume(rec pool.Volume, img string, devs []loop.Device, table mount.Table) api.Volume {
+	v := api.Volume{
+		Record: api.Record{ID: rec.ID, Name: rec.Name, CapacityBytes: rec.CapacityBytes, FSType: rec.FSType,
+			Provisioning: rec.Provisioning, Parameters: rec.Parameters, Node: rec.Node, CreatedAt: rec.CreatedAt},
+		PV: rec.Parameters[ParamPVName], PVCNamespace: rec.Parameters[ParamPVCNamespace], PVCName: rec.Parameters[ParamPVCName],
+		Image: image(img),
+	}
+	for _, d := range devs {
+		v.LoopDevices = append(v.LoopDevices, api.LoopDevice{Path: d.Path, ReadOnly: d.ReadOnly, DirectIO: d.DirectIO,
+			SizeBytes: d.SizeBytes, Deleted: d.Deleted})
+		for _, m := range table {
+			isBind := m.FSType == "devtmpfs" && m.Root == "/"+filepath.Base(d.Path)
+			isFS := m.FSType != "devtmpfs" && ((m.Major == d.Major && m.Minor == d.Minor) || m.Source == d.Path)
+			if !isBind && !isFS {
+				continue
+			}
+			am := api.Mount{Path: m.MountPoint, FSType: m.FSType, Device: d.Path, ReadOnly: m.ReadOnly(), PodUID: podUID(m.MountPoint)}
+			switch {
+			case am.PodUID != "":
+				v.Targets = append(v.Targets, am)
+			case isBind:
+				// A staged block volume is its device bound at
+				// <staging>/device; any other bind is a publish.
+				if strings.HasSuffix(am.Path, "/"+stagedDeviceName) {
+					v.Staging = append(v.Staging, am)
+				} else {
+					v.Targets = append(v.Targets, am)
+				}
+			case len(v.Staging) == 0 || strings.HasSuffix(am.Path, "/globalmount"):
+				// The first mount of the filesystem is the staging mount;
+				// publishes are bind mounts made after it.
+				v.Staging = append(v.Staging, am)
+			default:
+				v.Targets = append(v.Targets, am)
+			}
+		}
+	}
+	switch {
+	case len(v.Targets) > 0:
+		v.State = api.StatePublished
+	case len(v.Staging) > 0:
+		v.State = api.StateStaged
+	case len(v.LoopDevices) > 0:
+		v.State = api.StateAttached
+	default:
+		v.State = api.StateIdle
+	}
+	return v
+}
+
+func podUID(p string) string {
+	if m := podVolumePath.FindStringSubmatch(p); m != nil {
+		return m[1]
+	}
+	if m := podBlockPath.FindStringSubmatch(p); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// stagingFS is the path whose statfs is the volume's usage.
+func stagingFS(v api.Volume) string {
+	for _, ms := range [][]api.Mount{v.Staging, v.Targets} {
+		for _, m := range ms {
+			if m.FSType != "devtmpfs" {
+				return m.Path
+			}
+		}
+	}
+	return ""
+}
+
+func image(path string) api.Image {
+	img := api.Image{Path: path}
+	st, err := os.Stat(path)
+	if err != nil {
+		return img
+	}
+	img.Exists, img.SizeBytes = true, st.Size()
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		img.AllocatedBytes = sys.Blocks * 512 // st_blocks is always in 512-byte units
+	}
+	return img
+}

@@ -1,0 +1,149 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+	"k8s.io/klog/v2"
+)
+
+// ErrShrink: a volume cannot be made smaller (CSI: OUT_OF_RANGE). Its
+// filesystem may use every byte; filevol never truncates data away.
+var ErrShrink = errors.New("volumes cannot shrink")
+
+// Expand grows the volume's image to size bytes — ftruncate for thin,
+// fallocate of the new range for thick — and then records the new size
+// atomically. The same size is success; smaller is ErrShrink. An image
+// already larger than the record (an expansion interrupted after its file
+// step) is recorded at its real size, which is returned. The loop device
+// and the filesystem are the node's business (LOOP_SET_CAPACITY, grow).
+// The caller holds the volume's lock.
+func (p *Pool) Expand(ctx context.Context, id string, size int64) (Volume, error) {
+	return p.expand(ctx, id, size)
+}
+
+func (p *Pool) expand(ctx context.Context, id string, size int64) (Volume, error) {
+	v, err := p.get(id)
+	if err != nil {
+		return Volume{}, err
+	}
+	if size < v.CapacityBytes {
+		return Volume{}, fmt.Errorf("%w: volume %s has %d bytes, %d requested", ErrShrink, id, v.CapacityBytes, size)
+	}
+	if err := ctx.Err(); err != nil {
+		return Volume{}, err
+	}
+	img := p.imagePath(id)
+	var fd int
+	if err := ignoringEINTR(func() (err error) {
+		fd, err = unix.Open(img, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		return err
+	}); err != nil {
+		if err == unix.ENOENT {
+			return Volume{}, fmt.Errorf("volume %s: %w (%s)", id, ErrImageMissing, img)
+		}
+		return Volume{}, &os.PathError{Op: "open", Path: img, Err: err}
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return Volume{}, &os.PathError{Op: "stat", Path: img, Err: err}
+	}
+	cur := st.Size
+	size = max(size, cur)
+	if size > cur {
+		if err := p.growImage(fd, img, cur, size, st.Blocks*512, v.Provisioning == ProvisioningThick); err != nil {
+			return Volume{}, fmt.Errorf("expand volume %s: %w", id, err)
+		}
+	}
+	if size == v.CapacityBytes {
+		return v, nil
+	}
+	v.CapacityBytes = size
+	if err := p.rewriteRecord(v); err != nil {
+		// The image stays grown: shrinking it back could cut off space a
+		// filesystem already uses; a retry or Open records it.
+		return Volume{}, fmt.Errorf("expand volume %s: %w", id, err)
+	}
+	return v, nil
+}
+
+// growImage makes the image size bytes and syncs it. A thin image may grow
+// while what it lacks to be full fits the pool (the single-volume rule of
+// create); a thick one needs its new range free, reserve and thick promises
+// kept (checkRoom), and fallocate reserves it for real.
+func (p *Pool) growImage(fd int, img string, cur, size, allocated int64, thick bool) error {
+	need := size - allocated
+	if thick {
+		need = size - cur
+	}
+	if err := p.checkRoom(need, thick); err != nil {
+		return err
+	}
+	var err error
+	if thick {
+		err = ignoringEINTR(func() error { return unix.Fallocate(fd, 0, cur, size-cur) })
+	} else {
+		err = ignoringEINTR(func() error { return unix.Ftruncate(fd, size) })
+	}
+	if err == nil {
+		err = fsync(fd)
+	}
+	if err != nil {
+		return wrapNoSpace(&os.PathError{Op: "grow", Path: img, Err: err})
+	}
+	return nil
+}
+
+// rewriteRecord replaces the record of v atomically: temp file (fsynced),
+// rename over the old one, directory fsync. The index follows.
+func (p *Pool) rewriteRecord(v Volume) error {
+	data, err := encodeRecord(&v)
+	if err != nil {
+		return err
+	}
+	tmp, err := p.writeTmpRecord(v.ID, data)
+	if err != nil {
+		return err
+	}
+	if err := unix.Rename(tmp, p.recordPath(v.ID)); err != nil {
+		_ = unix.Unlink(tmp)
+		return &os.LinkError{Op: "rename", Old: tmp, New: p.recordPath(v.ID), Err: err}
+	}
+	if err := fsync(p.vfd); err != nil {
+		return fmt.Errorf("sync %s: %w", p.vdir, err)
+	}
+	p.idx.put(v)
+	return nil
+}
+
+// rollForwardExpand records the size of an image larger than its record:
+// an expansion that crashed between growing the file and rewriting the
+// record (the node may already have grown a filesystem into the space).
+// Open calls it in repair mode and fsyncs the directory after.
+func (p *Pool) rollForwardExpand(v Volume) (bool, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(p.imagePath(v.ID), &st); err != nil || st.Size <= v.CapacityBytes {
+		return false, nil
+	}
+	old := v.CapacityBytes
+	v.CapacityBytes = st.Size
+	data, err := encodeRecord(&v)
+	if err != nil {
+		return false, err
+	}
+	tmp, err := p.writeTmpRecord(v.ID, data)
+	if err != nil {
+		return false, err
+	}
+	if err := unix.Rename(tmp, p.recordPath(v.ID)); err != nil {
+		_ = unix.Unlink(tmp)
+		return false, &os.LinkError{Op: "rename", Old: tmp, New: p.recordPath(v.ID), Err: err}
+	}
+	p.idx.put(v)
+	klog.InfoS("Rolled forward an interrupted expansion", "volumeID", v.ID, "fromBytes", old, "toBytes", st.Size)
+	return true, nil
+}

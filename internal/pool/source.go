@@ -1,0 +1,96 @@
+package pool
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// Kinds of ContentSource.
+const (
+	SourceSnapshot = "snapshot"
+	SourceVolume   = "volume"
+)
+
+// Sentinel errors of snapshots, restores and clones; internal/csi/errors.go
+// maps them to gRPC codes.
+var (
+	// ErrSnapshotNotFound: no snapshot with that ID (or name).
+	ErrSnapshotNotFound = errors.New("snapshot not found")
+	// ErrOtherNode: the record belongs to another node's pool. Images are
+	// node-local: a clone or snapshot can only be cut where the data is.
+	ErrOtherNode = errors.New("belongs to another node")
+	// ErrImageMissing: the record exists but its image file is gone, so
+	// there is nothing to snapshot or clone.
+	ErrImageMissing = errors.New("image file missing")
+)
+
+// ContentSource names what a volume was cloned from (CSI
+// VolumeContentSource): a snapshot ID or a volume ID of this pool.
+type ContentSource struct {
+	// Kind is SourceSnapshot or SourceVolume.
+	Kind string `json:"kind"`
+	// ID is the snapshot or volume ID.
+	ID string `json:"id"`
+}
+
+// cloneSource copies src, so a record never aliases the caller's value.
+func cloneSource(src *ContentSource) *ContentSource {
+	if src == nil {
+		return nil
+	}
+	c := *src
+	return &c
+}
+
+func sameSource(a, b *ContentSource) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// sourceImage checks a create's content source and returns the path of
+// the image to clone ("" for none): it must be a snapshot or volume of
+// this node's pool, with its image present and no larger than size.
+func (p *Pool) sourceImage(src *ContentSource, size int64) (string, error) {
+	if src == nil {
+		return "", nil
+	}
+	var path, node string
+	switch src.Kind {
+	case SourceSnapshot:
+		s, err := p.getSnapshot(src.ID)
+		if err != nil {
+			return "", err
+		}
+		path, node = p.snapImagePath(s.ID), s.Node
+	case SourceVolume:
+		v, err := p.get(src.ID)
+		if err != nil {
+			return "", err
+		}
+		path, node = p.imagePath(v.ID), v.Node
+	default:
+		return "", fmt.Errorf("%w: content source kind %s, want %q or %q",
+			ErrInvalidArgument, quoteShort(src.Kind), SourceSnapshot, SourceVolume)
+	}
+	if node != p.opts.NodeID {
+		return "", fmt.Errorf("%s %s %w %q, not to %q: clone or restore it on that node",
+			src.Kind, src.ID, ErrOtherNode, node, p.opts.NodeID)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		if err == unix.ENOENT {
+			return "", fmt.Errorf("%s %s: %w (%s)", src.Kind, src.ID, ErrImageMissing, path)
+		}
+		return "", &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if size < st.Size {
+		return "", fmt.Errorf("%w: %d bytes is smaller than %s %s (%d bytes)",
+			ErrInvalidArgument, size, src.Kind, src.ID, st.Size)
+	}
+	return path, nil
+}

@@ -1,0 +1,252 @@
+package faults
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+
+	"github.com/filevol/filevol/internal/hostos/loop"
+	"github.com/filevol/filevol/internal/hostos/mount"
+)
+
+// state is what must exist when nothing is in flight: the volumes the
+// test created and did not delete (with their snapshots), and which of
+// them are staged and published now.
+type state struct {
+	volumes   map[string]*volume // by ID
+	published map[string]*volume // by ID; a subset of volumes
+}
+
+// checkInvariants compares the pool directory, the driver's answers and
+// the kernel's state with s. It returns one line per violation: leaked
+// files, devices or mounts, and volumes or snapshots lost.
+func checkInvariants(ctx context.Context, p *proc, f features, s state) []string {
+	var bad []string
+	add := func(format string, args ...any) { bad = append(bad, fmt.Sprintf(format, args...)) }
+
+	// The pool directory: no temp file, no quarantined image, every record
+	// with its image and every image with its record, exactly the volumes
+	// the test owns, each record readable and of the acknowledged size.
+	records, images := map[string]string{}, map[string]string{} // stem → path, per directory
+	err := filepath.WalkDir(p.pool, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(p.pool, path)
+		name := d.Name()
+		switch {
+		case name == ".lock" && rel == name:
+		case strings.HasPrefix(rel, "quarantine/"):
+			add("LEAK image quarantined (an image without a record appeared): %s", path)
+		case strings.HasPrefix(name, ".tmp-"):
+			add("LEAK temporary file left behind: %s", path)
+		case strings.HasSuffix(name, ".json"):
+			records[strings.TrimSuffix(rel, ".json")] = path
+		case strings.HasSuffix(name, ".img"):
+			images[strings.TrimSuffix(rel, ".img")] = path
+		default:
+			add("LEAK unexpected file in the pool: %s", path)
+		}
+		return nil
+	})
+	if err != nil {
+		add("walk pool: %v", err)
+	}
+	for stem, path := range records {
+		if _, ok := images[stem]; !ok {
+			add("LEAK record without image: %s", path)
+		}
+	}
+	for stem, path := range images {
+		if _, ok := records[stem]; !ok {
+			add("LEAK image without record: %s", path)
+		}
+	}
+	for stem, path := range records {
+		dirName, id := filepath.Split(stem)
+		if dirName != "volumes/" {
+			continue
+		}
+		v, ok := s.volumes[id]
+		if !ok {
+			add("LEAK record of a volume deleted or never acknowledged: %s", path)
+			continue
+		}
+		bad = append(bad, checkRecord(path, images[stem], v)...)
+	}
+	for id, v := range s.volumes {
+		if _, ok := records["volumes/"+id]; !ok {
+			add("LOST volume %s: its record is gone", v)
+		}
+	}
+
+	// The driver's view.
+	listed, err := listVolumes(ctx, p)
+	if err != nil {
+		add("ListVolumes: %v", err)
+	}
+	for _, id := range listed {
+		if _, ok := s.volumes[id]; !ok {
+			add("LEAK ListVolumes returns %s, which the test deleted or never created", id)
+		}
+	}
+	for id, v := range s.volumes {
+		if !slices.Contains(listed, id) {
+			add("LOST ListVolumes does not return %s", v)
+		}
+	}
+	if f.snapshot {
+		bad = append(bad, checkSnapshots(ctx, p, s)...)
+	}
+
+	// The kernel: a loop device backed by a pool file only for a staged
+	// volume (exactly one writable device each), mounts only at the
+	// staging and target paths of published volumes (exactly one each).
+	devs, err := loop.List()
+	if err != nil {
+		add("list loop devices: %v", err)
+	}
+	perImage := map[string]int{}
+	for _, d := range devs {
+		if !strings.HasPrefix(d.BackingFile, p.dir+"/") {
+			continue
+		}
+		id := strings.TrimSuffix(filepath.Base(d.BackingFile), ".img")
+		switch v, ok := s.published[id]; {
+		case d.Deleted:
+			add("LEAK %s is backed by a deleted pool file %s", d.Path, d.BackingFile)
+		case !ok || filepath.Dir(d.BackingFile) != filepath.Join(p.pool, "volumes"):
+			add("LEAK %s is backed by %s, which no staged volume uses", d.Path, d.BackingFile)
+		case !d.ReadOnly:
+			perImage[id]++
+			if perImage[id] > 1 {
+				add("DOUBLE ATTACH %s: a second writable loop device %s", v, d.Path)
+			}
+		}
+	}
+	for id, v := range s.published {
+		if perImage[id] == 0 {
+			add("LOST staged volume %s has no loop device", v)
+		}
+	}
+	table, err := mount.Read()
+	if err != nil {
+		add("read mounts: %v", err)
+	}
+	expected := map[string]bool{}
+	for _, v := range s.published {
+		staged := v.staging
+		if v.block() {
+			staged = filepath.Join(v.staging, "device")
+		}
+		expected[staged], expected[v.target] = true, true
+	}
+	seen := map[string]int{}
+	for _, m := range table.Under(p.dir) {
+		seen[m.MountPoint]++
+		switch {
+		case !expected[m.MountPoint]:
+			add("LEAK mount at %s (%s from %s) belongs to no published volume", m.MountPoint, m.FSType, m.Source)
+		case seen[m.MountPoint] == 2:
+			add("DOUBLE MOUNT at %s", m.MountPoint)
+		}
+	}
+	for mp := range expected {
+		if seen[mp] == 0 {
+			add("LOST nothing mounted at %s, which should be", mp)
+		}
+	}
+	sort.Strings(bad)
+	return bad
+}
+
+// checkRecord checks a volume record: it parses, names its own ID, and
+// gives the size of the image and the last acknowledged expansion.
+func checkRecord(recPath, imgPath string, v *volume) []string {
+	data, err := os.ReadFile(recPath)
+	if err != nil {
+		return []string{fmt.Sprintf("read record %s: %v", recPath, err)}
+	}
+	var rec struct {
+		ID            string `json:"id"`
+		Name          string `json:"name"`
+		CapacityBytes int64  `json:"capacityBytes"`
+	}
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return []string{fmt.Sprintf("CORRUPT record %s: %v", recPath, err)}
+	}
+	var bad []string
+	if rec.ID != v.id || rec.Name != v.name {
+		bad = append(bad, fmt.Sprintf("CORRUPT record %s holds %s/%q, want %s/%q", recPath, rec.ID, rec.Name, v.id, v.name))
+	}
+	if rec.CapacityBytes != v.size {
+		bad = append(bad, fmt.Sprintf("LOST UPDATE record %s says %d bytes, the acknowledged size is %d", recPath, rec.CapacityBytes, v.size))
+	}
+	if st, err := os.Stat(imgPath); err == nil && st.Size() != rec.CapacityBytes {
+		bad = append(bad, fmt.Sprintf("LOST UPDATE image %s is %d bytes, its record says %d", imgPath, st.Size(), rec.CapacityBytes))
+	}
+	return bad
+}
+
+func listVolumes(ctx context.Context, p *proc) ([]string, error) {
+	var ids []string
+	token := ""
+	for {
+		resp, err := p.ctrl.ListVolumes(ctx, &csipb.ListVolumesRequest{StartingToken: token})
+		if err != nil {
+			return ids, err
+		}
+		for _, e := range resp.GetEntries() {
+			ids = append(ids, e.GetVolume().GetVolumeId())
+		}
+		if token = resp.GetNextToken(); token == "" {
+			return ids, nil
+		}
+	}
+}
+
+// checkSnapshots compares ListSnapshots with the snapshots the test keeps.
+func checkSnapshots(ctx context.Context, p *proc, s state) []string {
+	var bad []string
+	want := map[string]*snapshot{}
+	for _, v := range s.volumes {
+		if v.snap != nil {
+			want[v.snap.id] = v.snap
+		}
+	}
+	got := map[string]bool{}
+	token := ""
+	for {
+		resp, err := p.ctrl.ListSnapshots(ctx, &csipb.ListSnapshotsRequest{StartingToken: token})
+		if err != nil {
+			return append(bad, fmt.Sprintf("ListSnapshots: %v", err))
+		}
+		for _, e := range resp.GetEntries() {
+			id := e.GetSnapshot().GetSnapshotId()
+			if got[id] {
+				bad = append(bad, fmt.Sprintf("ListSnapshots returns %s twice", id))
+			}
+			got[id] = true
+			if _, ok := want[id]; !ok {
+				bad = append(bad, fmt.Sprintf("LEAK ListSnapshots returns %s, which the test deleted or never created", id))
+			}
+		}
+		if token = resp.GetNextToken(); token == "" {
+			break
+		}
+	}
+	for id, sn := range want {
+		if !got[id] {
+			bad = append(bad, fmt.Sprintf("LOST snapshot %s (%s) of %s", id, sn.name, sn.source))
+		}
+	}
+	return bad
+}

@@ -1,0 +1,305 @@
+package faults
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/filevol/filevol/internal/hostos/mount"
+)
+
+// Kill points without failpoints in the driver: the test watches what the
+// driver does to the pool directory (inotify: every temp file, fsync'd
+// record, rename and unlink of a create, delete, snapshot or expansion)
+// and to the mount table (every stage, publish, unpublish and unstage),
+// names each step boundary after it ("pool volumes/<id>.json renamed-in",
+// "mount staging mounted (xfs)"), and, when armed with a name, SIGKILLs
+// the driver the moment it sees that boundary. The driver runs on for the
+// microseconds the event takes to arrive, so a kill lands at the boundary
+// or at most a few system calls after it. The driver carries no test code.
+
+// watcher reports step boundaries and kills the driver at an armed one.
+type watcher struct {
+	pool, kubelet string
+	st            *stats
+	pid           func() int
+
+	mu        sync.Mutex
+	armed     string
+	countdown int // for anyPoint: boundaries still to pass
+	fired     chan string
+
+	ino     *os.File
+	inoFD   int
+	wds     map[int32]string // watch descriptor → directory (relative to pool)
+	stopped atomic.Bool
+	wg      sync.WaitGroup
+}
+
+// watchKillPoints starts watching pool (which must exist) and the mounts
+// under kubelet.
+func watchKillPoints(poolDir, kubelet string, st *stats, pid func() int) (*watcher, error) {
+	w := &watcher{pool: poolDir, kubelet: kubelet, st: st, pid: pid, fired: make(chan string, 1), wds: map[int32]string{}}
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return nil, fmt.Errorf("inotify: %w", err)
+	}
+	w.inoFD, w.ino = fd, os.NewFile(uintptr(fd), "inotify")
+	err = filepath.WalkDir(poolDir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			err = w.addWatch(path)
+		}
+		return err
+	})
+	if err != nil {
+		w.ino.Close()
+		return nil, err
+	}
+	mi, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		w.ino.Close()
+		return nil, err
+	}
+	w.wg.Add(2)
+	go w.readInotify()
+	go w.pollMounts(mi)
+	return w, nil
+}
+
+const inotifyMask = unix.IN_CREATE | unix.IN_CLOSE_WRITE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO | unix.IN_DELETE
+
+func (w *watcher) addWatch(path string) error {
+	wd, err := unix.InotifyAddWatch(w.inoFD, path, inotifyMask)
+	if err != nil {
+		return fmt.Errorf("inotify watch %s: %w", path, err)
+	}
+	rel, _ := filepath.Rel(w.pool, path)
+	w.mu.Lock()
+	w.wds[int32(wd)] = rel
+	w.mu.Unlock()
+	return nil
+}
+
+func (w *watcher) close() {
+	w.stopped.Store(true)
+	w.ino.Close()
+	w.wg.Wait()
+}
+
+// arm makes the next boundary called point kill the driver; fired
+// receives the name when it did.
+func (w *watcher) arm(point string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.armed = point
+}
+
+// anyPoint armed with armNth fires at the nth boundary of any kind.
+const anyPoint = "*"
+
+// armNth makes the nth step boundary from now, whatever it is, kill the
+// driver.
+func (w *watcher) armNth(n int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.armed, w.countdown = anyPoint, n
+}
+
+// disarm cancels an armed point that did not fire.
+func (w *watcher) disarm() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.armed = ""
+}
+
+func (w *watcher) hit(point string) {
+	w.mu.Lock()
+	fire := w.armed != "" && w.armed == point
+	if w.armed == anyPoint {
+		w.countdown--
+		fire = w.countdown == 0
+	}
+	if fire {
+		killPID(w.pid())
+		w.armed = ""
+	}
+	w.mu.Unlock()
+	w.st.add(func(s *stats) { s.points[point]++ })
+	if fire {
+		select {
+		case w.fired <- point:
+		default:
+		}
+	}
+}
+
+var (
+	reVolumeID = regexp.MustCompile(`fv-[0-9a-f]{32}`)
+	reSnapID   = regexp.MustCompile(`fs-[0-9a-f]{32}`)
+	reRandom   = regexp.MustCompile(`\.json\.[0-9a-z]+$`)
+	reHex      = regexp.MustCompile(`[0-9a-f]{16,}`)
+	reStamp    = regexp.MustCompile(`\d{8}T[\d.]+Z`)
+)
+
+// normalize turns a pool file name into the name of its kind of file.
+func normalize(name string) string {
+	name = reVolumeID.ReplaceAllString(name, "<id>")
+	name = reSnapID.ReplaceAllString(name, "<sid>")
+	name = reRandom.ReplaceAllString(name, ".json.<rand>")
+	name = reStamp.ReplaceAllString(name, "<time>")
+	return reHex.ReplaceAllString(name, "<hex>")
+}
+
+var inotifyOps = []struct {
+	mask uint32
+	name string
+}{
+	{unix.IN_CREATE, "created"}, {unix.IN_CLOSE_WRITE, "written"}, {unix.IN_MOVED_FROM, "renamed-away"},
+	{unix.IN_MOVED_TO, "renamed-in"}, {unix.IN_DELETE, "removed"},
+}
+
+func (w *watcher) readInotify() {
+	defer w.wg.Done()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := w.ino.Read(buf)
+		if err != nil {
+			return // closed
+		}
+		for off := 0; off+unix.SizeofInotifyEvent <= n; {
+			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+			nameBytes := buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+int(ev.Len)]
+			off += unix.SizeofInotifyEvent + int(ev.Len)
+			name := string(bytes.TrimRight(nameBytes, "\x00"))
+			w.mu.Lock()
+			rel, ok := w.wds[ev.Wd]
+			w.mu.Unlock()
+			if !ok || name == "" || name == ".lock" {
+				continue
+			}
+			if ev.Mask&unix.IN_ISDIR != 0 {
+				if ev.Mask&unix.IN_CREATE != 0 {
+					_ = w.addWatch(filepath.Join(w.pool, rel, name))
+				}
+				continue
+			}
+			for _, op := range inotifyOps {
+				if ev.Mask&op.mask != 0 {
+					w.hit("pool " + filepath.Join(rel, normalize(name)) + " " + op.name)
+				}
+			}
+		}
+	}
+}
+
+// pollMounts reports mounts appearing and disappearing under kubelet.
+// mountinfo signals every change of the mount table with POLLPRI.
+func (w *watcher) pollMounts(mi *os.File) {
+	defer w.wg.Done()
+	defer mi.Close()
+	prev := w.mountsUnder(mi)
+	for !w.stopped.Load() {
+		fds := []unix.PollFd{{Fd: int32(mi.Fd()), Events: unix.POLLPRI | unix.POLLERR}}
+		n, err := unix.Poll(fds, 100)
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			return
+		}
+		if n == 0 {
+			continue
+		}
+		cur := w.mountsUnder(mi)
+		for mp, what := range cur {
+			if _, ok := prev[mp]; !ok {
+				w.hit("mount " + what + " mounted")
+			}
+		}
+		for mp, what := range prev {
+			if _, ok := cur[mp]; !ok {
+				w.hit("mount " + what + " unmounted")
+			}
+		}
+		prev = cur
+	}
+}
+
+// mountsUnder rereads mountinfo (which also rearms the poll) and returns
+// the mounts under kubelet, each with the name of its kind.
+func (w *watcher) mountsUnder(mi *os.File) map[string]string {
+	out := map[string]string{}
+	if _, err := mi.Seek(0, io.SeekStart); err != nil {
+		return out
+	}
+	data, err := io.ReadAll(mi)
+	if err != nil {
+		return out
+	}
+	table, err := mount.Parse(data)
+	if err != nil {
+		return out
+	}
+	for _, m := range table.Under(w.kubelet) {
+		rel, _ := filepath.Rel(w.kubelet, m.MountPoint)
+		kind := "other"
+		switch parts := strings.Split(rel, "/"); {
+		case len(parts) == 4 && parts[0] == "plugins" && parts[3] == "device":
+			kind = "staging device bind"
+		case len(parts) == 3 && parts[0] == "plugins":
+			kind = "staging"
+		case len(parts) == 3 && parts[0] == "pods":
+			kind = "target"
+		}
+		out[m.MountPoint+"\x00"+fmt.Sprint(m.ID)] = kind + " (" + m.FSType + ")"
+	}
+	return out
+}
+
+// pick returns the boundary seen so far that has been killed at least
+// often (ties broken by r), or "" when none was seen.
+func pickPoint(st *stats, r func(n int) int) string {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	var best []string
+	least := -1
+	for p := range st.points {
+		if k := st.killPoints[p]; least < 0 || k < least {
+			best, least = []string{p}, k
+		} else if k == least {
+			best = append(best, p)
+		}
+	}
+	if len(best) == 0 {
+		return ""
+	}
+	slices.Sort(best)
+	return best[r(len(best))]
+}
+
+// waitFired waits for an armed point to fire, up to d.
+func (w *watcher) waitFired(d time.Duration, done <-chan struct{}) (string, bool) {
+	select {
+	case p := <-w.fired:
+		return p, true
+	case <-time.After(d):
+	case <-done:
+	}
+	w.disarm()
+	select { // it may have fired meanwhile
+	case p := <-w.fired:
+		return p, true
+	default:
+		return "", false
+	}
+}
