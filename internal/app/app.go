@@ -34,6 +34,9 @@ func Run(ctx context.Context, o options.Options) error {
 	if err != nil {
 		return fmt.Errorf("open pool %s: %w", o.PoolDir, err)
 	}
+	// Closing releases the pool's shared lock, so the next process to open
+	// it may repair what a crash left.
+	defer p.Close()
 	host := csi.NewOSHost()
 	d := csi.New(csi.Config{
 		DriverName:        o.DriverName,
