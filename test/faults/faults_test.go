@@ -26,6 +26,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -43,6 +44,7 @@ var (
 	killsFlag      = flag.Int("kills", 4, "kills per phase at most (two phases per iteration)")
 	seedFlag       = flag.Uint64("seed", 0, "random seed (0: from the clock); printed, so a run can be repeated")
 	binFlag        = flag.String("bin", "", "driver binary to run (default: built from cmd/filevol)")
+	kindsFlag      = flag.String("kinds", "", "comma-separated volume kinds to draw from (default: ext4,xfs,btrfs,block)")
 	thawFlag       = flag.Bool("thaw-frozen", false, "count filesystems left frozen by an interrupted snapshot, thaw them and go on, instead of failing")
 )
 
@@ -134,7 +136,11 @@ func (r *run) iteration(it int) {
 	for w := range W {
 		for j := range V {
 			name := fmt.Sprintf("i%03d-w%d-v%d", it, w, j)
-			vols[w] = append(vols[w], newVolume(r.dir, name, kinds[r.rng.IntN(len(kinds))]))
+			ks := kinds
+			if *kindsFlag != "" {
+				ks = strings.Split(*kindsFlag, ",")
+			}
+			vols[w] = append(vols[w], newVolume(r.dir, name, ks[r.rng.IntN(len(ks))]))
 		}
 	}
 	keep := vols[0][V-1]

@@ -19,8 +19,8 @@ import (
 	"github.com/filevol/filevol/internal/hostos/mount"
 )
 
-// Volume kinds the test cycles through.
-var kinds = []string{"ext4", "xfs", "block"}
+// Volume kinds the test draws from (-kinds narrows them).
+var kinds = []string{"ext4", "xfs", "btrfs", "block"}
 
 // volume is one volume under test: where it is staged and published, and
 // what was written to it and acknowledged (fsync returned).
@@ -88,6 +88,8 @@ func newVolume(dir, name, kind string) *volume {
 	switch kind {
 	case "xfs":
 		size = 300 << 20 // the xfs minimum
+	case "btrfs":
+		size = 128 << 20 // the btrfs minimum
 	case "block":
 		size = 32 << 20
 	}
