@@ -9,14 +9,15 @@ BIN := bin/filevol
 RUN_DIR := $(CURDIR)/_output/run
 TEST_TIMEOUT ?= 12m
 
-.PHONY: help build run test unit sanity vet deps bench fuzz clean
+.PHONY: help build run test unit sanity vet deps bench fuzz faults stress fulldisk clean e2e-doctor
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 ##@ build and run
-build: ## build bin/filevol
+build: ## build bin/filevol and bin/kubectl-filevol (the `kubectl filevol` plugin)
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/filevol
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/kubectl-filevol ./cmd/kubectl-filevol
 
 run: build ## run the driver on an embedded pool in _output/run (Ctrl-C stops it)
 	@mkdir -p $(RUN_DIR)
@@ -45,8 +46,21 @@ vet: ## go vet and gofmt check
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 
+e2e-doctor: ## kubectl filevol doctor proofs on a running cluster (FILEVOL_E2E_KUBECONFIG, FILEVOL_E2E_POOL, FILEVOL_E2E_DRIVER_URL)
+	$(GO) test -tags e2e -count=1 -v -timeout 15m ./test/e2e/doctor/
+
 bench: build deps ## benchmarks against the running driver (report in _output/bench)
 	./hack/bench.sh
+
+FAULTS_ITERATIONS ?= 200
+faults: build ## crash safety: SIGKILL the driver through whole lifecycles and reboots (long; make test runs a short one)
+	$(GO) test -count=1 -v -timeout 60m ./test/faults -args -iterations=$(FAULTS_ITERATIONS) -bin=$(CURDIR)/$(BIN)
+
+stress: ## 64 concurrent callers on 4 volumes under -race
+	$(GO) test -race -count=1 -v ./test/stress -args -duration=60s
+
+fulldisk: ## a pool that runs out of space
+	$(GO) test -count=1 -v ./test/fulldisk
 
 fuzz: ## run every fuzz target for FUZZTIME (default 30s) each; report in _output/fuzz
 	./hack/fuzz.sh

@@ -111,6 +111,12 @@ func (s *NodeService) stageFilesystem(ctx context.Context, vol pool.Volume, dev 
 	if err != nil {
 		return fmt.Errorf("probe %s of volume %s: %w", dev.Path, vol.ID, err)
 	}
+	if found != "" && s.pool.FormatInterrupted(vol.ID) {
+		// Our own first mkfs died half-way (the marker says so): what the
+		// device carries is not data, only the start of a filesystem.
+		klog.InfoS("an earlier format of this volume was interrupted; formatting again", "volumeID", vol.ID, "found", found)
+		found = ""
+	}
 	want := fsType
 	if want == "" {
 		want = vol.FSType
@@ -123,8 +129,14 @@ func (s *NodeService) stageFilesystem(ctx context.Context, vol pool.Volume, dev 
 	case found == "" && readOnly:
 		return failedPrecondition("volume %s has no filesystem yet and cannot be formatted when staged read-only", vol.ID)
 	case found == "":
+		if err := s.pool.BeginFormat(vol.ID); err != nil {
+			return fmt.Errorf("mark volume %s as formatting: %w", vol.ID, err)
+		}
 		if err := s.host.Format(ctx, dev.Path, want); err != nil {
 			return fmt.Errorf("format %s of volume %s as %s: %w", dev.Path, vol.ID, want, err)
+		}
+		if err := s.pool.EndFormat(vol.ID); err != nil {
+			return fmt.Errorf("mark volume %s as formatted: %w", vol.ID, err)
 		}
 		klog.InfoS("formatted", "volumeID", vol.ID, "device", dev.Path, "fsType", want)
 		found, grow = want, false

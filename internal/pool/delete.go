@@ -29,6 +29,9 @@ func (p *Pool) delete(ctx context.Context, id string) error {
 	if err != nil && err != unix.ENOENT {
 		return fmt.Errorf("delete volume %s: %w", id, &os.LinkError{Op: "rename", Old: img, New: tmp, Err: err})
 	}
+	// A format marker must never outlive its volume: a later volume of the
+	// same name (same ID) would have its data taken for a half-made mkfs.
+	_ = unix.Unlink(p.formatMarkerPath(id))
 	if err := unix.Unlink(rec); err != nil && err != unix.ENOENT {
 		// Still a volume: put its image back so it stays usable.
 		if moved {

@@ -49,6 +49,8 @@ func scanDir(dir string, valid func(string) error) (dirState, error) {
 		} else if id, ok := strings.CutSuffix(name, imgSuffix); ok && valid(id) == nil {
 			s.images[id] = true
 			continue
+		} else if id, ok := strings.CutSuffix(name, formatSuffix); ok && valid(id) == nil {
+			continue // an interrupted first mkfs; NodeStage redoes it
 		}
 		klog.InfoS("Unknown file in the pool; leaving it", "path", dir+"/"+name)
 	}

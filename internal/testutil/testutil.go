@@ -22,6 +22,7 @@ import (
 	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 
+	"github.com/filevol/filevol/internal/hostos/fs"
 	"github.com/filevol/filevol/internal/hostos/loop"
 )
 
@@ -195,6 +196,11 @@ func unmountUnder(under func(string) bool, lazy bool) error {
 		})
 		progress := false
 		for _, m := range mounts {
+			// A run killed between FIFREEZE and FITHAW leaves its filesystem
+			// frozen; unmounting a frozen filesystem keeps it frozen in the
+			// kernel and its loop device busy. Thawing an unfrozen one is
+			// a harmless EINVAL.
+			_ = fs.Thaw(m.Mountpoint)
 			err := unix.Unmount(m.Mountpoint, 0)
 			if lazy && err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
 				err = unix.Unmount(m.Mountpoint, unix.MNT_DETACH)

@@ -85,6 +85,10 @@ func (d *Driver) Stop(t testing.TB) {
 	if err := <-d.done; err != nil {
 		t.Errorf("serve: %v", err)
 	}
+	// Release the pool's lock (and its directory fd) as a stopped process would.
+	if err := d.Pool.Close(); err != nil {
+		t.Errorf("close pool: %v", err)
+	}
 	d.cancel = nil
 }
 
