@@ -29,17 +29,7 @@ func serveHTTP(addr string, healthy func() error, m *metrics.Metrics, view *node
 	if err != nil {
 		return nil, fmt.Errorf("--http-endpoint %s: %w", addr, err)
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := healthy(); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
-	mux.Handle(metrics.Path, m.Handler())
-	mux.Handle(api.Path, view.Handler())
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	hs := &http.Server{Handler: httpMux(healthy, m, view), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := hs.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			klog.ErrorS(err, "HTTP endpoint stopped")
@@ -50,4 +40,18 @@ func serveHTTP(addr string, healthy func() error, m *metrics.Metrics, view *node
 		defer cancel()
 		_ = hs.Shutdown(ctx)
 	}, nil
+}
+
+func httpMux(healthy func() error, m *metrics.Metrics, view *nodeview.Builder) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := healthy(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.Handle(metrics.Path, m.Handler())
+	mux.Handle(api.Path, view.Handler())
+	return mux
 }

@@ -40,6 +40,9 @@ func New(cfg Config, p *pool.Pool, h Host) *Driver {
 	d := &Driver{Identity: &IdentityService{cfg: cfg, pool: p}}
 	if cfg.Controller {
 		d.Controller = &ControllerService{cfg: cfg, pool: p, host: h, locks: locks}
+		// Before serving: a predecessor killed inside a snapshot may have
+		// left a pod's filesystem frozen (freeze.go).
+		d.Controller.ThawLeftovers()
 	}
 	if cfg.Node {
 		d.Node = &NodeService{cfg: cfg, pool: p, host: h, locks: locks, paths: pathPolicy{kubeletDir: cfg.KubeletDir}}

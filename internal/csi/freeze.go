@@ -10,7 +10,7 @@ import (
 )
 
 // thawAttempts bounds the retries of a failed FITHAW: a filesystem left
-// frozen blocks every writer of the pod until someone thaws it by hand.
+// frozen blocks every writer of the pod until someone thaws it.
 const thawAttempts = 5
 
 // withFrozen runs fn — a clone of volume id's image — with the volume's
@@ -20,11 +20,15 @@ const thawAttempts = 5
 // the whole call: NodeUnstage takes it too, and unmounting a frozen
 // filesystem would leave its superblock frozen with nobody to thaw it.
 //
-// A volume that is not mounted here (block, unstaged, or staged by another
-// process's mount namespace) is cloned as it is: crash-consistent with
-// reflink, which is atomic; the CO quiesces the application if it needs
-// more. A filesystem someone else froze (FIFREEZE answers EBUSY) is already
-// quiescent: it is cloned and left frozen, as its freezer expects.
+// The freeze is marked in the pool first (pool.MarkFrozen): a driver
+// killed before the thaw leaves the mark, and the next start thaws what
+// it names (ThawLeftovers).
+//
+// A volume that is not mounted here (block, unstaged) is cloned as it is:
+// crash-consistent with reflink, which is atomic; the CO quiesces the
+// application if it needs more. A filesystem someone else froze (FIFREEZE
+// answers EBUSY, and no mark of ours names it) is already quiescent: it is
+// cloned and left frozen, as its freezer expects.
 func (s *ControllerService) withFrozen(id string, fn func() error) error {
 	mp, err := s.freezePoint(id)
 	if err != nil {
@@ -33,30 +37,74 @@ func (s *ControllerService) withFrozen(id string, fn func() error) error {
 	if mp == "" {
 		return fn()
 	}
+	marks, err := s.pool.FrozenMarks()
+	if err != nil {
+		return err
+	}
+	_, ours := marks[id] // a dead predecessor's freeze not thawed yet
+	if err := s.pool.MarkFrozen(id, mp); err != nil {
+		return err
+	}
 	if err := s.host.Freeze(mp); err != nil {
-		if errors.Is(err, unix.EBUSY) {
+		if !errors.Is(err, unix.EBUSY) {
+			_ = s.pool.UnmarkFrozen(id)
+			return fmt.Errorf("freeze the filesystem of volume %s at %s: %w", id, mp, err)
+		}
+		if !ours {
+			_ = s.pool.UnmarkFrozen(id)
 			klog.InfoS("filesystem already frozen by someone else; cloning it as it is and leaving it frozen", "volumeID", id, "mountPoint", mp)
 			return fn()
 		}
-		return fmt.Errorf("freeze the filesystem of volume %s at %s: %w", id, mp, err)
 	}
 	t0 := time.Now()
-	defer func() {
-		klog.V(4).InfoS("filesystem thawed", "volumeID", id, "mountPoint", mp, "frozenFor", time.Since(t0))
-	}()
 	ferr := fn()
-	var terr error
-	for i := 0; i < thawAttempts; i++ {
-		if terr = s.host.Thaw(mp); terr == nil {
-			break
+	if terr := s.thaw(id, mp); terr != nil {
+		return errors.Join(ferr, terr)
+	}
+	klog.V(4).InfoS("filesystem thawed", "volumeID", id, "mountPoint", mp, "frozenFor", time.Since(t0))
+	return ferr
+}
+
+// thaw thaws the filesystem at mp, retrying, and removes the mark once it
+// is thawed. A mark is kept while the filesystem may still be frozen.
+func (s *ControllerService) thaw(id, mp string) error {
+	var err error
+	for i := range thawAttempts {
+		if err = s.host.Thaw(mp); err == nil {
+			return s.pool.UnmarkFrozen(id)
 		}
 		time.Sleep(time.Duration(i+1) * 10 * time.Millisecond)
 	}
-	if terr != nil {
-		klog.ErrorS(terr, "FILESYSTEM LEFT FROZEN: thaw it by hand (fsfreeze -u)", "volumeID", id, "mountPoint", mp)
-		return errors.Join(ferr, fmt.Errorf("thaw the filesystem of volume %s at %s (run fsfreeze -u %s): %w", id, mp, mp, terr))
+	klog.ErrorS(err, "FILESYSTEM LEFT FROZEN: thaw it by hand (fsfreeze -u)", "volumeID", id, "mountPoint", mp)
+	return fmt.Errorf("thaw the filesystem of volume %s at %s (run fsfreeze -u %s): %w", id, mp, mp, err)
+}
+
+// ThawLeftovers thaws the filesystems a killed predecessor froze and did
+// not thaw (their marks are in the pool), before this process serves: their
+// pods' writers are blocked until then. New calls it.
+func (s *ControllerService) ThawLeftovers() {
+	marks, err := s.pool.FrozenMarks()
+	if err != nil {
+		klog.ErrorS(err, "read freeze marks; filesystems a killed driver froze may still be frozen")
+		return
 	}
-	return ferr
+	for id, mp := range marks {
+		// The filesystem may be mounted elsewhere by now; any mount of its
+		// root thaws it. None: nothing to thaw here (a reboot thawed it).
+		cur, err := s.freezePoint(id)
+		if err != nil {
+			klog.ErrorS(err, "look up a filesystem left frozen", "volumeID", id, "mountPoint", mp)
+			continue
+		}
+		if cur == "" {
+			klog.InfoS("freeze mark of a filesystem no longer mounted; dropped", "volumeID", id, "mountPoint", mp)
+			_ = s.pool.UnmarkFrozen(id)
+			continue
+		}
+		if err := s.thaw(id, cur); err == nil {
+			klog.InfoS("thawed a filesystem a killed driver had frozen for a snapshot or clone", "volumeID", id, "mountPoint", cur)
+		}
+	}
 }
 
 // freezePoint returns a mount point of the volume's filesystem on this

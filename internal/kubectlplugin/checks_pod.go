@@ -85,7 +85,7 @@ func checkStuckPods(c *cluster) []Finding {
 			fix = "the data cannot be mounted: restore a VolumeSnapshot into a new PVC and point the pod at it, or delete the PVC (and its PV) to start empty; if the file was only moved, put it back (check the pool's quarantine directory)"
 		case strings.Contains(msg, "not found in the list of registered CSI drivers"):
 			cause = "filevol is not registered with kubelet on node " + node + ": the driver is not running there\n" + cause
-			fix = "check the filevol pod on node " + node + " (kubectl filevol doctor lists driver pods) and its --registration-dir"
+			fix = "start the filevol driver on node " + node + " (its pod, or the host process with --registration-dir) and read its log"
 		case hasCode(msg, "ResourceExhausted"):
 			cause = "node " + node + " ran out of loop devices or pool space\n" + cause
 			fix = "free loop devices or pool space on node " + node

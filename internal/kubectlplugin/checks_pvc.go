@@ -65,7 +65,7 @@ func checkPendingPVCs(c *cluster) []Finding {
 				last = e.Reason + ": " + oneLine(e.Message)
 			}
 			f.Cause = fmt.Sprintf("no provisioner has answered for it (last event: %s)", last)
-			f.Fix = fmt.Sprintf("check that csi-provisioner runs for %s on node %s (kubectl filevol doctor lists the driver pods)", c.driver, orDash(node))
+			f.Fix = fmt.Sprintf("check that csi-provisioner runs for %s on node %s (the csi-provisioner container of the driver pod there, or its host process; --node-deployment needs NODE_NAME) and read its log", c.driver, orDash(node))
 		}
 		out = append(out, f)
 	}

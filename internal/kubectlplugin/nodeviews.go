@@ -134,29 +134,62 @@ func (p podViewer) view(ctx context.Context, node string) (*api.Report, error) {
 }
 
 // driverPod picks the running driver pod on node that serves an HTTP
-// endpoint, and its port (from --http-endpoint).
+// endpoint, and its port (from the filevol container's --http-endpoint).
+// Node-service pods (component node, --mode node or all) come first: a
+// controller pod on the same node does not see the node's mounts.
 func (p podViewer) driverPod(node string) (*corev1.Pod, int, error) {
-	seen := false
-	for i := range p.pods {
-		pod := &p.pods[i]
-		if pod.Spec.NodeName != node || pod.Status.Phase != corev1.PodRunning {
-			continue
-		}
-		seen = true
-		for _, c := range pod.Spec.Containers {
-			if port, ok := httpPort(c.Args); ok {
+	var fallback *corev1.Pod
+	for _, wantNode := range []bool{true, false} {
+		for i := range p.pods {
+			pod := &p.pods[i]
+			if pod.Spec.NodeName != node || pod.Status.Phase != corev1.PodRunning || nodeService(pod) != wantNode {
+				continue
+			}
+			if fallback == nil {
+				fallback = pod
+			}
+			if port, ok := podHTTPPort(pod); ok {
 				return pod, port, nil
 			}
 		}
 	}
-	if seen && p.defaultPort > 0 {
-		for i := range p.pods {
-			if p.pods[i].Spec.NodeName == node && p.pods[i].Status.Phase == corev1.PodRunning {
-				return &p.pods[i], p.defaultPort, nil
+	if fallback != nil && p.defaultPort > 0 {
+		return fallback, p.defaultPort, nil
+	}
+	return nil, 0, fmt.Errorf("no running driver pod on node %s (a driver run on the host? pass --driver-url)", node)
+}
+
+// nodeService reports a pod that serves the CSI node service.
+func nodeService(pod *corev1.Pod) bool {
+	if c := pod.Labels["app.kubernetes.io/component"]; c != "" {
+		return c == "node"
+	}
+	for _, c := range pod.Spec.Containers {
+		for _, a := range c.Args {
+			if a == "--mode=controller" {
+				return false
 			}
 		}
 	}
-	return nil, 0, fmt.Errorf("no running driver pod with --http-endpoint on node %s (a driver run on the host? pass --driver-url)", node)
+	return true
+}
+
+// podHTTPPort is the port of --http-endpoint of the container named
+// filevol, else of the first container that has one.
+func podHTTPPort(pod *corev1.Pod) (int, bool) {
+	for _, c := range pod.Spec.Containers {
+		if c.Name == "filevol" {
+			if port, ok := httpPort(c.Args); ok {
+				return port, true
+			}
+		}
+	}
+	for _, c := range pod.Spec.Containers {
+		if port, ok := httpPort(c.Args); ok {
+			return port, true
+		}
+	}
+	return 0, false
 }
 
 // httpPort finds the port of --http-endpoint in a container's arguments.

@@ -91,3 +91,24 @@ func TestDescribeErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestDriverPodChoice(t *testing.T) {
+	mk := func(name, component string, containers ...corev1.Container) corev1.Pod {
+		p := *pod("kube-system", name, "node-1", "")
+		p.Labels = map[string]string{"app.kubernetes.io/component": component}
+		p.Spec.Containers = containers
+		return p
+	}
+	ctrl := mk("ctl", "controller", corev1.Container{Name: "filevol", Args: []string{"--mode=controller", "--http-endpoint=127.0.0.1:9811"}})
+	nodePod := mk("node", "node",
+		corev1.Container{Name: "registrar", Args: []string{"--http-endpoint=127.0.0.1:9809"}},
+		corev1.Container{Name: "filevol", Args: []string{"--mode=all", "--http-endpoint", "127.0.0.1:9808"}})
+	v := podViewer{pods: []corev1.Pod{ctrl, nodePod}, defaultPort: 9808}
+	got, port, err := v.driverPod("node-1")
+	if err != nil || got.Name != "node" || port != 9808 {
+		t.Errorf("driverPod = %v, %d, %v; want the node pod's filevol port 9808", got, port, err)
+	}
+	if _, _, err := v.driverPod("node-2"); err == nil || !strings.Contains(err.Error(), "--driver-url") {
+		t.Errorf("no pod on node-2: %v", err)
+	}
+}

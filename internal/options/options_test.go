@@ -29,6 +29,7 @@ func TestValidate(t *testing.T) {
 		"kubelet dir":  func(o *Options) { o.KubeletDir = "var/lib/kubelet" },
 		"driver name":  func(o *Options) { o.DriverName = "" },
 		"unix no path": func(o *Options) { o.Endpoint = "unix://" },
+		"monitor":      func(o *Options) { o.MonitorInterval = -1 },
 	}
 	for name, mutate := range bad {
 		o := base()

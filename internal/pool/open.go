@@ -44,6 +44,7 @@ func open(dir string, opts Options) (_ *Pool, err error) {
 		return nil, fmt.Errorf("open pool: %w", err)
 	}
 	p.lockFD = fd
+	p.alone = exclusive
 	if err := ignoringEINTR(func() (err error) {
 		p.vfd, err = unix.Open(p.vdir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		return err

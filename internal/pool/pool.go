@@ -158,6 +158,9 @@ type Pool struct {
 	snaps *snapIndex
 	// sfd is <dir>/snapshots held open, as vfd is for volumes.
 	sfd int
+	// alone: no other process had the pool open when this one opened it,
+	// so what it finds left over (freeze marks) is a dead process's.
+	alone bool
 	// vfd is <dir>/volumes held open so each create costs one fsync(2) of
 	// the directory, not open+fsync+close.
 	vfd int

@@ -22,7 +22,6 @@ import (
 	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 
-	"github.com/filevol/filevol/internal/hostos/fs"
 	"github.com/filevol/filevol/internal/hostos/loop"
 )
 
@@ -200,7 +199,7 @@ func unmountUnder(under func(string) bool, lazy bool) error {
 			// frozen; unmounting a frozen filesystem keeps it frozen in the
 			// kernel and its loop device busy. Thawing an unfrozen one is
 			// a harmless EINVAL.
-			_ = fs.Thaw(m.Mountpoint)
+			thaw(m.Mountpoint)
 			err := unix.Unmount(m.Mountpoint, 0)
 			if lazy && err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
 				err = unix.Unmount(m.Mountpoint, unix.MNT_DETACH)
@@ -248,4 +247,18 @@ func detachUnder(under func(string) bool, wait bool) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// fiThaw is FITHAW, _IOWR('X', 120, int) from linux/fs.h (x/sys/unix lacks
+// it; hostos/fs cannot be imported here: its tests use this package).
+const fiThaw = 0xC0045878
+
+// thaw issues FITHAW on the filesystem mounted at dir, ignoring errors.
+func thaw(dir string) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	_, _ = unix.IoctlGetInt(fd, fiThaw)
 }

@@ -4,9 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"math"
-	"os"
 )
 
 // ErrNoSuperblock: the device does not carry the superblock of the type
@@ -14,16 +12,17 @@ import (
 var ErrNoSuperblock = errors.New("no superblock of that filesystem type")
 
 // Size returns the size in bytes of the fstype filesystem on dev, as its
-// superblock records it: what the filesystem covers, which is less than
-// the device after the device grew and before the filesystem did. It reads
-// a few KiB of the device; nothing is run.
+// superblock on the device records it: what the filesystem covers, which
+// is less than the device after the device grew and before the filesystem
+// did. It reads 4 KiB of the device; nothing is run.
 //
-// The read goes through the block device's page cache. For an unmounted
-// device that is its content; for a mounted ext4 or btrfs it is the
-// superblock the kernel keeps there; a mounted xfs writes its superblock
-// past that cache, so the answer may be older — never larger — than the
-// truth. Callers use it to skip growing when the filesystem already fills
-// the device, where an older answer only costs an unneeded (idempotent) grow.
+// The read is O_DIRECT: the device's page cache may hold a superblock read
+// before a filesystem was mounted and grown (xfs writes its metadata past
+// that cache), or one of the volume the loop device held before. On disk,
+// a mounted filesystem's superblock may lag its last growth for a few
+// seconds — older, never larger than the truth. Callers use Size to skip
+// growing a filesystem that already fills its device, where an older answer
+// only costs an unneeded grow, which is idempotent.
 func Size(dev, fstype string) (int64, error) { return superblockSize(dev, fstype) }
 
 // Superblock locations and fields (ext4: fs/ext4/ext4.h; xfs: xfs_format.h;
@@ -37,26 +36,26 @@ const (
 	xfsMagic          = "XFSB"
 )
 
+// sbRead is what every superblock read fetches: one aligned 4 KiB block,
+// a multiple of any logical block size a loop device has, as O_DIRECT needs.
+const sbRead = 4096
+
 func superblockSize(dev, fstype string) (int64, error) {
-	f, err := os.Open(dev)
-	if err != nil {
-		return 0, fmt.Errorf("filesystem size: %w", err)
-	}
-	defer f.Close()
 	read := func(off int64, n int) ([]byte, error) {
-		b := make([]byte, n)
-		if _, err := f.ReadAt(b, off); err != nil && !(errors.Is(err, io.EOF)) {
-			return nil, fmt.Errorf("filesystem size of %s: read %d bytes at %d: %w", dev, n, off, err)
+		b, err := readDirect(dev, off)
+		if err != nil {
+			return nil, fmt.Errorf("filesystem size of %s: read %d bytes at %d: %w", dev, sbRead, off, err)
 		}
-		return b, nil
+		return b[:n], nil
 	}
 	le := binary.LittleEndian
 	switch fstype {
 	case "ext4":
-		b, err := read(ext4SBOffset, 1024)
+		b, err := read(0, sbRead)
 		if err != nil {
 			return 0, err
 		}
+		b = b[ext4SBOffset:]
 		if le.Uint16(b[0x38:]) != ext4Magic {
 			return 0, fmt.Errorf("%s: %w %s", dev, ErrNoSuperblock, fstype)
 		}
@@ -80,7 +79,7 @@ func superblockSize(dev, fstype string) (int64, error) {
 		be := binary.BigEndian
 		return sat(be.Uint64(b[8:]) * uint64(be.Uint32(b[4:]))), nil
 	case "btrfs":
-		b, err := read(btrfsSBOffset, 4096)
+		b, err := read(btrfsSBOffset, sbRead)
 		if err != nil {
 			return 0, err
 		}

@@ -73,10 +73,11 @@ type Volume struct {
 	// State is one of the State* constants.
 	State       string       `json:"state"`
 	LoopDevices []LoopDevice `json:"loopDevices,omitempty"`
-	// Staging are mounts of the volume's filesystem outside pod
-	// directories (kubelet's globalmount); Targets are those inside
-	// /var/lib/kubelet/pods/<uid>/volumes/ (bind mounts, or the device
-	// node of a block volume).
+	// Staging is the staging mount: the first mount of the volume's
+	// filesystem outside pod directories (kubelet's .../globalmount), or
+	// for a block volume its device bound at <staging>/device. Targets are
+	// the publishes: mounts under kubelet's pods/<uid>/volumes/ or
+	// volumeDevices/publish/<pv>/<uid> (PodUID set), and any other bind.
 	Staging []Mount `json:"staging,omitempty"`
 	Targets []Mount `json:"targets,omitempty"`
 	// Usage is statfs of the staging mount (filesystem volumes only).

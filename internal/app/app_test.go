@@ -1,0 +1,78 @@
+package app
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/filevol/filevol/internal/csi"
+	"github.com/filevol/filevol/internal/hostos/fs"
+	"github.com/filevol/filevol/internal/hostos/loop"
+	"github.com/filevol/filevol/internal/hostos/mount"
+	"github.com/filevol/filevol/internal/metrics"
+	"github.com/filevol/filevol/internal/nodeview"
+	"github.com/filevol/filevol/internal/nodeview/api"
+	"github.com/filevol/filevol/internal/pool"
+)
+
+// idleHost shows no loop device and no mount.
+type idleHost struct{ csi.Host }
+
+func (idleHost) FindLoop(string) ([]loop.Device, error) { return nil, nil }
+func (idleHost) ListLoops() ([]loop.Device, error)      { return nil, nil }
+func (idleHost) Mounts() (mount.Table, error)           { return nil, nil }
+func (idleHost) StatFS(string) (fs.Stats, error)        { return fs.Stats{}, errors.New("not mounted") }
+
+// The HTTP endpoint serves health, metrics and the node view, whose health
+// is the driver's own NodeGetVolumeHealth.
+func TestHTTPEndpoint(t *testing.T) {
+	p, err := pool.Open(filepath.Join(t.TempDir(), "pool"), pool.Options{NodeID: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	v, err := p.Create(t.Context(), pool.CreateRequest{Name: "a", CapacityBytes: 8 << 20, FSType: "ext4"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(p.ImagePath(v.ID)); err != nil {
+		t.Fatal(err)
+	}
+	d := csi.New(csi.Config{DriverName: "filevol.csi.io", NodeID: "n1", Controller: true, Node: true}, p, idleHost{})
+	view := &nodeview.Builder{Node: "n1", Driver: "filevol.csi.io", Pool: p, Kernel: idleHost{}, Health: volumeHealth(d)}
+	srv := httptest.NewServer(httpMux(func() error { return nil }, metrics.New(metrics.Config{View: view}), view))
+	defer srv.Close()
+
+	get := func(path string) string {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %s %s", path, resp.Status, b)
+		}
+		return string(b)
+	}
+	if got := get("/healthz"); got != "ok\n" {
+		t.Errorf("/healthz = %q", got)
+	}
+	if m := get("/metrics"); !strings.Contains(m, `filevol_volumes{state="idle"} 1`) || !strings.Contains(m, "go_goroutines") {
+		t.Errorf("/metrics lacks the volume gauge or the runtime metrics:\n%s", m)
+	}
+	var r api.Report
+	if err := json.Unmarshal([]byte(get(api.Path)), &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Volumes) != 1 || len(r.Volumes[0].Health) != 1 || r.Volumes[0].Health[0].Reason != csi.ReasonImageMissing ||
+		r.Volumes[0].Health[0].Status != "DATA_LOSS" {
+		t.Errorf("/debug/volumes = %+v, want one volume with ImageMissing (DATA_LOSS)", r.Volumes)
+	}
+}
