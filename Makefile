@@ -9,7 +9,7 @@ BIN := bin/filevol
 RUN_DIR := $(CURDIR)/_output/run
 TEST_TIMEOUT ?= 12m
 
-.PHONY: help build run test unit sanity vet deps bench fuzz faults stress fulldisk clean e2e-doctor
+.PHONY: chart-test deploy images chart-e2e help build run test unit sanity vet deps bench fuzz faults stress fulldisk clean e2e-doctor
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -33,7 +33,7 @@ run: build ## run the driver on an embedded pool in _output/run (Ctrl-C stops it
 deps: ## install the host programs the driver and tests need (root, Debian)
 	./hack/install-deps.sh
 
-test: deps vet ## everything: vet, unit tests and csi-sanity on real loop devices (-race)
+test: deps vet chart-test ## everything: vet, unit tests, chart tests, csi-sanity, lifecycle, fault, stress tests on real loop devices (-race)
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 unit: ## unit tests only (no root needed for most)
@@ -64,6 +64,19 @@ fulldisk: ## a pool that runs out of space
 
 fuzz: ## run every fuzz target for FUZZTIME (default 30s) each; report in _output/fuzz
 	./hack/fuzz.sh
+
+##@ chart and images
+chart-test: ## chart tests with the Helm SDK (values matrix, RBAC, schema, deploy/ drift); no cluster
+	cd hack/tools && $(GO) test -count=1 ./...
+
+deploy: ## regenerate deploy/ from charts/filevol
+	./hack/render-deploy.sh
+
+images: ## OCI image tarballs in _output/images (root; make e2e-tools first for the sidecars)
+	./hack/images.sh
+
+chart-e2e: ## helm install/upgrade/uninstall on the e2e cluster (make cluster-up first)
+	cd hack/tools && $(GO) test -tags e2e -count=1 -v -timeout 30m ./e2e/
 
 clean: ## remove build output (not the pool of `make run`)
 	rm -rf bin

@@ -84,11 +84,17 @@ securityContext:
 {{- fail "apiServer.host is a loopback address: set controller.hostNetwork=true (or controller.enabled=false)" }}
 {{- end }}
 {{- end }}
-{{- if and .Values.node.hostNetwork .Values.controller.enabled .Values.controller.hostNetwork (eq (int .Values.node.healthPort) (int .Values.controller.healthPort)) }}
-{{- fail "node.healthPort and controller.healthPort must differ when both pods use the host's network" }}
-{{- end }}
-{{- if and (eq .Values.registrar "sidecar") (eq (int .Values.node.healthPort) (int .Values.node.registrarHealthPort)) }}
-{{- fail "node.healthPort and node.registrarHealthPort must differ" }}
+{{- /* Ports in use: distinct within a pod, and across pods sharing the host's network. */}}
+{{- $np := list (int .Values.node.ports.http) }}
+{{- if eq .Values.registrar "sidecar" }}{{ $np = append $np (int .Values.node.ports.registrar) }}{{ end }}
+{{- if eq .Values.livenessProbe "sidecar" }}{{ $np = append $np (int .Values.node.ports.livenessProbe) }}{{ end }}
+{{- $cp := list (int .Values.controller.ports.http) }}
+{{- if eq .Values.livenessProbe "sidecar" }}{{ $cp = append $cp (int .Values.controller.ports.livenessProbe) }}{{ end }}
+{{- if ne (len $np) (len (uniq $np)) }}{{ fail (printf "node.ports: the ports in use must differ (%v)" $np) }}{{ end }}
+{{- if ne (len $cp) (len (uniq $cp)) }}{{ fail (printf "controller.ports: the ports in use must differ (%v)" $cp) }}{{ end }}
+{{- if and .Values.controller.enabled .Values.node.hostNetwork .Values.controller.hostNetwork }}
+{{- $all := concat $np $cp }}
+{{- if ne (len $all) (len (uniq $all)) }}{{ fail "node.ports and controller.ports must differ when both pods use the host's network" }}{{ end }}
 {{- end }}
 {{- $names := dict }}
 {{- range .Values.storageClasses }}

@@ -3,6 +3,8 @@ package chartrender
 import (
 	"slices"
 	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
 )
 
 func TestControllerDeployment(t *testing.T) {
@@ -27,7 +29,12 @@ func TestControllerDeployment(t *testing.T) {
 	fv := container(t, spec, "filevol")
 	wantArg(t, fv, "--mode", "controller")
 	wantArg(t, fv, "--endpoint", "unix:///csi/csi.sock")
+	wantArg(t, fv, "--pool-dir", "/pool")
+	wantArg(t, fv, "--http-endpoint", "0.0.0.0:9811")
 	noArg(t, fv, "--registration-dir")
+	if v := volume(spec, "pool"); v == nil || v.EmptyDir == nil {
+		t.Errorf("pool volume %+v, want an emptyDir", v)
+	}
 
 	// Nothing of the host: no hostPath, no privilege, not root.
 	if hp := hostPaths(spec); len(hp) != 0 {
@@ -60,6 +67,15 @@ func TestControllerDisabled(t *testing.T) {
 			t.Errorf("%s %s rendered with controller.enabled=false", o.Kind, o.Name)
 		}
 	}
+	for _, o := range r.Objects {
+		if b, ok := o.Typed.(*rbacv1.ClusterRoleBinding); ok {
+			for _, s := range b.Subjects {
+				if s.Name == ctrlName {
+					t.Errorf("%s still binds %s", b.Name, s.Name)
+				}
+			}
+		}
+	}
 	daemonSet(t, r)
 }
 
@@ -78,5 +94,26 @@ func TestSnapshotsDisabled(t *testing.T) {
 		if slices.Contains(rule.APIGroups, "snapshot.storage.k8s.io") {
 			t.Errorf("provisioner may still %v %v", rule.Verbs, rule.Resources)
 		}
+	}
+}
+
+// TestControllerSharedPool: with pool.shared the controller's filevol works
+// on the node's pool (ControllerExpandVolume grows images there).
+func TestControllerSharedPool(t *testing.T) {
+	r := render(t, "pool: {shared: true, hostPath: /srv/pool}\n")
+	spec := &deployment(t, r).Spec.Template.Spec
+	fv := container(t, spec, "filevol")
+	wantArg(t, fv, "--pool-dir", "/srv/pool")
+	if m := mount(fv, "pool"); m == nil || m.MountPath != "/srv/pool" || propagation(m) != "" {
+		t.Errorf("pool mount %+v", m)
+	}
+	if hp := hostPaths(spec); len(hp) != 1 || hp["pool"] != "/srv/pool DirectoryOrCreate" {
+		t.Errorf("host paths %v, want only the pool", hp)
+	}
+	for _, c := range spec.Containers {
+		unprivileged(t, &c)
+	}
+	if sc := spec.SecurityContext; sc.RunAsUser == nil || *sc.RunAsUser != 0 {
+		t.Errorf("pod security context %+v: the pool is root's", sc)
 	}
 }

@@ -67,6 +67,14 @@ func containerNames(spec *corev1.PodSpec) []string {
 	return n
 }
 
+func containerImages(spec *corev1.PodSpec) []string {
+	var n []string
+	for _, c := range spec.Containers {
+		n = append(n, c.Image)
+	}
+	return n
+}
+
 func container(t *testing.T, spec *corev1.PodSpec, name string) *corev1.Container {
 	t.Helper()
 	for i := range spec.Containers {

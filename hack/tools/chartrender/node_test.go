@@ -83,7 +83,7 @@ func TestNodeDaemonSetDefaults(t *testing.T) {
 	wantArg(t, fv, "--kubelet-dir", "/var/lib/kubelet")
 	wantArg(t, fv, "--driver-name", "filevol.csi.io")
 	noArg(t, fv, "--registration-dir")
-	noArg(t, fv, "--http-endpoint")
+	wantArg(t, fv, "--http-endpoint", "0.0.0.0:9808") // /metrics and /debug/volumes in every mode
 	if fieldRefEnv(fv, "NODE_NAME") != "spec.nodeName" {
 		t.Error("filevol: NODE_NAME is not spec.nodeName")
 	}
@@ -139,11 +139,12 @@ func TestNodeDaemonSetDefaults(t *testing.T) {
 		t.Errorf("socket-dir %s does not hold %s", got, socket)
 	}
 	lp := container(t, spec, "liveness-probe")
-	wantArg(t, lp, "--http-endpoint", "0.0.0.0:9808")
-	if fv.LivenessProbe == nil || fv.LivenessProbe.HTTPGet.Path != "/healthz" || fv.LivenessProbe.HTTPGet.Port.String() != "healthz" {
+	wantArg(t, lp, "--http-endpoint", "0.0.0.0:9810")
+	// kubelet probes the filevol container through the sidecar's port.
+	if fv.LivenessProbe == nil || fv.LivenessProbe.HTTPGet.Path != "/healthz" || fv.LivenessProbe.HTTPGet.Port.IntValue() != 9810 {
 		t.Errorf("filevol liveness probe %+v", fv.LivenessProbe)
 	}
-	if fv.Ports[0].Name != "healthz" || fv.Ports[0].ContainerPort != 9808 {
+	if fv.Ports[0].Name != "http" || fv.Ports[0].ContainerPort != 9808 {
 		t.Errorf("filevol ports %+v", fv.Ports)
 	}
 	if ds.Spec.Template.Spec.PriorityClassName != "system-node-critical" {
@@ -178,21 +179,25 @@ func TestRegistrarAndProbeModes(t *testing.T) {
 				}
 				ctrl := &deployment(t, r).Spec.Template.Spec
 				cfv := container(t, ctrl, "filevol")
+				// filevol always serves its endpoint; kubelet probes filevol's
+				// /healthz or the sidecar's, on the filevol container.
+				wantArg(t, fv, "--http-endpoint", "0.0.0.0:9808")
+				wantArg(t, cfv, "--http-endpoint", "0.0.0.0:9811")
+				nodeProbe, ctrlProbe := 9808, 9811
 				if probe == "builtin" {
-					wantArg(t, fv, "--http-endpoint", "0.0.0.0:9808")
-					wantArg(t, cfv, "--http-endpoint", "0.0.0.0:9810")
 					if hasContainer(spec, "liveness-probe") || hasContainer(ctrl, "liveness-probe") {
 						t.Error("livenessprobe sidecar present with livenessProbe=builtin")
 					}
 				} else {
-					noArg(t, fv, "--http-endpoint")
-					noArg(t, cfv, "--http-endpoint")
-					wantArg(t, container(t, spec, "liveness-probe"), "--http-endpoint", "0.0.0.0:9808")
-					wantArg(t, container(t, ctrl, "liveness-probe"), "--http-endpoint", "0.0.0.0:9810")
+					nodeProbe, ctrlProbe = 9810, 9812
+					wantArg(t, container(t, spec, "liveness-probe"), "--http-endpoint", "0.0.0.0:9810")
+					wantArg(t, container(t, ctrl, "liveness-probe"), "--http-endpoint", "0.0.0.0:9812")
 				}
-				// kubelet always probes the filevol container on its healthz port.
-				if fv.LivenessProbe.HTTPGet.Port.String() != "healthz" || fv.Ports[0].ContainerPort != 9808 {
-					t.Errorf("node probe %+v ports %+v", fv.LivenessProbe.HTTPGet, fv.Ports)
+				if got := fv.LivenessProbe.HTTPGet.Port.IntValue(); got != nodeProbe {
+					t.Errorf("node pod probed on %d, want %d", got, nodeProbe)
+				}
+				if got := cfv.LivenessProbe.HTTPGet.Port.IntValue(); got != ctrlProbe {
+					t.Errorf("controller pod probed on %d, want %d", got, ctrlProbe)
 				}
 			})
 		}
@@ -272,7 +277,7 @@ controller: {hostNetwork: true}
 		for _, c := range spec.Containers {
 			host, ok := envValue(&c, "KUBERNETES_SERVICE_HOST")
 			port, _ := envValue(&c, "KUBERNETES_SERVICE_PORT")
-			talksToAPI := strings.HasPrefix(c.Name, "csi-")
+			talksToAPI := c.Name != "node-driver-registrar" && c.Name != "liveness-probe"
 			if talksToAPI != ok || (ok && (host != "127.0.0.1" || port != "6443")) {
 				t.Errorf("%s: API server env %q:%q (set %v), want set only on API clients", c.Name, host, port, ok)
 			}
@@ -285,10 +290,11 @@ controller: {hostNetwork: true}
 		}
 	}
 	for values, want := range map[string]string{
-		"apiServer: {host: 127.0.0.1}\n":                                                                   "node.hostNetwork=true",
-		"apiServer: {host: 127.0.0.1}\nnode: {hostNetwork: true}\n":                                        "controller.hostNetwork=true",
-		"node: {hostNetwork: true, healthPort: 9900}\ncontroller: {hostNetwork: true, healthPort: 9900}\n": "must differ",
-		"node: {healthPort: 9809}\n":                                                                       "must differ",
+		"apiServer: {host: 127.0.0.1}\n":                                                    "node.hostNetwork=true",
+		"apiServer: {host: 127.0.0.1}\nnode: {hostNetwork: true}\n":                         "controller.hostNetwork=true",
+		"node: {hostNetwork: true}\ncontroller: {hostNetwork: true, ports: {http: 9808}}\n": "must differ",
+		"node: {ports: {livenessProbe: 9809}}\n":                                            "must differ",
+		"controller: {ports: {http: 9900, livenessProbe: 9900}}\n":                          "must differ",
 	} {
 		if err := renderErr(t, values); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("values %q: error %v, want one containing %q", values, err, want)

@@ -58,6 +58,10 @@ var wantRules = map[string][]string{
 	"Role/fv-filevol-resizer": {
 		"coordination.k8s.io leases: get,create,update",
 	},
+	"ClusterRole/fv-filevol-driver": {
+		" events: create,patch",
+		" persistentvolumes,nodes: get",
+	},
 }
 
 func TestRBACRules(t *testing.T) {
@@ -148,6 +152,10 @@ func TestRBACBindings(t *testing.T) {
 		if !slices.Equal(bound[role], []string{sa}) {
 			t.Errorf("%s bound to %v, want [%s]", role, bound[role], sa)
 		}
+	}
+	// filevol runs in both pods and reports Events from both.
+	if got := bound["ClusterRole/fv-filevol-driver"]; !slices.Equal(got, []string{nodeName, ctrlName}) {
+		t.Errorf("driver role bound to %v", got)
 	}
 	if got := daemonSet(t, r).Spec.Template.Spec.ServiceAccountName; got != nodeName {
 		t.Errorf("DaemonSet runs as %s", got)

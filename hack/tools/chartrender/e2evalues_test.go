@@ -1,0 +1,42 @@
+package chartrender
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// TestE2EValues: hack/tools/e2e/values-e2e.yaml installs on the project's
+// cluster, so every image it needs must be one hack/images.sh builds (the
+// cluster has no registry), and every pod must share the host's network.
+func TestE2EValues(t *testing.T) {
+	chart, err := ChartDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(chart, "..", "..", "hack", "tools", "e2e", "values-e2e.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := render(t, string(b))
+	built := []string{ // hack/images.sh
+		"ghcr.io/filevol/filevol:v0.1.0",
+		"registry.k8s.io/sig-storage/csi-provisioner:v6.3.0",
+		"registry.k8s.io/sig-storage/csi-resizer:v2.3.0",
+		"registry.k8s.io/sig-storage/csi-snapshotter:v8.7.0",
+	}
+	for _, spec := range [][]string{containerImages(&daemonSet(t, r).Spec.Template.Spec), containerImages(&deployment(t, r).Spec.Template.Spec)} {
+		for _, img := range spec {
+			if !slices.Contains(built, img) {
+				t.Errorf("image %s is not built by hack/images.sh", img)
+			}
+		}
+	}
+	if !daemonSet(t, r).Spec.Template.Spec.HostNetwork || !deployment(t, r).Spec.Template.Spec.HostNetwork {
+		t.Error("e2e pods do not share the host's network")
+	}
+	if n := r.Kinds()["StorageClass"]; n != 3 {
+		t.Errorf("%d StorageClasses, want ext4, xfs and btrfs", n)
+	}
+}

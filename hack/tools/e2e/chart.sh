@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# hack/tools/e2e/chart.sh COMMAND: filevol installed from charts/filevol on the
+# project's e2e cluster (run `make cluster-up` first). Needs root.
+#
+#   images      hack/images.sh, then import every tarball into the cluster's containerd
+#   install     images, then `helm upgrade --install filevol charts/filevol -n filevol
+#               -f values-e2e.yaml --wait` and a check that kubelet registered the driver
+#               (FILEVOL_E2E_SKIP_IMAGES=1: the images are already imported)
+#   uninstall   `helm uninstall --wait`, then fail if anything of the release is left
+#               (pods, RBAC, CSIDriver, StorageClasses, CSIStorageCapacities)
+#   helm ARGS   the project's helm (built from hack/tools at the pinned SDK version)
+#   kubectl ARGS
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../../.." && pwd)
+# shellcheck source=/dev/null
+source "$ROOT/test/e2e/cluster/lib.sh"   # BIN_DIR, CONTAINERD_SOCK, ADMIN_KUBECONFIG, log, die
+export KUBECONFIG=${KUBECONFIG:-$ADMIN_KUBECONFIG}
+RELEASE=filevol NS=filevol DRIVER=filevol.csi.io
+HELM=$ROOT/_output/tools/helm
+K=("$BIN_DIR/kubectl")
+
+build_helm() {
+  local v; v=$(cd "$ROOT/hack/tools" && go list -m -f '{{.Version}}' helm.sh/helm/v3)
+  # The k8s version ldflags are what helm's own Makefile sets (client-go v0.37).
+  (cd "$ROOT/hack/tools" && CGO_ENABLED=0 go build -o "$HELM" -ldflags "-s -w \
+    -X helm.sh/helm/v3/internal/version.version=$v \
+    -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37" \
+    helm.sh/helm/v3/cmd/helm)
+}
+
+images() {
+  "$ROOT/hack/images.sh" "$ROOT/_output/images"
+  local tar names
+  while read -r tar names; do
+    ctr --address "$CONTAINERD_SOCK" -n k8s.io images import "$ROOT/_output/images/$tar" >/dev/null
+    log "imported $names"
+  done < "$ROOT/_output/images/images.txt"
+}
+
+install() {
+  [ "${FILEVOL_E2E_SKIP_IMAGES:-}" = 1 ] || images
+  build_helm
+  "$HELM" upgrade --install "$RELEASE" "$ROOT/charts/filevol" --namespace "$NS" --create-namespace \
+    -f "$HERE/values-e2e.yaml" --wait --timeout 5m "$@"
+  local i
+  for i in $(seq 60); do
+    "${K[@]}" get csinode -o jsonpath='{.items[*].spec.drivers[*].name}' | grep -qw "$DRIVER" && break
+    sleep 1
+  done
+  "${K[@]}" get csinode -o jsonpath='{.items[*].spec.drivers[*].name}' | grep -qw "$DRIVER" || die "kubelet did not register $DRIVER"
+  log "installed: $("${K[@]}" -n "$NS" get pods -l app.kubernetes.io/instance=$RELEASE --no-headers | wc -l) pods, driver registered"
+}
+
+uninstall() {
+  [ -x "$HELM" ] || build_helm
+  "$HELM" uninstall "$RELEASE" --namespace "$NS" --wait --timeout 5m
+  local sel=app.kubernetes.io/instance=$RELEASE left i
+  for i in $(seq 60); do   # CSIStorageCapacities go with their owner, the DaemonSet: garbage collection
+    left=$( { "${K[@]}" -n "$NS" get pods,serviceaccounts,roles,rolebindings,daemonsets,deployments -l "$sel" -o name
+              "${K[@]}" -n "$NS" get csistoragecapacities -o name
+              "${K[@]}" get clusterroles,clusterrolebindings,storageclasses,csidrivers -l "$sel" -o name
+              "${K[@]}" get csidriver "$DRIVER" -o name --ignore-not-found; } 2>/dev/null | sort -u)
+    [ -z "$left" ] && break
+    sleep 1
+  done
+  [ -z "$left" ] || die "left after helm uninstall:"$'\n'"$left"
+  log "uninstalled: no pod, RBAC object, CSIDriver, StorageClass or capacity left"
+}
+
+cmd=${1:-}; shift || true
+case $cmd in
+  images) images ;;
+  install) install "$@" ;;
+  uninstall) uninstall ;;
+  helm) [ -x "$HELM" ] || build_helm; exec "$HELM" "$@" ;;
+  kubectl) exec "${K[@]}" "$@" ;;
+  *) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+esac
