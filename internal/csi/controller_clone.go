@@ -44,6 +44,9 @@ func (s *ControllerService) createFromSource(ctx context.Context, req *csipb.Cre
 	if err != nil {
 		return nil, err
 	}
+	if !p.block {
+		size = growTarget(p.fsType, srcSize, size, req.GetCapacityRange().GetLimitBytes())
+	}
 	vol, err := s.pool.GetByName(name)
 	switch {
 	case err == nil:

@@ -3,6 +3,7 @@ package csi
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -41,8 +42,8 @@ func (s *ControllerService) withFrozen(id string, fn func() error) error {
 	if err != nil {
 		return err
 	}
-	_, ours := marks[id] // a dead predecessor's freeze not thawed yet
-	if err := s.pool.MarkFrozen(id, mp); err != nil {
+	ours := slices.Contains(marks, id) // a dead predecessor's freeze not thawed yet
+	if err := s.pool.MarkFrozen(id); err != nil {
 		return err
 	}
 	if err := s.host.Freeze(mp); err != nil {
@@ -88,16 +89,16 @@ func (s *ControllerService) ThawLeftovers() {
 		klog.ErrorS(err, "read freeze marks; filesystems a killed driver froze may still be frozen")
 		return
 	}
-	for id, mp := range marks {
-		// The filesystem may be mounted elsewhere by now; any mount of its
-		// root thaws it. None: nothing to thaw here (a reboot thawed it).
+	for _, id := range marks {
+		// Any mount of the filesystem's root thaws it. None: nothing to
+		// thaw here (a reboot thawed it).
 		cur, err := s.freezePoint(id)
 		if err != nil {
-			klog.ErrorS(err, "look up a filesystem left frozen", "volumeID", id, "mountPoint", mp)
+			klog.ErrorS(err, "look up a filesystem left frozen", "volumeID", id)
 			continue
 		}
 		if cur == "" {
-			klog.InfoS("freeze mark of a filesystem no longer mounted; dropped", "volumeID", id, "mountPoint", mp)
+			klog.InfoS("freeze mark of a filesystem no longer mounted; dropped", "volumeID", id)
 			_ = s.pool.UnmarkFrozen(id)
 			continue
 		}

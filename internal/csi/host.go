@@ -36,7 +36,7 @@ type Host interface {
 	SetLoopCapacity(dev string) (int64, error)
 	FSSize(dev, fstype string) (int64, error)
 	GrowFS(ctx context.Context, dev, mountPoint, fstype string) error
-	GrowFSOffline(ctx context.Context, dev, fstype string) error
+	GrowFSOffline(ctx context.Context, dev, fstype string, repair bool) error
 	Freeze(mountPoint string) error
 	Thaw(mountPoint string) error
 }
@@ -73,8 +73,8 @@ func (OSHost) FSSize(dev, fstype string) (int64, error)  { return fs.Size(dev, f
 func (h OSHost) GrowFS(ctx context.Context, dev, mp, fstype string) error {
 	return h.Tools.Grow(ctx, dev, mp, fstype)
 }
-func (h OSHost) GrowFSOffline(ctx context.Context, dev, fstype string) error {
-	return h.Tools.GrowOffline(ctx, dev, fstype)
+func (h OSHost) GrowFSOffline(ctx context.Context, dev, fstype string, repair bool) error {
+	return h.Tools.GrowOffline(ctx, dev, fstype, repair)
 }
 func (OSHost) Freeze(mountPoint string) error { return fs.Freeze(mountPoint) }
 func (OSHost) Thaw(mountPoint string) error   { return fs.Thaw(mountPoint) }

@@ -2,11 +2,13 @@ package csi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
 	"k8s.io/klog/v2"
 
+	"github.com/filevol/filevol/internal/hostos/fs"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/pool"
 )
@@ -46,7 +48,15 @@ func (s *NodeService) fsBehind(dev loop.Device, fsType string) (bool, int64, err
 	if err != nil {
 		return false, 0, err
 	}
-	return dev.SizeBytes-fsSize >= growSlack, fsSize, nil
+	behind := dev.SizeBytes-fsSize >= growSlack
+	if behind && dev.SizeBytes < fs.MinGrowSize[fsType] {
+		// The controller rounds growth up to this; a device below it
+		// (limit_bytes forbade the rounding) keeps its filesystem as is.
+		klog.InfoS("filesystem cannot grow to less than its minimum; left at its size", "device", dev.Path,
+			"fsType", fsType, "fsBytes", fsSize, "deviceBytes", dev.SizeBytes, "minimumBytes", fs.MinGrowSize[fsType])
+		return false, fsSize, nil
+	}
+	return behind, fsSize, nil
 }
 
 // growBeforeMount grows an ext4 filesystem that is smaller than its device
@@ -55,16 +65,50 @@ func (s *NodeService) fsBehind(dev loop.Device, fsType string) (bool, int64, err
 // mounted: offline resize2fs, after the e2fsck -f it demands, needs no
 // capability, and an unmounted filesystem is where e2fsck can check it.
 // Other types grow after the mount (growAfterMount).
+//
+// resize2fs is not atomic, so the growth is marked in the pool while it
+// runs (pool.BeginGrow): a stage that finds the mark repairs what the
+// interrupted resize left (e2fsck -y) and grows again.
 func (s *NodeService) growBeforeMount(ctx context.Context, vol pool.Volume, dev loop.Device, fsType string) error {
 	if fsType != "ext4" {
 		return nil
 	}
+	interrupted := s.pool.GrowInterrupted(vol.ID)
 	behind, fsSize, err := s.fsBehind(dev, fsType)
-	if err != nil || !behind {
+	if err != nil && !interrupted {
 		return err
 	}
-	if err := s.host.GrowFSOffline(ctx, dev.Path, fsType); err != nil {
+	if !behind && !interrupted {
+		return nil
+	}
+	// Mounted elsewhere already (the same filesystem): offline is not an
+	// option; the mount below joins the existing one.
+	if table, err := s.host.Mounts(); err != nil {
+		return err
+	} else if ms := mountsOf(table, dev); len(ms) > 0 {
+		klog.InfoS("filesystem already mounted elsewhere; not grown offline", "volumeID", vol.ID, "device", dev.Path, "mountPoint", ms[0].MountPoint)
+		return nil
+	}
+	if interrupted {
+		klog.InfoS("an offline growth of this filesystem was interrupted; repairing it (e2fsck -y) and growing again", "volumeID", vol.ID, "device", dev.Path)
+	}
+	if err := s.pool.BeginGrow(vol.ID); err != nil {
+		return fmt.Errorf("mark volume %s as growing: %w", vol.ID, err)
+	}
+	if err := s.host.GrowFSOffline(ctx, dev.Path, fsType, interrupted); err != nil {
+		if errors.Is(err, fs.ErrInUse) {
+			// Still held (mounted elsewhere, a superblock not yet
+			// released): untouched, so mountable; it grows another time.
+			klog.InfoS("device in use; filesystem not grown at this stage", "volumeID", vol.ID, "device", dev.Path, "err", err)
+			if !interrupted {
+				return s.pool.EndGrow(vol.ID)
+			}
+			return nil
+		}
 		return fmt.Errorf("grow the ext4 filesystem of volume %s from %d to %d bytes before mounting it: %w", vol.ID, fsSize, dev.SizeBytes, err)
+	}
+	if err := s.pool.EndGrow(vol.ID); err != nil {
+		return err
 	}
 	klog.InfoS("filesystem grown at stage (offline)", "volumeID", vol.ID, "device", dev.Path, "fsType", fsType, "fromBytes", fsSize, "toBytes", dev.SizeBytes)
 	return nil
@@ -85,4 +129,14 @@ func (s *NodeService) growAfterMount(ctx context.Context, vol pool.Volume, dev l
 	}
 	klog.InfoS("filesystem grown at stage", "volumeID", vol.ID, "device", dev.Path, "fsType", fsType, "fromBytes", fsSize, "toBytes", dev.SizeBytes)
 	return nil
+}
+
+// growTarget rounds a growth from cur to size bytes up to what the
+// filesystem can grow to (fs.MinGrowSize), when limit allows: the CO gets
+// a filesystem that really has the size it asked for.
+func growTarget(fsType string, cur, size, limit int64) int64 {
+	if m := fs.MinGrowSize[fsType]; size > cur && size < m && (limit == 0 || m <= limit) {
+		return m
+	}
+	return size
 }

@@ -32,6 +32,7 @@ func (p *Pool) delete(ctx context.Context, id string) error {
 	// A format marker must never outlive its volume: a later volume of the
 	// same name (same ID) would have its data taken for a half-made mkfs.
 	_ = unix.Unlink(p.formatMarkerPath(id))
+	_ = unix.Unlink(p.growMarkerPath(id))
 	if err := unix.Unlink(rec); err != nil && err != unix.ENOENT {
 		// Still a volume: put its image back so it stays usable.
 		if moved {

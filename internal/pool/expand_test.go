@@ -167,3 +167,35 @@ func TestOpenRepairsSnapshots(t *testing.T) {
 		})
 	}
 }
+
+// TestFrozenMarks: marks are returned only to a pool opened alone (another
+// process's marks are freezes in flight, not leftovers).
+func TestFrozenMarks(t *testing.T) {
+	dir := testutil.Scratch(t, "pool")
+	p := openPool(t, dir, Options{})
+	id := VolumeID("pvc")
+	if m, err := p.FrozenMarks(); err != nil || len(m) != 0 {
+		t.Fatalf("FrozenMarks of a new pool = %v, %v", m, err)
+	}
+	if err := p.MarkFrozen(id); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := p.FrozenMarks(); len(m) != 1 || m[0] != id {
+		t.Errorf("FrozenMarks = %v", m)
+	}
+	if m, _ := openPool(t, dir, Options{}).FrozenMarks(); len(m) != 0 {
+		t.Errorf("a second process sees the first one's marks as leftovers: %v", m)
+	}
+	if err := p.UnmarkFrozen(id); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.UnmarkFrozen(id); err != nil {
+		t.Errorf("second UnmarkFrozen: %v", err)
+	}
+	if m, _ := p.FrozenMarks(); len(m) != 0 {
+		t.Errorf("FrozenMarks after UnmarkFrozen = %v", m)
+	}
+	if err := p.MarkFrozen("../x"); !errors.Is(err, ErrInvalidID) {
+		t.Errorf("MarkFrozen of a bad ID = %v", err)
+	}
+}

@@ -34,7 +34,7 @@ func open(dir string, opts Options) (_ *Pool, err error) {
 			_ = p.close()
 		}
 	}()
-	for _, d := range []string{dir, p.vdir, p.sdir, p.qdir} {
+	for _, d := range []string{dir, p.vdir, p.sdir, p.qdir, p.frozenDir()} {
 		if err := ensureDir(d); err != nil {
 			return nil, fmt.Errorf("open pool: %w", err)
 		}

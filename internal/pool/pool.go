@@ -9,6 +9,8 @@
 //	<dir>/volumes/.tmp-*          files of an operation in progress
 //	<dir>/snapshots/<sid>.img     a snapshot: an independent copy of an image
 //	<dir>/snapshots/<sid>.json    its record (same commit rules as volumes)
+//	<dir>/volumes/<id>.growing    an offline filesystem growth in progress (grow_marker.go)
+//	<dir>/frozen/<id>             a filesystem frozen for a clone, not yet thawed (frozen.go)
 //	<dir>/quarantine/             images found without a record (never deleted)
 //	<dir>/.lock                   flock held by every open Pool (see below)
 //

@@ -51,6 +51,8 @@ func scanDir(dir string, valid func(string) error) (dirState, error) {
 			continue
 		} else if id, ok := strings.CutSuffix(name, formatSuffix); ok && valid(id) == nil {
 			continue // an interrupted first mkfs; NodeStage redoes it
+		} else if id, ok := strings.CutSuffix(name, growSuffix); ok && valid(id) == nil {
+			continue // an interrupted offline growth; NodeStage repairs it
 		}
 		klog.InfoS("Unknown file in the pool; leaving it", "path", dir+"/"+name)
 	}

@@ -291,7 +291,7 @@ func (o *ops) expand(v *volume) error {
 // controllerExpand is ControllerExpandVolume to want bytes, retried; on
 // success v.size is want. It returns node_expansion_required.
 func (o *ops) controllerExpand(v *volume, want int64) (bool, error) {
-	nodeNeeded := false
+	nodeNeeded, got := false, want
 	err := o.st.call("ControllerExpandVolume", v.String(), func(ctx context.Context) error {
 		resp, err := o.p.ctrl.ControllerExpandVolume(ctx, &csipb.ControllerExpandVolumeRequest{
 			VolumeId: v.id, CapacityRange: &csipb.CapacityRange{RequiredBytes: want}, VolumeCapability: v.capability(),
@@ -302,11 +302,13 @@ func (o *ops) controllerExpand(v *volume, want int64) (bool, error) {
 		if resp.GetCapacityBytes() < want {
 			return fmt.Errorf("expanded to %d bytes, asked for %d", resp.GetCapacityBytes(), want)
 		}
-		nodeNeeded = resp.GetNodeExpansionRequired()
+		nodeNeeded, got = resp.GetNodeExpansionRequired(), resp.GetCapacityBytes()
 		return nil
 	})
 	if err == nil {
-		v.size = want
+		// The answer is the size (spec: capacity after expansion): it may
+		// be more than asked (btrfs cannot grow to less than 256 MiB).
+		v.size = got
 	}
 	return nodeNeeded, err
 }

@@ -236,3 +236,59 @@ func TestExpandBlock(t *testing.T) {
 	f.Close()
 	down(t, d, v)
 }
+
+// TestExpandBtrfsSmall: btrfs cannot grow to less than 256 MiB, so a
+// 128 MiB btrfs asked for 200 MiB gets 256 MiB (more than asked, as the
+// spec allows), and its filesystem really grows.
+func TestExpandBtrfsSmall(t *testing.T) {
+	needTools(t, "mkfs.btrfs")
+	ctx := context.Background()
+	d := startOn(t, poolExt4, 2<<30)
+	v := create(t, d, "btrfs-small", 128<<20, driver.MountCap("btrfs"), nil, nil)
+	up(t, d, v)
+	resp, err := d.Controller.ControllerExpandVolume(ctx, &csipb.ControllerExpandVolumeRequest{
+		VolumeId: v.id, CapacityRange: &csipb.CapacityRange{RequiredBytes: 200 << 20}})
+	if err != nil || resp.GetCapacityBytes() != 256<<20 {
+		t.Fatalf("expand a 128 MiB btrfs to 200 MiB = %v, %v; want 256 MiB", resp, err)
+	}
+	if _, err := d.Node.NodeExpandVolume(ctx, &csipb.NodeExpandVolumeRequest{
+		VolumeId: v.id, VolumePath: v.target, StagingTargetPath: v.staging}); err != nil {
+		t.Fatal(err)
+	}
+	if total := statfsTotal(t, v.target); total < 250<<20 {
+		t.Errorf("btrfs has %d bytes after growing to 256 MiB", total)
+	}
+	down(t, d, v)
+}
+
+// TestExt4GrowAfterInterruptedResize: a stage that finds the mark of an
+// offline growth that never finished (resize2fs killed with the driver)
+// repairs the filesystem (e2fsck -f -y) and grows it; the mark goes.
+func TestExt4GrowAfterInterruptedResize(t *testing.T) {
+	needTools(t, "mkfs.ext4", "resize2fs", "e2fsck")
+	ctx := context.Background()
+	d := startOn(t, poolExt4, 2<<30)
+	v := create(t, d, "ext4-interrupted", 128<<20, driver.MountCap("ext4"), nil, nil)
+	up(t, d, v)
+	data := pattern(12, 8<<20)
+	put(t, v, data, false)
+	down(t, d, v)
+	if _, err := d.Controller.ControllerExpandVolume(ctx, &csipb.ControllerExpandVolumeRequest{
+		VolumeId: v.id, CapacityRange: &csipb.CapacityRange{RequiredBytes: 512 << 20}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Pool.BeginGrow(v.id); err != nil { // what the killed stage left
+		t.Fatal(err)
+	}
+	up(t, d, v)
+	if d.Pool.GrowInterrupted(v.id) {
+		t.Error("the growth mark outlived a successful growth")
+	}
+	if total := statfsTotal(t, v.target); total < 450<<20 {
+		t.Errorf("ext4 has %d bytes after the repaired growth to 512 MiB", total)
+	}
+	if sum(t, v, len(data)) != sha(data) {
+		t.Error("data changed")
+	}
+	down(t, d, v)
+}

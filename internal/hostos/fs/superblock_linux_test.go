@@ -38,7 +38,7 @@ func TestSize(t *testing.T) {
 				t.Errorf("Size after the device grew = %d, %v; want %d (the filesystem did not)", again, err, size)
 			}
 			if typ == "ext4" {
-				if err := tools.GrowOffline(ctx, dev.Path, typ); err != nil {
+				if err := tools.GrowOffline(ctx, dev.Path, typ, false); err != nil {
 					t.Fatal(err)
 				}
 			} else {
@@ -66,7 +66,7 @@ func TestSize(t *testing.T) {
 
 func TestGrowOfflineCommands(t *testing.T) {
 	r := &recorder{err: &ExitError{Program: "e2fsck", Code: e2fsckCorrected}}
-	if err := (Tools{R: r}).GrowOffline(context.Background(), "/dev/loop9", "ext4"); err == nil {
+	if err := (Tools{R: r}).GrowOffline(context.Background(), "/dev/loop9", "ext4", false); err == nil {
 		t.Error("GrowOffline with resize2fs failing (the recorder fails every call) = nil")
 	}
 	if len(r.calls) != 2 || strings.Join(r.calls[0], " ") != "e2fsck -f -p /dev/loop9" ||
@@ -74,11 +74,21 @@ func TestGrowOfflineCommands(t *testing.T) {
 		t.Errorf("GrowOffline ran %q; e2fsck exit 1 (errors corrected) must lead to resize2fs", r.calls)
 	}
 	r = &recorder{err: &ExitError{Program: "e2fsck", Code: 4}}
-	if err := (Tools{R: r}).GrowOffline(context.Background(), "/dev/loop9", "ext4"); err == nil || len(r.calls) != 1 {
+	if err := (Tools{R: r}).GrowOffline(context.Background(), "/dev/loop9", "ext4", false); err == nil || len(r.calls) != 1 {
 		t.Errorf("GrowOffline after e2fsck exit 4 = %v, ran %q; want an error and no resize2fs", err, r.calls)
 	}
+	r = &recorder{out: []byte("/dev/loop9 is in use.\n"), err: &ExitError{Program: "e2fsck", Code: 8}}
+	if err := (Tools{R: r}).GrowOffline(context.Background(), "/dev/loop9", "ext4", false); !errors.Is(err, ErrInUse) || len(r.calls) != 1 {
+		t.Errorf("GrowOffline of a device in use = %v, ran %q; want ErrInUse and no resize2fs", err, r.calls)
+	}
+	// After an interrupted resize2fs: every repair.
+	r = &recorder{}
+	if err := (Tools{R: r}).GrowOffline(context.Background(), "/dev/loop9", "ext4", true); err != nil ||
+		len(r.calls) != 2 || strings.Join(r.calls[0], " ") != "e2fsck -f -y /dev/loop9" {
+		t.Errorf("GrowOffline repair = %v, ran %q", err, r.calls)
+	}
 	for _, typ := range []string{"xfs", "btrfs"} {
-		if err := (Tools{R: &recorder{}}).GrowOffline(context.Background(), "/dev/loop9", typ); !errors.Is(err, ErrUnsupported) {
+		if err := (Tools{R: &recorder{}}).GrowOffline(context.Background(), "/dev/loop9", typ, false); !errors.Is(err, ErrUnsupported) {
 			t.Errorf("GrowOffline %s = %v, want ErrUnsupported (it grows only mounted)", typ, err)
 		}
 	}
