@@ -202,8 +202,16 @@ func (s *NodeService) ensureLoop(ctx context.Context, image string, readOnly boo
 		return loop.Device{}, false, err
 	}
 	for _, d := range devs {
-		if d.ReadOnly == readOnly && !d.Deleted {
+		if d.ReadOnly == readOnly && !d.Deleted && !d.Detaching {
 			return d, false, nil
+		}
+	}
+	for _, d := range devs {
+		if d.Detaching {
+			// An earlier detach is waiting for another process to close the
+			// device. A second device on the same image would be a double
+			// attach: let the CO retry once the kernel has finished.
+			return loop.Device{}, false, aborted("loop device %s of %s is still being detached (another process holds it open); retry", d.Path, image)
 		}
 	}
 	d, err := s.host.AttachLoop(ctx, image, loop.Options{ReadOnly: readOnly, DirectIO: true, BlockSize: deviceBlockSize})

@@ -51,7 +51,7 @@ func detachFile(backingFile string) error {
 }
 
 func detachNode(devPath string, keep func(string) bool, mayCreate bool) error {
-	fd, err := openFD(devPath, unix.O_RDONLY|unix.O_EXCL)
+	fd, err := openExclusive(devPath)
 	switch {
 	case errors.Is(err, unix.EBUSY):
 		return fmt.Errorf("loop: detach %s: %w: mounted or claimed exclusively", devPath, ErrBusy)
@@ -108,9 +108,15 @@ func detachNode(devPath string, keep func(string) bool, mayCreate bool) error {
 	}
 }
 
+// Short-lived openers of a loop device — another program's blkid or
+// btrfs device scan, kubelet's own probes — hold it for milliseconds to a
+// few hundred; a second of patience turns nearly all of them into a clean
+// detach instead of an error the CO must retry.
 const (
-	pendingPolls = 10
+	pendingPolls = 100
 	pendingPoll  = 10 * time.Millisecond
+	exclTries    = 50
+	exclWait     = 10 * time.Millisecond
 )
 
 // detachPending reports whether loopN is still attached to backing with
@@ -148,4 +154,17 @@ func detachMissingNode(devPath string, keep func(string) bool, openErr error) er
 		return fmt.Errorf("loop: detach %s: %w", devPath, err)
 	}
 	return detachNode(devPath, keep, false)
+}
+
+// openExclusive opens the device O_EXCL, retrying for a moment while a
+// transient exclusive opener (a program probing devices) holds it. A
+// mounted device stays busy and still ends in EBUSY, only later.
+func openExclusive(devPath string) (int, error) {
+	for i := 0; ; i++ {
+		fd, err := openFD(devPath, unix.O_RDONLY|unix.O_EXCL)
+		if !errors.Is(err, unix.EBUSY) || i == exclTries {
+			return fd, err
+		}
+		time.Sleep(exclWait)
+	}
 }

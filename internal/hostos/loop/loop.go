@@ -36,6 +36,11 @@ type Device struct {
 	ReadOnly bool
 	// DirectIO is true when the device uses direct I/O (.../loop/dio).
 	DirectIO bool
+	// Detaching is true when autoclear is set: filevol never sets it, so a
+	// detach was deferred because another process holds the device open;
+	// the kernel detaches it at that process's last close. Such a device
+	// must not be reused.
+	Detaching bool
 	// SizeBytes is the device size in bytes (/sys/block/loopN/size * 512).
 	SizeBytes int64
 	// Major and Minor are the device numbers (/sys/block/loopN/dev).

@@ -129,6 +129,12 @@ func readDeviceOnce(base string, n int, keep func(string) bool) (d Device, rawBa
 	if d.DirectIO, err = readBool(base, "loop/dio"); err != nil {
 		return Device{}, "", err
 	}
+	// Older kernels have no autoclear attribute: nothing is detaching there.
+	if d.Detaching, err = readBool(base, "loop/autoclear"); gone(err) {
+		d.Detaching = false
+	} else if err != nil {
+		return Device{}, "", err
+	}
 	raw, err := readAttr(base, "size")
 	if err != nil {
 		return Device{}, "", err
