@@ -49,6 +49,11 @@ func (s *ControllerService) withFrozen(id string, fn func() error) error {
 	if err := s.host.Freeze(mp); err != nil {
 		if !errors.Is(err, unix.EBUSY) {
 			_ = s.pool.UnmarkFrozen(id)
+			if c, cerr := s.pool.Capacity(); errors.Is(err, unix.EIO) && cerr == nil && c.FreeBytes < allocationUnit {
+				// Freezing flushes the journal; on a thin volume whose pool
+				// is full that write fails, and the kernel says EIO.
+				return resourceExhausted("cannot freeze volume %s for a consistent snapshot: its pool is out of space (%d bytes free), so the filesystem cannot flush", id, c.FreeBytes)
+			}
 			return fmt.Errorf("freeze the filesystem of volume %s at %s: %w", id, mp, err)
 		}
 		if !ours {

@@ -17,6 +17,7 @@ const (
 	ReasonImageDeleted       = "ImageDeleted"
 	ReasonLoopDeviceGone     = "LoopDeviceGone"
 	ReasonFilesystemReadOnly = "FilesystemReadOnly"
+	ReasonPoolFull           = "PoolFull"
 )
 
 func healthEntry(t csipb.VolumeHealthErrorType, reason, msg string) *csipb.VolumeHealth_VolumeHealthEntry {

@@ -29,7 +29,8 @@ func (s *NodeService) NodeGetVolumeHealth(ctx context.Context, req *csipb.NodeGe
 			}
 		}
 	}
-	if _, err := s.pool.Get(id); err != nil {
+	vol, err := s.pool.Get(id)
+	if err != nil {
 		return nil, err
 	}
 	devs, err := s.host.FindLoop(s.pool.ImagePath(id))
@@ -43,6 +44,9 @@ func (s *NodeService) NodeGetVolumeHealth(ctx context.Context, req *csipb.NodeGe
 			return nil, err
 		}
 		st = append(st, mountHealth(table, devs, req.GetVolumePublishPath(), req.GetStagingTargetPath())...)
+	}
+	if e := s.poolFullHealth(vol); e != nil {
+		st = append(st, e)
 	}
 	return &csipb.NodeGetVolumeHealthResponse{VolumeHealth: &csipb.VolumeHealth{VolumeId: id, HealthStatuses: st}}, nil
 }
@@ -73,3 +77,18 @@ func (s *NodeService) NodeGetStorageHealth(ctx context.Context, req *csipb.NodeG
 // poolUsable is shared with Probe: the pool directory must exist and be
 // writable on a writable filesystem.
 func poolUsable(p *pool.Pool) error { return checkPoolDir(p.Dir()) }
+
+// poolFullHealth: a thin volume whose pool has no free space left fails
+// every write to a block it has not allocated yet (ENOSPC, or EIO from the
+// loop device), although nothing is wrong with the volume itself.
+func (s *NodeService) poolFullHealth(vol pool.Volume) *csipb.VolumeHealth_VolumeHealthEntry {
+	if vol.Provisioning == pool.ProvisioningThick {
+		return nil
+	}
+	c, err := s.pool.Capacity()
+	if err != nil || c.FreeBytes >= allocationUnit {
+		return nil
+	}
+	return healthEntry(csipb.VolumeHealthErrorType_DEGRADED, ReasonPoolFull,
+		fmt.Sprintf("the pool %s holding this thin volume has %d bytes free: writes to blocks the volume has not allocated yet fail", s.pool.Dir(), c.FreeBytes))
+}
