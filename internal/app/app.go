@@ -44,6 +44,7 @@ func Run(ctx context.Context, o options.Options) error {
 		NodeID:            o.NodeID,
 		MaxVolumesPerNode: o.MaxVolumesPerNode,
 		KubeletDir:        o.KubeletDir,
+		DeferExpansion:    o.DeferExpansionToNode,
 		Controller:        o.Mode == options.ModeAll || o.Mode == options.ModeController,
 		Node:              o.Mode == options.ModeAll || o.Mode == options.ModeNode,
 	}, p, host)

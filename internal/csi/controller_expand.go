@@ -2,9 +2,12 @@ package csi
 
 import (
 	"context"
+	"errors"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"k8s.io/klog/v2"
+
+	"github.com/filevol/filevol/internal/pool"
 )
 
 // ControllerExpandVolume grows the volume's image file (thin: ftruncate;
@@ -40,6 +43,9 @@ func (s *ControllerService) ControllerExpandVolume(ctx context.Context, req *csi
 	}
 	defer unlock()
 	vol, err := s.pool.Get(id)
+	if errors.Is(err, pool.ErrNotFound) && s.cfg.DeferExpansion {
+		return s.deferToNode(id, required, limit)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -65,4 +71,20 @@ func (s *ControllerService) ControllerExpandVolume(ctx context.Context, req *csi
 		klog.InfoS("volume expanded", "volumeID", id, "fromBytes", vol.CapacityBytes, "toBytes", grown.CapacityBytes, "provisioning", grown.Provisioning)
 	}
 	return &csipb.ControllerExpandVolumeResponse{CapacityBytes: grown.CapacityBytes, NodeExpansionRequired: true}, nil
+}
+
+// deferToNode answers for a volume that lives in another node's pool: a
+// controller without that pool (the resizer's Deployment of a node-local
+// installation, --defer-expansion-to-node) cannot grow the image, so it
+// promises the size and leaves the whole expansion — image, loop device,
+// filesystem — to NodeExpandVolume on the volume's node, which kubelet
+// calls there online, or at the next stage.
+func (s *ControllerService) deferToNode(id string, required, limit int64) (*csipb.ControllerExpandVolumeResponse, error) {
+	size := roundUp(required, allocationUnit)
+	if limit > 0 && size > limit {
+		return nil, outOfRange("no size fits the range: required_bytes %d rounds up to %d (allocation unit %d) but limit_bytes is %d",
+			required, size, allocationUnit, limit)
+	}
+	klog.InfoS("volume not in this pool; expansion deferred to its node", "volumeID", id, "toBytes", size)
+	return &csipb.ControllerExpandVolumeResponse{CapacityBytes: size, NodeExpansionRequired: true}, nil
 }

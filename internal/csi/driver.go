@@ -18,6 +18,9 @@ type Config struct {
 	Version           string
 	NodeID            string
 	MaxVolumesPerNode int64
+	// DeferExpansion makes ControllerExpandVolume leave volumes it does not
+	// find in its pool to NodeExpandVolume (a controller without the nodes' pools).
+	DeferExpansion bool
 	// KubeletDir confines staging and target paths ("" disables the check).
 	KubeletDir string
 	// Controller and Node select the services served (--mode).

@@ -45,7 +45,8 @@ func (s *NodeService) NodeExpandVolume(ctx context.Context, req *csipb.NodeExpan
 	defer unlock()
 	// The volume first: a volume that does not exist is NOT_FOUND whatever
 	// the path (csi-sanity sends a relative one).
-	if _, err := s.pool.Get(id); err != nil {
+	vol, err := s.pool.Get(id)
+	if err != nil {
 		return nil, err
 	}
 	if path, err = s.paths.check("volume path", path); err != nil {
@@ -66,7 +67,19 @@ func (s *NodeService) NodeExpandVolume(ctx context.Context, req *csipb.NodeExpan
 	}
 	size := st.Size()
 	if r := req.GetCapacityRange().GetRequiredBytes(); r > size {
-		return nil, outOfRange("volume %s has %d bytes, less than the %d requested: ControllerExpandVolume must grow it first", id, size, r)
+		// The controller deferred the expansion to this node (its pool
+		// holds the image): grow the image here first.
+		lim := req.GetCapacityRange().GetLimitBytes()
+		want := growTarget(vol.FSType, vol.CapacityBytes, roundUp(r, allocationUnit), lim)
+		if lim > 0 && want > lim {
+			return nil, outOfRange("required_bytes %d rounds up to %d, above limit_bytes %d", r, want, lim)
+		}
+		grown, err := s.pool.Expand(ctx, id, want)
+		if err != nil {
+			return nil, err
+		}
+		klog.InfoS("volume image expanded on its node", "volumeID", id, "fromBytes", size, "toBytes", grown.CapacityBytes)
+		size = grown.CapacityBytes
 	}
 	devs, err := s.host.FindLoop(image)
 	if err != nil {

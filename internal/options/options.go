@@ -53,6 +53,10 @@ type Options struct {
 	// KubeletRegistrationPath is the CSI socket path as kubelet sees it;
 	// defaults to the --endpoint socket path.
 	KubeletRegistrationPath string
+	// DeferExpansionToNode makes ControllerExpandVolume leave volumes that
+	// are not in this process's pool to NodeExpandVolume on their node: for
+	// a controller (csi-resizer's) that does not see the nodes' pools.
+	DeferExpansionToNode bool
 	// GCInterval is how often the node looks for orphans (loop devices
 	// nothing uses, images without records, records without images).
 	GCInterval time.Duration
@@ -83,6 +87,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.KubeletDir, "kubelet-dir", "/var/lib/kubelet", "staging and target paths must be inside this directory (empty: no check, for tests only)")
 	fs.StringVar(&o.RegistrationDir, "registration-dir", "", "kubelet plugin registration directory, e.g. /var/lib/kubelet/plugins_registry (empty: do not register)")
 	fs.StringVar(&o.KubeletRegistrationPath, "kubelet-registration-path", "", "CSI socket path as kubelet sees it (default: the --endpoint path)")
+	fs.BoolVar(&o.DeferExpansionToNode, "defer-expansion-to-node", false, "controller: expand volumes not in this pool on their node (NodeExpandVolume) instead of failing")
 	fs.DurationVar(&o.GCInterval, "gc-interval", 10*time.Minute, "how often to look for orphans (also done at start)")
 	fs.StringVar(&o.HTTPEndpoint, "http-endpoint", "", "host:port serving /healthz, /metrics and /debug/volumes (off when empty)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the API server to report Events to (default: in-cluster config inside a pod, else no events)")
