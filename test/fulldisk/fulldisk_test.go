@@ -592,6 +592,10 @@ func (h *harness) snapshotOnFullPool(t *testing.T, v *vol) {
 	case errors.Is(err, unix.EBUSY):
 		_ = fs.Thaw(v.staging)
 		t.Errorf("BUG: the failed snapshot left %s's filesystem frozen at %s", v.name, v.staging)
+	case errors.Is(err, unix.EIO):
+		// Freezing flushes dirty data, which cannot reach a full pool: the
+		// probe itself fails, and nothing was left frozen (EBUSY above).
+		t.Logf("probe freeze of %s on the full pool: %v (expected: nothing can be flushed)", v.staging, err)
 	default:
 		t.Errorf("probe whether %s is frozen: %v", v.staging, err)
 	}
