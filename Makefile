@@ -9,7 +9,7 @@ BIN := bin/filevol
 RUN_DIR := $(CURDIR)/_output/run
 TEST_TIMEOUT ?= 12m
 
-.PHONY: chart-test deploy images chart-e2e help build run test unit sanity vet deps bench fuzz faults stress fulldisk clean e2e-doctor
+.PHONY: e2e bench-snapshot chart-test deploy images chart-e2e help build run test unit sanity vet deps bench fuzz faults stress fulldisk clean e2e-doctor
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -46,11 +46,17 @@ vet: ## go vet and gofmt check
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 
+e2e: build ## the single-node Kubernetes end to end: cluster-up, helm install, stories, doctor, External Storage suite, chart upgrade/uninstall, cluster-down (root; test/e2e/README.md)
+	./test/e2e/run.sh
+
 e2e-doctor: ## kubectl filevol doctor proofs on a running cluster (FILEVOL_E2E_KUBECONFIG, FILEVOL_E2E_POOL, FILEVOL_E2E_DRIVER_URL)
 	$(GO) test -tags e2e -count=1 -v -timeout 15m ./test/e2e/doctor/
 
 bench: build deps ## benchmarks against the running driver (report in _output/bench)
 	./hack/bench.sh
+
+bench-snapshot: build deps ## snapshot, restore and expansion timings on xfs (reflink), btrfs and ext4 pools
+	./hack/bench-snapshot.sh
 
 FAULTS_ITERATIONS ?= 200
 faults: build ## crash safety: SIGKILL the driver through whole lifecycles and reboots (long; make test runs a short one)
@@ -80,3 +86,6 @@ chart-e2e: ## helm install/upgrade/uninstall on the e2e cluster (make cluster-up
 
 clean: ## remove build output (not the pool of `make run`)
 	rm -rf bin
+
+# cluster-up, cluster-down, e2e-tools, cluster-smoke
+include test/e2e/cluster/cluster.mk

@@ -51,7 +51,7 @@ version=$("$ROOT/bin/filevol" --version 2>/dev/null | awk '{print $NF}' || true)
 [ -n "$version" ] || version=$(cd "$ROOT" && git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 log "Debian rootfs: ${PACKAGES[*]} + their libraries"
-apt-cache show --no-all-versions "${PACKAGES[0]}" >/dev/null 2>&1 || apt-get update -qq
+apt-cache show --no-all-versions "${PACKAGES[0]}" >/dev/null 2>&1 || apt-get -o DPkg::Lock::Timeout=300 update -qq
 R=$W/rootfs
 "$W/debroot" -debs "$CACHE/debs" -out "$R" -list "$OUT/filevol.packages.txt" "${PACKAGES[@]}"
 for d in "${SLIM[@]}"; do rm -rf "${R:?}/$d"; done

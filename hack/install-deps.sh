@@ -24,6 +24,6 @@ fi
 pkgs=$(printf '%s\n' "${need[@]}" | sort -u | tr '\n' ' ')
 echo "install-deps: installing $pkgs"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
+apt-get -o DPkg::Lock::Timeout=300 update -qq
 # shellcheck disable=SC2086
-apt-get install -y -qq --no-install-recommends $pkgs >/dev/null
+apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends $pkgs >/dev/null

@@ -167,7 +167,9 @@ func volumeSize(cr *csipb.CapacityRange, minBytes int64) (int64, error) {
 	if size == 0 {
 		size = defaultVolumeSize
 		if lim > 0 && lim < size {
-			size = lim / allocationUnit * allocationUnit
+			// The largest whole unit under the limit; a limit below one unit
+			// leaves none, and the check below says so (OUT_OF_RANGE).
+			size = max(lim/allocationUnit*allocationUnit, allocationUnit)
 		}
 	}
 	size = max(roundUp(size, allocationUnit), roundUp(minBytes, allocationUnit))

@@ -27,6 +27,7 @@ func TestVolumeSize(t *testing.T) {
 		{"default capped by limit", 0, 100 * mi, mi, 100 * mi, codes.OK},
 		{"limit not a MiB multiple", 0, 100*mi + 5, mi, 100 * mi, codes.OK},
 		{"limit equal to required", 10 * mi, 10 * mi, mi, 10 * mi, codes.OK},
+		{"limit below one unit, no required", 0, 93, 0, 0, codes.OutOfRange},
 		{"rounding would pass limit", 10*mi + 1, 10*mi + 2, mi, 0, codes.OutOfRange},
 		{"minimum above limit", mi, 100 * mi, 300 * mi, 0, codes.OutOfRange},
 		{"required above limit", 2 * gi, gi, mi, 0, codes.OutOfRange},

@@ -2,9 +2,10 @@
 # Deploy filevol on the running e2e cluster as a node-local driver, all as host
 # processes (the cluster has no kube-proxy, so nothing in a pod could reach the
 # apiserver): filevol (--mode all, registers itself with the kubelet), and the
-# sidecars a node-local deployment runs next to it:
+# sidecars a node-local deployment runs next to it, each under supervise.sh, which
+# restarts it when it exits as the kubelet would restart its container:
 #   csi-provisioner --node-deployment --enable-capacity --extra-create-metadata
-#   csi-snapshotter --node-deployment        (only when the driver advertises snapshots)
+#   csi-snapshotter with leader election     (only when the driver advertises snapshots)
 #   csi-resizer with leader election         (only when it advertises expansion)
 # then the CSIDriver object, the StorageClasses and the VolumeSnapshotClass, and waits
 # until the node's CSINode lists the driver. Every process is recorded with
@@ -53,6 +54,8 @@ start() { # name command... (its own session, log appended: a restarted driver k
   record_pid "$n" "$p"
   log "started $n (pid $p)"
 }
+# sidecar NAME COMMAND...: start under supervise.sh, which restarts it whenever it exits.
+sidecar() { local n=$1; shift; start "$n" "$E2E_DIR/supervise.sh" "$@"; }
 alive_or_die() { # name pid
   alive "$2" || die "$1 (pid $2) exited; see $DLOGS/$1.log:
 $(tail -n 20 "$DLOGS/$1.log")"
@@ -105,23 +108,25 @@ up() {
   # (no leader election: one provisioner per node). --enable-capacity publishes
   # CSIStorageCapacity for this node's topology segment; outside a pod there is no owner
   # for those objects, hence --capacity-ownerref-level=-1.
-  start csi-provisioner env NODE_NAME="$NODE_NAME" NAMESPACE=kube-system "$BIN_DIR/csi-provisioner" \
+  sidecar csi-provisioner env NODE_NAME="$NODE_NAME" NAMESPACE=kube-system "$BIN_DIR/csi-provisioner" \
     --csi-address="$SOCK" --kubeconfig="$ADMIN_KUBECONFIG" \
     --node-deployment --enable-capacity --capacity-ownerref-level=-1 --extra-create-metadata \
     --timeout=60s --v="$SIDECAR_V"
   local sidecars=(csi-provisioner)
   if has controller:CREATE_DELETE_SNAPSHOT; then
-    # A snapshot is a copy of the image on the node that holds it: one snapshotter per
-    # node (--node-deployment, which excludes leader election).
-    start csi-snapshotter env NODE_NAME="$NODE_NAME" "$BIN_DIR/csi-snapshotter" \
-      --csi-address="$SOCK" --kubeconfig="$ADMIN_KUBECONFIG" --node-deployment \
+    # One snapshotter with leader election. (--node-deployment, one per node, would also need
+    # snapshot-controller --enable-distributed-snapshotting, and it ignores pre-provisioned
+    # VolumeSnapshotContents that lack the snapshot.storage.kubernetes.io/managed-by label.)
+    sidecar csi-snapshotter "$BIN_DIR/csi-snapshotter" \
+      --csi-address="$SOCK" --kubeconfig="$ADMIN_KUBECONFIG" \
+      --leader-election --leader-election-namespace=kube-system \
       --timeout=60s --v="$SIDECAR_V"
     sidecars+=(csi-snapshotter)
   else
     log "csi-snapshotter not started: the driver does not advertise CREATE_DELETE_SNAPSHOT"
   fi
   if has controller:EXPAND_VOLUME || has node:EXPAND_VOLUME; then
-    start csi-resizer "$BIN_DIR/csi-resizer" \
+    sidecar csi-resizer "$BIN_DIR/csi-resizer" \
       --csi-address="$SOCK" --kubeconfig="$ADMIN_KUBECONFIG" \
       --leader-election --leader-election-namespace=kube-system \
       --timeout=60s --v="$SIDECAR_V"

@@ -8,6 +8,8 @@
 #               (FILEVOL_E2E_SKIP_IMAGES=1: the images are already imported)
 #   uninstall   `helm uninstall --wait`, then fail if anything of the release is left
 #               (pods, RBAC, CSIDriver, StorageClasses, CSIStorageCapacities)
+#   restart-driver  delete the node pod (filevol gets SIGTERM), wait until the DaemonSet's
+#               new pod is Ready and kubelet lists the driver again
 #   helm ARGS   the project's helm (built from hack/tools at the pinned SDK version)
 #   kubectl ARGS
 set -euo pipefail
@@ -68,12 +70,33 @@ uninstall() {
   log "uninstalled: no pod, RBAC object, CSIDriver, StorageClass or capacity left"
 }
 
+# registered: kubelet's CSINode lists the driver.
+registered() { "${K[@]}" get csinode -o jsonpath='{.items[*].spec.drivers[*].name}' | grep -qw "$DRIVER"; }
+
+restart_driver() {
+  local sel=app.kubernetes.io/instance=$RELEASE,app.kubernetes.io/component=node old i
+  old=$("${K[@]}" -n "$NS" get pods -l "$sel" -o jsonpath='{.items[*].metadata.name}')
+  [ -n "$old" ] || die "no node pod of release $RELEASE in namespace $NS"
+  # --wait: returns once the pod is gone, i.e. filevol has exited and removed its socket.
+  # shellcheck disable=SC2086
+  "${K[@]}" -n "$NS" delete pod $old --wait=true --timeout=2m >/dev/null
+  for i in $(seq 120); do
+    if "${K[@]}" -n "$NS" wait --for=condition=Ready pod -l "$sel" --timeout=1s >/dev/null 2>&1 && registered; then
+      log "restarted: $("${K[@]}" -n "$NS" get pods -l "$sel" -o jsonpath='{.items[*].metadata.name}') replaces $old"
+      return 0
+    fi
+    sleep 1
+  done
+  die "the node pod that replaces $old is not Ready and registered after 2 minutes"
+}
+
 cmd=${1:-}; shift || true
 case $cmd in
   images) images ;;
   install) install "$@" ;;
   uninstall) uninstall ;;
+  restart-driver) restart_driver ;;
   helm) [ -x "$HELM" ] || build_helm; exec "$HELM" "$@" ;;
   kubectl) exec "${K[@]}" "$@" ;;
-  *) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

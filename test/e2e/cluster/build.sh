@@ -34,6 +34,7 @@ COMPONENTS=(
   "kubelet|.|build|k8s.io/kubernetes/cmd/kubelet|$KUBE_LD"
   "kubectl|.|build|k8s.io/kubernetes/cmd/kubectl|$KUBE_LD"
   "e2e.test|.|test|k8s.io/kubernetes/test/e2e|$KUBE_LD"
+  "ginkgo|.|build|github.com/onsi/ginkgo/v2/ginkgo|-s -w"   # runs e2e.test in parallel (same ginkgo as e2e.test)
   "agnhost|.|build|k8s.io/kubernetes/test/images/agnhost|-s -w -X main.Version=$AGNHOST_VERSION"
   "csi-provisioner|sidecars/provisioner|build|github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner|-s -w -X main.version=$CSI_PROVISIONER_VERSION"
   "csi-attacher|sidecars/attacher|build|github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher|-s -w -X main.version=$CSI_ATTACHER_VERSION"

@@ -13,14 +13,14 @@ E2E_KUBECONFIG ?= $(or $(FILEVOL_E2E_STATE),/var/lib/filevol-e2e)/admin.kubeconf
 e2e-packages:
 	$(E2E_CLUSTER_DIR)/install-packages.sh
 
-e2e-tools: e2e-packages
+e2e-tools: e2e-packages ## build (cached) the cluster binaries: kubernetes v1.36.3, etcd, sidecars, e2e.test, images
 	$(E2E_CLUSTER_DIR)/build.sh
 
-cluster-up: e2e-tools
+cluster-up: e2e-tools ## start the single-node cluster on 127.0.0.1 (root)
 	$(E2E_CLUSTER_DIR)/up.sh
 
-cluster-down:
+cluster-down: ## stop every process it started, unmount, detach, remove the bridge
 	$(E2E_CLUSTER_DIR)/down.sh
 
-cluster-smoke:
+cluster-smoke: ## a pod runs on the cluster
 	$(E2E_CLUSTER_DIR)/smoke.sh

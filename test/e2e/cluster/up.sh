@@ -291,7 +291,10 @@ T_READY=$(printf '%.1f' "$(echo "$(date +%s.%N) - $T0" | bc)")
 waitfor snapshot-CRDs 60 "$KUBECTL" wait --for=condition=Established --timeout=1s \
   crd/volumesnapshots.snapshot.storage.k8s.io crd/volumesnapshotcontents.snapshot.storage.k8s.io \
   crd/volumesnapshotclasses.snapshot.storage.k8s.io
-start snapshot-controller "$BIN_DIR/snapshot-controller" --kubeconfig="$ADMIN_KUBECONFIG" --leader-election=false --v=2
+# --enable-distributed-snapshotting: label each VolumeSnapshotContent with the node of its
+# volume, which a csi-snapshotter in --node-deployment mode (the chart's) waits for.
+start snapshot-controller "$BIN_DIR/snapshot-controller" --kubeconfig="$ADMIN_KUBECONFIG" --leader-election=false \
+  --enable-distributed-snapshotting --v=2
 waitfor default-serviceaccount 60 "$KUBECTL" -n default get serviceaccount default
 
 ts "cluster up (node Ready at ${T_READY}s); KUBECONFIG=$ADMIN_KUBECONFIG, logs in $LOGS"

@@ -1,0 +1,221 @@
+#!/usr/bin/env bash
+# make e2e: the whole end-to-end run on a real single-node Kubernetes.
+#
+#   1. build: the cluster binaries (cached, test/e2e/cluster/build.sh), bin/filevol
+#      (make build), the capability probe and the stories test binary;
+#   2. cluster-up (test/e2e/cluster/up.sh, which first cleans up any killed earlier run);
+#   3. install filevol: by default with `helm install` from charts/filevol, as the README
+#      tells a user (hack/tools/e2e/chart.sh install: images built by hack/images.sh and
+#      imported into containerd, values hack/tools/e2e/values-e2e.yaml); E2E_INSTALL=host
+#      runs it and its sidecars as host processes instead (test/e2e/deploy.sh up);
+#   4. filevol's own stories (test/e2e/stories, go test -tags e2e);
+#   5. the `kubectl filevol doctor` proofs (test/e2e/doctor);
+#   6. the upstream External Storage suite (e2e.test -storage.testdriver=the rendered
+#      test/e2e/testdriver.yaml), in parallel through the ginkgo CLI;
+#   7. (helm) the chart's own e2e: upgrade in place under a running pod, uninstall leaves
+#      nothing but the volumes, reinstall serves them again (hack/tools/e2e);
+#   8. cluster-down, ALWAYS (trap), even when something above failed or was interrupted.
+#
+# Logs: _output/e2e/ (the previous run's in _output/e2e/prev/, the cluster's own in
+# _output/e2e/cluster/): driver/*.log (filevol and sidecars), stories.log, suite/e2e.log
+# and suite/junit_*.xml, capabilities.txt, testdriver.yaml (as rendered), summary.txt.
+#
+# Knobs (environment, or make variables passed through):
+#   E2E_INSTALL=helm   helm (default) or host: how filevol is installed (see above)
+#   E2E_DOCTOR=0       skip the doctor proofs;   E2E_CHART=0   skip the chart's upgrade/uninstall test
+#   E2E_SLOW=1         also run [Disruptive], [Serial] and [Slow] suite tests (skipped by default)
+#   E2E_STORIES=0      skip the stories;   E2E_SUITE=0   skip the External Storage suite
+#   E2E_FOCUS=regexp   suite focus (default External.Storage); E2E_SKIP=regexp adds to the skips
+#   E2E_PROCS=n        parallel suite processes (default 4; 1 runs e2e.test directly)
+#   E2E_KEEP=1         leave the cluster up at the end (for debugging; make cluster-down later)
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/cluster/lib.sh"
+[ "$(id -u)" = 0 ] || die "run.sh must run as root"
+
+E2E_DIR=$REPO_ROOT/test/e2e
+E2E_STORIES=${E2E_STORIES:-1}
+E2E_SUITE=${E2E_SUITE:-1}
+E2E_SLOW=${E2E_SLOW:-0}
+E2E_FOCUS=${E2E_FOCUS:-External.Storage}
+E2E_SKIP=${E2E_SKIP:-}
+E2E_PROCS=${E2E_PROCS:-4}
+E2E_KEEP=${E2E_KEEP:-0}
+E2E_INSTALL=${E2E_INSTALL:-helm}
+E2E_DOCTOR=${E2E_DOCTOR:-1}
+E2E_CHART=${E2E_CHART:-1}
+SOCK=$KUBELET_ROOT/plugins/filevol.csi.io/csi.sock
+CHART_SH=$REPO_ROOT/hack/tools/e2e/chart.sh
+case $E2E_INSTALL in
+  # Where each installation keeps its pool, serves its HTTP endpoint, and how a story
+  # restarts the driver (values-e2e.yaml; deploy.sh).
+  helm) POOL=$STATE_DIR/pool DRIVER_URL=http://127.0.0.1:19808 RESTART="$CHART_SH restart-driver" ;;
+  host) POOL=$STATE_DIR/filevol/pool DRIVER_URL=http://127.0.0.1:9808 RESTART="$E2E_DIR/deploy.sh restart-driver" ;;
+  *) die "E2E_INSTALL=$E2E_INSTALL: want helm or host" ;;
+esac
+OUT=$LOG_DIR
+
+T0=$(date +%s)
+since() { echo $(( $(date +%s) - T0 )); }
+SUMMARY=()
+note() { SUMMARY+=("$*"); log "$*"; }
+
+# ---- keep the previous run's logs --------------------------------------------------------
+mkdir -p "$OUT"
+rm -rf "$OUT/prev"; mkdir -p "$OUT/prev"
+for f in driver stories.log doctor.log chart.log suite summary.txt capabilities.txt testdriver.yaml; do
+  [ -e "$OUT/$f" ] && mv "$OUT/$f" "$OUT/prev/"
+done
+mkdir -p "$OUT/bin" "$OUT/suite"
+
+# fg COMMAND...: run COMMAND as the one current child, so that a signal reaches the trap at
+# once (bash runs traps only between commands, and wait is interruptible) and finish can
+# stop the child before tearing the cluster down.
+CHILD=
+fg() { "$@" & CHILD=$!; local rc=0; wait "$CHILD" || rc=$?; CHILD=; return "$rc"; }
+
+finish() {
+  local rc=$?
+  set +e
+  trap - EXIT INT TERM
+  if [ -n "$CHILD" ] && kill -0 "$CHILD" 2>/dev/null; then
+    log "interrupted: stopping $(tr '\0' ' ' < "/proc/$CHILD/cmdline" | cut -c1-80) (pid $CHILD)"
+    kill -TERM "$CHILD"; wait "$CHILD"
+  fi
+  # The filevol pods' logs (helm mode) live in the kubelet's log directory, which down.sh
+  # removes: keep them with the run's other logs.
+  if [ "$E2E_INSTALL" = helm ] && compgen -G "$STATE_DIR/pod-logs/filevol_*" >/dev/null; then
+    mkdir -p "$OUT/driver" && cp -r "$STATE_DIR"/pod-logs/filevol_* "$OUT/driver/"
+  fi
+  if [ "$E2E_KEEP" = 1 ]; then
+    log "E2E_KEEP=1: the cluster stays up (KUBECONFIG=$ADMIN_KUBECONFIG); make cluster-down when done"
+  else
+    local t=$(date +%s)
+    "$CLUSTER_DIR/down.sh"
+    # down.sh has unmounted and detached everything, so the pools are only files now.
+    remove_pools
+    note "cluster-down: $(( $(date +%s) - t ))s"
+  fi
+  note "total: $(since)s, exit $rc"
+  printf '%s\n' "${SUMMARY[@]}" > "$OUT/summary.txt"
+  echo "==== e2e summary (also in $OUT/summary.txt)"
+  printf '  %s\n' "${SUMMARY[@]}"
+  exit "$rc"
+}
+trap finish EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# remove_pools: the pools of both installation modes (down.sh has detached their loops).
+remove_pools() {
+  local d
+  for d in "$STATE_DIR/filevol" "$STATE_DIR/pool"; do
+    [ -d "$d" ] && rm -rf --one-file-system "$d"
+  done
+  return 0
+}
+
+# ---- 1. build ------------------------------------------------------------------------------
+"$CLUSTER_DIR/install-packages.sh"
+"$CLUSTER_DIR/build.sh"
+make -C "$REPO_ROOT" --no-print-directory build
+(cd "$REPO_ROOT" && go build -o "$OUT/bin/capprobe" ./test/e2e/capprobe &&
+  go test -c -tags e2e -o "$OUT/bin/stories.test" ./test/e2e/stories)
+note "build: $(since)s"
+
+# ---- 2. cluster ----------------------------------------------------------------------------
+t=$(date +%s)
+fg "$CLUSTER_DIR/up.sh"
+# up.sh began with down.sh, which detached whatever a killed run left on the old pools.
+remove_pools
+note "cluster-up: $(( $(date +%s) - t ))s"
+
+# ---- 3. filevol ----------------------------------------------------------------------------
+t=$(date +%s)
+if [ "$E2E_INSTALL" = helm ]; then
+  fg "$CHART_SH" install > "$OUT/install.log" 2>&1 || die "helm install failed: $(tail -n 30 "$OUT/install.log")"
+  # What the driver advertises decides which suite tests are on (deploy.sh does this itself).
+  "$OUT/bin/capprobe" -endpoint "unix://$SOCK" > "$OUT/capabilities.txt"
+  "$OUT/bin/capprobe" -endpoint "unix://$SOCK" -template "$E2E_DIR/testdriver.yaml" -out "$OUT/testdriver.yaml" >/dev/null
+else
+  CAPPROBE=$OUT/bin/capprobe "$E2E_DIR/deploy.sh" up
+fi
+note "install ($E2E_INSTALL): $(( $(date +%s) - t ))s; advertised: $(grep -E '^(controller|node|plugin):' "$OUT/capabilities.txt" |
+  grep -E 'SNAPSHOT|CLONE|EXPAND|ONLINE' | tr '\n' ' ')"
+
+failed=()
+# results LOG: "5 PASS, 1 SKIP" from a go test -v log.
+results() {
+  local r
+  r=$(grep -E '^--- (PASS|FAIL|SKIP)' "$1" | awk '{sub(":", "", $2); print $2}' | sort | uniq -c |
+    awk '{printf "%s%s %s", sep, $1, $2; sep=", "}')
+  echo "${r:-no results}"
+}
+# ---- 4. stories ----------------------------------------------------------------------------
+if [ "$E2E_STORIES" = 1 ]; then
+  t=$(date +%s)
+  rc=0
+  fg env FILEVOL_E2E_KUBECONFIG="$ADMIN_KUBECONFIG" FILEVOL_E2E_POOL="$POOL" FILEVOL_E2E_ENDPOINT="unix://$SOCK" \
+    FILEVOL_E2E_RESTART="$RESTART" FILEVOL_E2E_IMAGE="$BUSYBOX_TAG" \
+    "$OUT/bin/stories.test" -test.v -test.timeout 20m > "$OUT/stories.log" 2>&1 || rc=$?
+  note "stories: $(( $(date +%s) - t ))s, $(results "$OUT/stories.log") (exit $rc, $OUT/stories.log)"
+  grep -E '^--- (FAIL|SKIP)' "$OUT/stories.log" | sed 's/^/  /' || true
+  [ "$rc" = 0 ] || failed+=(stories)
+fi
+
+# ---- 5. doctor ----------------------------------------------------------------------------
+if [ "$E2E_DOCTOR" = 1 ]; then
+  t=$(date +%s)
+  rc=0
+  PATH=$REPO_ROOT/bin:$PATH fg env FILEVOL_E2E_KUBECONFIG="$ADMIN_KUBECONFIG" FILEVOL_E2E_POOL="$POOL" \
+    FILEVOL_E2E_DRIVER_URL="$DRIVER_URL" FILEVOL_E2E_IMAGE="$BUSYBOX_TAG" \
+    "$OUT/bin/doctor.test" -test.v -test.timeout 15m > "$OUT/doctor.log" 2>&1 || rc=$?
+  note "doctor: $(( $(date +%s) - t ))s, $(results "$OUT/doctor.log") (exit $rc, $OUT/doctor.log)"
+  grep -E '^--- (FAIL|SKIP)' "$OUT/doctor.log" | sed 's/^/  /' || true
+  [ "$rc" = 0 ] || failed+=(doctor)
+fi
+
+# ---- 6. External Storage suite -------------------------------------------------------------
+if [ "$E2E_SUITE" = 1 ]; then
+  t=$(date +%s)
+  skip='\[Disruptive\]|\[Serial\]|\[Slow\]'
+  [ "$E2E_SLOW" = 1 ] && skip=''
+  # The chart runs csi-snapshotter per node (--node-deployment): it handles only the
+  # VolumeSnapshotContents snapshot-controller labelled with its node, which a
+  # pre-provisioned content (made by the test, not the controller) never is.
+  [ "$E2E_INSTALL" = helm ] && skip=${skip:+$skip|}'Pre-provisioned.Snapshot'
+  [ -n "$E2E_SKIP" ] && skip=${skip:+$skip|}$E2E_SKIP
+  args=(-kubeconfig="$ADMIN_KUBECONFIG" -storage.testdriver="$OUT/testdriver.yaml"
+        -kubelet-root-dir="$KUBELET_ROOT" -report-dir="$OUT/suite" -ginkgo.no-color -ginkgo.v
+        -ginkgo.focus="$E2E_FOCUS" -ginkgo.timeout=2h)
+  [ -n "$skip" ] && args+=(-ginkgo.skip="$skip")
+  log "suite: e2e.test ${args[*]} (procs $E2E_PROCS; log $OUT/suite/e2e.log)"
+  rc=0
+  cd "$OUT/suite"
+  if [ "$E2E_PROCS" -gt 1 ]; then
+    # The ginkgo CLI runs the precompiled e2e.test in E2E_PROCS processes; [Serial] specs
+    # (when E2E_SLOW=1) still run alone, at the end.
+    fg "$BIN_DIR/ginkgo" --procs="$E2E_PROCS" --no-color --silence-skips --timeout=2h \
+      "$BIN_DIR/e2e.test" -- "${args[@]}" > "$OUT/suite/e2e.log" 2>&1 || rc=$?
+  else
+    fg "$BIN_DIR/e2e.test" "${args[@]}" > "$OUT/suite/e2e.log" 2>&1 || rc=$?
+  fi
+  cd "$REPO_ROOT"
+  ran=$(grep -aE '^Ran [0-9]+ of [0-9]+ Specs' "$OUT/suite/e2e.log" | tail -1)
+  res=$(grep -aE '^(SUCCESS|FAIL)! -- ' "$OUT/suite/e2e.log" | tail -1)
+  note "suite: $(( $(date +%s) - t ))s, ${ran:-no result line}; ${res:-see log} (exit $rc, $OUT/suite/e2e.log)"
+  # The failed specs, by name (ginkgo's closing summary lists them as "[FAIL] ...").
+  grep -aE '^\s*\[FAIL\]' "$OUT/suite/e2e.log" | sed 's/^\s*/  /' | sort -u || true
+  [ "$rc" = 0 ] || failed+=(suite)
+fi
+
+# ---- 7. the chart: upgrade in place, uninstall, reinstall (last: it uninstalls) ------------
+if [ "$E2E_INSTALL" = helm ] && [ "$E2E_CHART" = 1 ]; then
+  t=$(date +%s)
+  rc=0
+  fg env FILEVOL_E2E_SKIP_IMAGES=1 "$OUT/bin/chart.test" -test.v -test.timeout 30m > "$OUT/chart.log" 2>&1 || rc=$?
+  note "chart upgrade/uninstall: $(( $(date +%s) - t ))s, $(results "$OUT/chart.log") (exit $rc, $OUT/chart.log)"
+  grep -E '^--- (FAIL|SKIP)' "$OUT/chart.log" | sed 's/^/  /' || true
+  [ "$rc" = 0 ] || failed+=(chart)
+fi
+
+[ ${#failed[@]} = 0 ] || die "failed: ${failed[*]}"
