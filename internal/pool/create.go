@@ -13,9 +13,10 @@ import (
 
 // create follows the order the package doc fixes: image and record, both
 // fsynced → record renamed into place (the commit point) → image renamed
-// into place → one directory fsync that makes both renames durable. Until the
-// commit point a crash leaves only temporary files, which Open removes;
-// after it, a record whose .tmp image Open renames into place.
+// into place → one directory fsync that makes both renames durable, shared
+// with the operations that wait for one at the same time (dirsync.go).
+// Until the commit point a crash leaves only temporary files, which Open
+// removes; after it, a record whose .tmp image Open renames into place.
 func (p *Pool) create(ctx context.Context, req CreateRequest) (Volume, error) {
 	v, err := p.newVolume(req)
 	if err != nil {
@@ -77,6 +78,7 @@ func (p *Pool) create(ctx context.Context, req CreateRequest) (Volume, error) {
 		return abort(fmt.Errorf("create volume %s: %w", v.ID, err))
 	}
 	rec := p.recordPath(v.ID)
+	synced := p.vsync.mark()
 	if err := renameNoReplace(tmpRec, rec); err != nil {
 		if errors.Is(err, unix.EEXIST) {
 			return abort(fmt.Errorf("%w: volume %s (name %s)", ErrAlreadyExists, v.ID, quoteShort(v.Name)))
@@ -93,7 +95,8 @@ func (p *Pool) create(ctx context.Context, req CreateRequest) (Volume, error) {
 		_ = unix.Unlink(tmpImg)
 		return Volume{}, fmt.Errorf("create volume %s: %w", v.ID, wrapNoSpace(err))
 	}
-	if err := fsync(p.vfd); err != nil {
+	// Shared with the creates and deletes that wait at the same time.
+	if err := p.vsync.wait(synced); err != nil {
 		p.unlinkVolume(v.ID)
 		return Volume{}, fmt.Errorf("create volume %s: sync %s: %w", v.ID, p.vdir, err)
 	}

@@ -22,6 +22,7 @@ func (p *Pool) delete(ctx context.Context, id string) error {
 		return err
 	}
 	img, tmp, rec := p.imagePath(id), p.tmpImagePath(id), p.recordPath(id)
+	synced := p.vsync.mark()
 	// ENOENT: already gone (a retried delete, or a record without image);
 	// CSI spec: DeleteVolume of a missing volume MUST succeed.
 	err := unix.Rename(img, tmp)
@@ -43,7 +44,7 @@ func (p *Pool) delete(ctx context.Context, id string) error {
 	p.idx.remove(id)
 	// Even when nothing was found: a previous attempt may have removed the
 	// record without making that durable before it failed.
-	if err := fsync(p.vfd); err != nil {
+	if err := p.vsync.wait(synced); err != nil {
 		return fmt.Errorf("delete volume %s: sync %s: %w", id, p.vdir, err)
 	}
 	if err := unix.Unlink(tmp); err != nil && err != unix.ENOENT {

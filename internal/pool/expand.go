@@ -109,11 +109,12 @@ func (p *Pool) rewriteRecord(v Volume) error {
 	if err != nil {
 		return err
 	}
+	synced := p.vsync.mark()
 	if err := unix.Rename(tmp, p.recordPath(v.ID)); err != nil {
 		_ = unix.Unlink(tmp)
 		return &os.LinkError{Op: "rename", Old: tmp, New: p.recordPath(v.ID), Err: err}
 	}
-	if err := fsync(p.vfd); err != nil {
+	if err := p.vsync.wait(synced); err != nil {
 		return fmt.Errorf("sync %s: %w", p.vdir, err)
 	}
 	p.idx.put(v)

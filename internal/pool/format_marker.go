@@ -24,12 +24,13 @@ func (p *Pool) BeginFormat(id string) error {
 	if err := validID(id); err != nil {
 		return err
 	}
+	synced := p.vsync.mark()
 	fd, err := unix.Open(p.formatMarkerPath(id), unix.O_WRONLY|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return wrapNoSpace(&os.PathError{Op: "create", Path: p.formatMarkerPath(id), Err: err})
 	}
 	_ = unix.Close(fd)
-	return fsync(p.vfd)
+	return p.vsync.wait(synced)
 }
 
 // EndFormat durably removes the marker; call it after mkfs succeeded and
@@ -38,10 +39,11 @@ func (p *Pool) EndFormat(id string) error {
 	if err := validID(id); err != nil {
 		return err
 	}
+	synced := p.vsync.mark()
 	if err := unix.Unlink(p.formatMarkerPath(id)); err != nil && err != unix.ENOENT {
 		return &os.PathError{Op: "remove", Path: p.formatMarkerPath(id), Err: err}
 	}
-	return fsync(p.vfd)
+	return p.vsync.wait(synced)
 }
 
 // FormatInterrupted reports whether a mkfs of the volume began and never

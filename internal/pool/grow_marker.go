@@ -24,12 +24,13 @@ func (p *Pool) BeginGrow(id string) error {
 	if err := validID(id); err != nil {
 		return err
 	}
+	synced := p.vsync.mark()
 	fd, err := unix.Open(p.growMarkerPath(id), unix.O_WRONLY|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return wrapNoSpace(&os.PathError{Op: "create", Path: p.growMarkerPath(id), Err: err})
 	}
 	_ = unix.Close(fd)
-	return fsync(p.vfd)
+	return p.vsync.wait(synced)
 }
 
 // EndGrow removes the marker once the offline growth finished. Not

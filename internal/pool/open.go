@@ -59,6 +59,8 @@ func open(dir string, opts Options) (_ *Pool, err error) {
 		p.sfd = -1
 		return nil, fmt.Errorf("open pool: %w", &os.PathError{Op: "open", Path: p.sdir, Err: err})
 	}
+	p.vsync = newDirSync(func() error { return fsync(p.vfd) })
+	p.ssync = newDirSync(func() error { return fsync(p.sfd) })
 	if !exclusive {
 		klog.InfoS("Pool is open in another process; leaving its temporary files alone", "dir", dir)
 	}

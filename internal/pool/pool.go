@@ -17,7 +17,9 @@
 // Create writes the image as .tmp-<id>.img, then the record (renamed into
 // place: the commit point), then renames the image to <id>.img and fsyncs the
 // directory once. Delete renames the image back to .tmp-<id>.img, removes the
-// record (the commit point), fsyncs the directory and unlinks the image. So a
+// record (the commit point), fsyncs the directory and unlinks the image.
+// Operations that wait for a directory fsync at the same time share one,
+// which must have started after their last change (dirsync.go). So a
 // crash at any instant leaves one of these states, which Open resolves:
 //
 //	record + .tmp-<id>.img, no <id>.img   roll forward: rename the image into place
@@ -166,6 +168,9 @@ type Pool struct {
 	// vfd is <dir>/volumes held open so each create costs one fsync(2) of
 	// the directory, not open+fsync+close.
 	vfd int
+	// vsync and ssync fsync vfd and sfd for the operations that change
+	// those directories, one fsync for all that wait at once (dirsync.go).
+	vsync, ssync *dirSync
 	// lockFD holds the shared flock on <dir>/.lock for the pool's lifetime.
 	lockFD int
 }

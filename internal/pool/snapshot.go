@@ -145,6 +145,7 @@ func (p *Pool) createSnapshot(ctx context.Context, req SnapshotRequest) (Snapsho
 	if err != nil {
 		return abort(err)
 	}
+	synced := p.ssync.mark()
 	if err := renameNoReplace(tmpRec, p.snapRecordPath(id)); err != nil {
 		if errors.Is(err, unix.EEXIST) {
 			return abort(fmt.Errorf("%w: snapshot %s (name %s) was created concurrently", ErrAlreadyExists, id, quoteShort(req.Name)))
@@ -157,7 +158,7 @@ func (p *Pool) createSnapshot(ctx context.Context, req SnapshotRequest) (Snapsho
 		_ = unix.Unlink(tmpImg)
 		return Snapshot{}, fmt.Errorf("snapshot %s: %w", id, wrapNoSpace(err))
 	}
-	if err := fsync(p.sfd); err != nil {
+	if err := p.ssync.wait(synced); err != nil {
 		_ = unix.Rename(p.snapImagePath(id), tmpImg)
 		_ = unix.Unlink(p.snapRecordPath(id))
 		_ = unix.Unlink(tmpImg)
@@ -200,6 +201,7 @@ func (p *Pool) deleteSnapshot(ctx context.Context, id string) error {
 		return err
 	}
 	img, tmp, rec := p.snapImagePath(id), p.snapTmpImagePath(id), p.snapRecordPath(id)
+	synced := p.ssync.mark()
 	err := unix.Rename(img, tmp)
 	moved := err == nil
 	if err != nil && err != unix.ENOENT {
@@ -212,7 +214,7 @@ func (p *Pool) deleteSnapshot(ctx context.Context, id string) error {
 		return fmt.Errorf("delete snapshot %s: %w", id, &os.PathError{Op: "remove", Path: rec, Err: err})
 	}
 	p.snaps.remove(id)
-	if err := fsync(p.sfd); err != nil {
+	if err := p.ssync.wait(synced); err != nil {
 		return fmt.Errorf("delete snapshot %s: sync %s: %w", id, p.sdir, err)
 	}
 	if err := unix.Unlink(tmp); err != nil && err != unix.ENOENT {

@@ -119,7 +119,11 @@ remove_pools() {
 "$CLUSTER_DIR/build.sh"
 make -C "$REPO_ROOT" --no-print-directory build
 (cd "$REPO_ROOT" && go build -o "$OUT/bin/capprobe" ./test/e2e/capprobe &&
-  go test -c -tags e2e -o "$OUT/bin/stories.test" ./test/e2e/stories)
+  go test -c -tags e2e -o "$OUT/bin/stories.test" ./test/e2e/stories &&
+  go test -c -tags e2e -o "$OUT/bin/doctor.test" ./test/e2e/doctor)
+if [ "$E2E_INSTALL" = helm ] && [ "$E2E_CHART" = 1 ]; then
+  (cd "$REPO_ROOT/hack/tools" && go test -c -tags e2e -o "$OUT/bin/chart.test" ./e2e)
+fi
 note "build: $(since)s"
 
 # ---- 2. cluster ----------------------------------------------------------------------------

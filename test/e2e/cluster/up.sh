@@ -235,6 +235,10 @@ ts "imported images: $(ctr --address "$CONTAINERD_SOCK" -n k8s.io images ls -q |
 # dir there so all data stays under the state dir.
 mkdir -p "$KUBELET_ROOT"
 mount --bind "$STATE_DIR/kubelet" "$KUBELET_ROOT"
+# Shared, as on a systemd host: a CSI node pod mounts kubelet's plugins/ and pods/ with
+# Bidirectional propagation, which the runtime refuses on a private mount, and its
+# staging and publish mounts must propagate back to the host.
+mount --make-rshared "$KUBELET_ROOT"
 cat > "$STATE_DIR/kubelet-config.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
