@@ -289,6 +289,14 @@ controller: {hostNetwork: true}
 			}
 		}
 	}
+	// A surge pod would need the host ports its predecessor still holds
+	// (the e2e chart upgrade hung on exactly that).
+	if ru := deployment(t, r).Spec.Strategy.RollingUpdate; ru == nil || ru.MaxSurge.String() != "0" || ru.MaxUnavailable.String() != "1" {
+		t.Errorf("host-network controller rolling update %+v, want maxSurge 0, maxUnavailable 1", ru)
+	}
+	if ru := deployment(t, render(t, "")).Spec.Strategy.RollingUpdate; ru == nil || ru.MaxSurge.String() != "1" || ru.MaxUnavailable.String() != "0" {
+		t.Errorf("pod-network controller rolling update %+v, want maxSurge 1, maxUnavailable 0", ru)
+	}
 	for values, want := range map[string]string{
 		"apiServer: {host: 127.0.0.1}\n":                                                    "node.hostNetwork=true",
 		"apiServer: {host: 127.0.0.1}\nnode: {hostNetwork: true}\n":                         "controller.hostNetwork=true",
