@@ -37,7 +37,7 @@ func Run(ctx context.Context, o options.Options) error {
 	// Closing releases the pool's shared lock, so the next process to open
 	// it may repair what a crash left.
 	defer p.Close()
-	host := csi.NewOSHost()
+	host := csi.NewOSHost(p.Dir())
 	d := csi.New(csi.Config{
 		DriverName:        o.DriverName,
 		Version:           version.Version,

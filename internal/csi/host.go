@@ -42,13 +42,28 @@ type Host interface {
 }
 
 // OSHost is the Host backed by the real kernel and programs.
-type OSHost struct{ Tools fs.Tools }
+type OSHost struct {
+	Tools fs.Tools
+	// PoolDir is the pool's directory as this process sees it. A loop
+	// device attached by an earlier driver in another mount namespace (a
+	// replaced pod) reports its backing file relative to that pod's mount;
+	// ListLoops names such files by their path under PoolDir again.
+	PoolDir string
+}
 
-// NewOSHost returns the real Host.
-func NewOSHost() *OSHost { return &OSHost{Tools: fs.Tools{R: fs.Exec{}}} }
+// NewOSHost returns the real Host for the pool at poolDir.
+func NewOSHost(poolDir string) *OSHost {
+	return &OSHost{Tools: fs.Tools{R: fs.Exec{}}, PoolDir: poolDir}
+}
 
 func (OSHost) FindLoop(p string) ([]loop.Device, error) { return loop.Find(p) }
-func (OSHost) ListLoops() ([]loop.Device, error)        { return loop.List() }
+func (h OSHost) ListLoops() ([]loop.Device, error) {
+	devs, err := loop.List()
+	if err != nil || h.PoolDir == "" {
+		return devs, err
+	}
+	return loop.ResolveUnder(devs, h.PoolDir), nil
+}
 func (OSHost) AttachLoop(ctx context.Context, p string, o loop.Options) (loop.Device, error) {
 	return loop.Attach(ctx, p, o)
 }

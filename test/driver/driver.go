@@ -53,7 +53,7 @@ func Start(t testing.TB, dir string) *Driver {
 	svc := csi.New(csi.Config{
 		DriverName: "filevol.csi.io", Version: "test", NodeID: NodeID,
 		MaxVolumesPerNode: 100, Controller: true, Node: true, KubeletDir: dir,
-	}, p, csi.NewOSHost())
+	}, p, csi.NewOSHost(p.Dir()))
 	d.Services = svc
 	lis, err := csi.Listen("unix://" + d.Socket)
 	if err != nil {

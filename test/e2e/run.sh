@@ -58,6 +58,13 @@ T0=$(date +%s)
 since() { echo $(( $(date +%s) - T0 )); }
 SUMMARY=()
 note() { SUMMARY+=("$*"); log "$*"; }
+# Tests passed and failed over every step, for the closing "N passed, N failed" line.
+PASSED=0 FAILED=0
+# tally_go LOG: add a go test -v log's top-level results to the totals.
+tally_go() {
+  PASSED=$(( PASSED + $(grep -cE '^--- PASS' "$1" || true) ))
+  FAILED=$(( FAILED + $(grep -cE '^--- FAIL' "$1" || true) ))
+}
 
 # ---- keep the previous run's logs --------------------------------------------------------
 mkdir -p "$OUT"
@@ -94,11 +101,21 @@ finish() {
     # down.sh has unmounted and detached everything, so the pools are only files now.
     remove_pools
     note "cluster-down: $(( $(date +%s) - t ))s"
+    # Every pod was deleted before down.sh detached anything, so each loop device it had to
+    # detach is one the driver leaked (down.sh lists them; the file starts empty at cluster-up).
+    if [ -s "$OUT/detached-loops.txt" ]; then
+      note "LEAK: the driver left $(wc -l < "$OUT/detached-loops.txt") loop device(s) attached: $(tr '\n' ';' < "$OUT/detached-loops.txt")"
+      FAILED=$(( FAILED + 1 ))
+      [ "$rc" != 0 ] || rc=1
+    fi
   fi
   note "total: $(since)s, exit $rc"
   printf '%s\n' "${SUMMARY[@]}" > "$OUT/summary.txt"
   echo "==== e2e summary (also in $OUT/summary.txt)"
   printf '  %s\n' "${SUMMARY[@]}"
+  # A failure that stopped the run before its tests counted still fails it.
+  [ "$rc" = 0 ] || [ "$FAILED" -gt 0 ] || FAILED=1
+  echo "e2e: $PASSED passed, $FAILED failed"
   exit "$rc"
 }
 trap finish EXIT
@@ -131,6 +148,7 @@ t=$(date +%s)
 fg "$CLUSTER_DIR/up.sh"
 # up.sh began with down.sh, which detached whatever a killed run left on the old pools.
 remove_pools
+rm -f "$OUT/detached-loops.txt"
 note "cluster-up: $(( $(date +%s) - t ))s"
 
 # ---- 3. filevol ----------------------------------------------------------------------------
@@ -162,6 +180,7 @@ if [ "$E2E_STORIES" = 1 ]; then
     FILEVOL_E2E_RESTART="$RESTART" FILEVOL_E2E_IMAGE="$BUSYBOX_TAG" \
     "$OUT/bin/stories.test" -test.v -test.timeout 20m > "$OUT/stories.log" 2>&1 || rc=$?
   note "stories: $(( $(date +%s) - t ))s, $(results "$OUT/stories.log") (exit $rc, $OUT/stories.log)"
+  tally_go "$OUT/stories.log"
   grep -E '^--- (FAIL|SKIP)' "$OUT/stories.log" | sed 's/^/  /' || true
   [ "$rc" = 0 ] || failed+=(stories)
 fi
@@ -174,6 +193,7 @@ if [ "$E2E_DOCTOR" = 1 ]; then
     FILEVOL_E2E_DRIVER_URL="$DRIVER_URL" FILEVOL_E2E_IMAGE="$BUSYBOX_TAG" \
     "$OUT/bin/doctor.test" -test.v -test.timeout 15m > "$OUT/doctor.log" 2>&1 || rc=$?
   note "doctor: $(( $(date +%s) - t ))s, $(results "$OUT/doctor.log") (exit $rc, $OUT/doctor.log)"
+  tally_go "$OUT/doctor.log"
   grep -E '^--- (FAIL|SKIP)' "$OUT/doctor.log" | sed 's/^/  /' || true
   [ "$rc" = 0 ] || failed+=(doctor)
 fi
@@ -207,6 +227,12 @@ if [ "$E2E_SUITE" = 1 ]; then
   ran=$(grep -aE '^Ran [0-9]+ of [0-9]+ Specs' "$OUT/suite/e2e.log" | tail -1)
   res=$(grep -aE '^(SUCCESS|FAIL)! -- ' "$OUT/suite/e2e.log" | tail -1)
   note "suite: $(( $(date +%s) - t ))s, ${ran:-no result line}; ${res:-see log} (exit $rc, $OUT/suite/e2e.log)"
+  # "SUCCESS! -- 54 Passed | 0 Failed | ..."; no such line: the suite did not finish.
+  if [[ $res =~ ([0-9]+)\ Passed\ \|\ ([0-9]+)\ Failed ]]; then
+    PASSED=$(( PASSED + BASH_REMATCH[1] )) FAILED=$(( FAILED + BASH_REMATCH[2] ))
+  elif [ "$rc" != 0 ]; then
+    FAILED=$(( FAILED + 1 ))
+  fi
   # The failed specs, by name (ginkgo's closing summary lists them as "[FAIL] ...").
   grep -aE '^\s*\[FAIL\]' "$OUT/suite/e2e.log" | sed 's/^\s*/  /' | sort -u || true
   [ "$rc" = 0 ] || failed+=(suite)
@@ -218,6 +244,7 @@ if [ "$E2E_INSTALL" = helm ] && [ "$E2E_CHART" = 1 ]; then
   rc=0
   fg env FILEVOL_E2E_SKIP_IMAGES=1 "$OUT/bin/chart.test" -test.v -test.timeout 30m > "$OUT/chart.log" 2>&1 || rc=$?
   note "chart upgrade/uninstall: $(( $(date +%s) - t ))s, $(results "$OUT/chart.log") (exit $rc, $OUT/chart.log)"
+  tally_go "$OUT/chart.log"
   grep -E '^--- (FAIL|SKIP)' "$OUT/chart.log" | sed 's/^/  /' || true
   [ "$rc" = 0 ] || failed+=(chart)
 fi

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"time"
 
@@ -35,8 +34,7 @@ func detach(devPath string) error { return detachNode(devPath, nil, true) }
 // under its O_EXCL hold so that a number freed and reused meanwhile is left
 // alone.
 func detachFile(backingFile string) error {
-	want := matchPaths(backingFile)
-	keep := func(backing string) bool { return slices.Contains(want, backing) }
+	keep := matcher(backingFile)
 	devs, err := scan(sysBlock, keep)
 	if err != nil {
 		return err
@@ -50,7 +48,7 @@ func detachFile(backingFile string) error {
 	return errors.Join(errs...)
 }
 
-func detachNode(devPath string, keep func(string) bool, mayCreate bool) error {
+func detachNode(devPath string, keep func(Device) bool, mayCreate bool) error {
 	fd, err := openExclusive(devPath)
 	switch {
 	case errors.Is(err, unix.EBUSY):
@@ -72,7 +70,7 @@ func detachNode(devPath string, keep func(string) bool, mayCreate bool) error {
 		unix.Close(fd)
 		return fmt.Errorf("loop: detach %s: %w", devPath, err)
 	}
-	if keep != nil && (!wasAttached || !keep(before.BackingFile)) {
+	if keep != nil && (!wasAttached || !keep(before)) {
 		unix.Close(fd)
 		return nil // detached already, or now someone else's device
 	}
@@ -138,7 +136,7 @@ func detachPending(n int, backing string) (bool, error) {
 // detachMissingNode handles a /dev/loopN node that does not exist: nothing
 // to do when sysfs says the device is not attached; otherwise create the
 // node (udev is not running) and detach through it.
-func detachMissingNode(devPath string, keep func(string) bool, openErr error) error {
+func detachMissingNode(devPath string, keep func(Device) bool, openErr error) error {
 	n, ok := parseName(filepath.Base(devPath))
 	if !ok || filepath.Dir(devPath) != devDir {
 		return fmt.Errorf("loop: detach: %w: %w", ErrNotFound, openErr)

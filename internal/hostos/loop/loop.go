@@ -83,12 +83,21 @@ func Attach(ctx context.Context, backingFile string, opts Options) (Device, erro
 // (compared after filepath.Clean; a path through symlinks also matches,
 // since the kernel reports the resolved path), in device-number order.
 // Devices whose backing file was deleted still match, with Deleted set.
-// Only sysfs is read; nothing is opened.
+// A device attached from another mount namespace, whose backing file sysfs
+// reports relative to a mount we cannot reach (a replaced driver pod's), is
+// matched by the file's device and inode; only such a device is opened
+// (read-only, not exclusively), everything else is read from sysfs.
 func Find(path string) ([]Device, error) { return find(path) }
 
 // List returns every attached loop device, in device-number order,
 // including devices filevol did not create.
 func List() ([]Device, error) { return list() }
+
+// ResolveUnder returns devs with the backing file of each device attached
+// from another mount namespace (see Find) rewritten to the path under dir
+// that names the same file, so that callers which know their files by path
+// under dir recognise it. Other devices are returned unchanged.
+func ResolveUnder(devs []Device, dir string) []Device { return resolveUnder(devs, dir) }
 
 // Detach clears the device (LOOP_CLR_FD). A device that is already detached
 // is not an error, nor is a missing /dev/loopN node for a device sysfs shows

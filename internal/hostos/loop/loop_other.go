@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Loop devices exist only on Linux; these stubs keep the package building
@@ -18,6 +19,14 @@ func attach(context.Context, string, Options) (Device, error) {
 func detach(string) error { return fmt.Errorf("loop: detach: %w", errors.ErrUnsupported) }
 
 func detachFile(string) error { return fmt.Errorf("loop: detach: %w", errors.ErrUnsupported) }
+
+// Without loop devices there is no identity to compare: paths only.
+func matcher(path string) func(Device) bool {
+	want := matchPaths(path)
+	return func(d Device) bool { return slices.Contains(want, d.BackingFile) }
+}
+
+func resolveUnder(devs []Device, _ string) []Device { return devs }
 
 func setCapacity(string) (int64, error) {
 	return 0, fmt.Errorf("loop: set capacity: %w", errors.ErrUnsupported)

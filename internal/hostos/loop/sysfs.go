@@ -34,11 +34,10 @@ func list() ([]Device, error) { return scan(sysBlock, nil) }
 
 // find returns the attached devices backed by path. The kernel reports the
 // backing file as its canonical path in our mount namespace, so besides the
-// cleaned absolute path we also match the path with symlinks resolved.
-func find(path string) ([]Device, error) {
-	want := matchPaths(path)
-	return scan(sysBlock, func(backing string) bool { return slices.Contains(want, backing) })
-}
+// cleaned absolute path we also match the path with symlinks resolved, and
+// a device attached from another mount namespace by its identity
+// (identity_linux.go).
+func find(path string) ([]Device, error) { return scan(sysBlock, matcher(path)) }
 
 func matchPaths(path string) []string {
 	clean, err := filepath.Abs(path)
@@ -57,7 +56,7 @@ func matchPaths(path string) []string {
 // backing file keep accepts (all when keep is nil), sorted by number.
 // Devices that disappear or are detached while being read are skipped, not
 // reported as errors.
-func scan(dir string, keep func(backing string) bool) ([]Device, error) {
+func scan(dir string, keep func(Device) bool) ([]Device, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("loop: list %s: %w", dir, err)
@@ -82,11 +81,12 @@ func scan(dir string, keep func(backing string) bool) ([]Device, error) {
 
 // readDevice reads /sys/block/loopN. attached is false (with a nil error)
 // when the device does not exist, has no backing file, or keep (when not
-// nil) rejects its backing file — checked before the other attributes are
+// nil) rejects it (seeing only Path, Number, BackingFile and Deleted) —
+// checked before the other attributes are
 // read, which makes Find cheap on hosts with many devices. The backing file
 // is read before and after the other attributes so that a device detached
 // and re-attached mid-read is not reported with a mix of both states.
-func readDevice(dir string, n int, keep func(backing string) bool) (d Device, attached bool, err error) {
+func readDevice(dir string, n int, keep func(Device) bool) (d Device, attached bool, err error) {
 	base := filepath.Join(dir, "loop"+strconv.Itoa(n))
 	for range consistentReadAttempts {
 		d, raw, err := readDeviceOnce(base, n, keep)
@@ -113,14 +113,14 @@ func readDevice(dir string, n int, keep func(backing string) bool) (d Device, at
 // errSkip tells readDevice that keep rejected the device.
 var errSkip = errors.New("skip")
 
-func readDeviceOnce(base string, n int, keep func(string) bool) (d Device, rawBacking string, err error) {
+func readDeviceOnce(base string, n int, keep func(Device) bool) (d Device, rawBacking string, err error) {
 	rawBacking, err = readAttr(base, "loop/backing_file")
 	if err != nil {
 		return Device{}, "", err
 	}
 	d = Device{Path: devPath(n), Number: n}
 	d.BackingFile, d.Deleted = parseBackingFile(rawBacking)
-	if keep != nil && !keep(d.BackingFile) {
+	if keep != nil && !keep(d) {
 		return Device{}, "", errSkip
 	}
 	if d.ReadOnly, err = readBool(base, "ro"); err != nil {
