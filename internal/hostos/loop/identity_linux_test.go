@@ -58,11 +58,7 @@ func attachThroughGoneMount(t *testing.T, dir, pool, file string) (loop.Device, 
 // gone is still found, resolved and detached by the file's real path —
 // before this, NodeUnstage after a driver pod restart left it attached.
 func TestFindAcrossMountNamespaces(t *testing.T) {
-	dir := setup(t)
-	pool := filepath.Join(dir, "pool")
-	if err := os.MkdirAll(filepath.Join(pool, "volumes"), 0o700); err != nil {
-		t.Fatal(err)
-	}
+	dir, pool := setupPool(t)
 	img := newImage(t, filepath.Join(pool, "volumes"), "a.img", 64<<20)
 	other := newImage(t, filepath.Join(pool, "volumes"), "b.img", 64<<20)
 	d, shown := attachThroughGoneMount(t, dir, pool, img)
@@ -103,11 +99,7 @@ func TestFindAcrossMountNamespaces(t *testing.T) {
 // device held it (DeleteVolume after an unstage that missed the device), so
 // only the filesystem and the relative name are left to recognise it by.
 func TestFindDeletedAcrossMountNamespaces(t *testing.T) {
-	dir := setup(t)
-	pool := filepath.Join(dir, "pool")
-	if err := os.MkdirAll(filepath.Join(pool, "volumes"), 0o700); err != nil {
-		t.Fatal(err)
-	}
+	dir, pool := setupPool(t)
 	img := newImage(t, filepath.Join(pool, "volumes"), "gone.img", 64<<20)
 	d, _ := attachThroughGoneMount(t, dir, pool, img)
 	if err := os.Remove(img); err != nil {
@@ -127,6 +119,18 @@ func TestFindDeletedAcrossMountNamespaces(t *testing.T) {
 	if found, err := loop.Find(img); err != nil || len(found) != 0 {
 		t.Fatalf("after DetachFile: %+v, %v", found, err)
 	}
+}
+
+// setupPool returns a scratch directory and a pool in it with a volumes/
+// directory, laid out as filevol's.
+func setupPool(t *testing.T) (dir, pool string) {
+	t.Helper()
+	dir = setup(t)
+	pool = filepath.Join(dir, "pool")
+	if err := os.MkdirAll(filepath.Join(pool, "volumes"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return dir, pool
 }
 
 func byPath(devs []loop.Device, path string) *loop.Device {
