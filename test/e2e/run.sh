@@ -60,11 +60,6 @@ SUMMARY=()
 note() { SUMMARY+=("$*"); log "$*"; }
 # Tests passed and failed over every step, for the closing "N passed, N failed" line.
 PASSED=0 FAILED=0
-# tally_go LOG: add a go test -v log's top-level results to the totals.
-tally_go() {
-  PASSED=$(( PASSED + $(grep -cE '^--- PASS' "$1" || true) ))
-  FAILED=$(( FAILED + $(grep -cE '^--- FAIL' "$1" || true) ))
-}
 
 # ---- keep the previous run's logs --------------------------------------------------------
 mkdir -p "$OUT"
@@ -165,12 +160,20 @@ note "install ($E2E_INSTALL): $(( $(date +%s) - t ))s; advertised: $(grep -E '^(
   grep -E 'SNAPSHOT|CLONE|EXPAND|ONLINE' | tr '\n' ' ')"
 
 failed=()
-# results LOG: "5 PASS, 1 SKIP" from a go test -v log.
-results() {
-  local r
-  r=$(grep -E '^--- (PASS|FAIL|SKIP)' "$1" | awk '{sub(":", "", $2); print $2}' | sort | uniq -c |
+# go_step NAME LABEL LOG RC START: report a finished go test -v step — its time and
+# "5 PASS, 1 SKIP" in the summary, its failed and skipped tests by name, its top-level
+# results in the totals — and mark NAME failed unless it exited 0.
+go_step() {
+  local name=$1 label=$2 log=$3 rc=$4 start=$5 lines pass fail counts
+  lines=$(grep -E '^--- (PASS|FAIL|SKIP)' "$log" || true)
+  pass=$(grep -c '^--- PASS' <<<"$lines" || true)
+  fail=$(grep -c '^--- FAIL' <<<"$lines" || true)
+  PASSED=$(( PASSED + pass )) FAILED=$(( FAILED + fail ))
+  counts=$(awk 'NF {sub(":", "", $2); print $2}' <<<"$lines" | sort | uniq -c |
     awk '{printf "%s%s %s", sep, $1, $2; sep=", "}')
-  echo "${r:-no results}"
+  note "$label: $(( $(date +%s) - start ))s, ${counts:-no results} (exit $rc, $log)"
+  grep -E '^--- (FAIL|SKIP)' <<<"$lines" | sed 's/^/  /' || true
+  [ "$rc" = 0 ] || failed+=("$name")
 }
 # ---- 4. stories ----------------------------------------------------------------------------
 if [ "$E2E_STORIES" = 1 ]; then
@@ -179,10 +182,7 @@ if [ "$E2E_STORIES" = 1 ]; then
   fg env FILEVOL_E2E_KUBECONFIG="$ADMIN_KUBECONFIG" FILEVOL_E2E_POOL="$POOL" FILEVOL_E2E_ENDPOINT="unix://$SOCK" \
     FILEVOL_E2E_RESTART="$RESTART" FILEVOL_E2E_IMAGE="$BUSYBOX_TAG" \
     "$OUT/bin/stories.test" -test.v -test.timeout 20m > "$OUT/stories.log" 2>&1 || rc=$?
-  note "stories: $(( $(date +%s) - t ))s, $(results "$OUT/stories.log") (exit $rc, $OUT/stories.log)"
-  tally_go "$OUT/stories.log"
-  grep -E '^--- (FAIL|SKIP)' "$OUT/stories.log" | sed 's/^/  /' || true
-  [ "$rc" = 0 ] || failed+=(stories)
+  go_step stories stories "$OUT/stories.log" "$rc" "$t"
 fi
 
 # ---- 5. doctor ----------------------------------------------------------------------------
@@ -192,10 +192,7 @@ if [ "$E2E_DOCTOR" = 1 ]; then
   PATH=$REPO_ROOT/bin:$PATH fg env FILEVOL_E2E_KUBECONFIG="$ADMIN_KUBECONFIG" FILEVOL_E2E_POOL="$POOL" \
     FILEVOL_E2E_DRIVER_URL="$DRIVER_URL" FILEVOL_E2E_IMAGE="$BUSYBOX_TAG" \
     "$OUT/bin/doctor.test" -test.v -test.timeout 15m > "$OUT/doctor.log" 2>&1 || rc=$?
-  note "doctor: $(( $(date +%s) - t ))s, $(results "$OUT/doctor.log") (exit $rc, $OUT/doctor.log)"
-  tally_go "$OUT/doctor.log"
-  grep -E '^--- (FAIL|SKIP)' "$OUT/doctor.log" | sed 's/^/  /' || true
-  [ "$rc" = 0 ] || failed+=(doctor)
+  go_step doctor doctor "$OUT/doctor.log" "$rc" "$t"
 fi
 
 # ---- 6. External Storage suite -------------------------------------------------------------
@@ -243,10 +240,7 @@ if [ "$E2E_INSTALL" = helm ] && [ "$E2E_CHART" = 1 ]; then
   t=$(date +%s)
   rc=0
   fg env FILEVOL_E2E_SKIP_IMAGES=1 "$OUT/bin/chart.test" -test.v -test.timeout 30m > "$OUT/chart.log" 2>&1 || rc=$?
-  note "chart upgrade/uninstall: $(( $(date +%s) - t ))s, $(results "$OUT/chart.log") (exit $rc, $OUT/chart.log)"
-  tally_go "$OUT/chart.log"
-  grep -E '^--- (FAIL|SKIP)' "$OUT/chart.log" | sed 's/^/  /' || true
-  [ "$rc" = 0 ] || failed+=(chart)
+  go_step chart "chart upgrade/uninstall" "$OUT/chart.log" "$rc" "$t"
 fi
 
 [ ${#failed[@]} = 0 ] || die "failed: ${failed[*]}"

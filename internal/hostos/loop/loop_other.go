@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 )
 
 // Loop devices exist only on Linux; these stubs keep the package building
@@ -21,12 +20,7 @@ func detach(string) error { return fmt.Errorf("loop: detach: %w", errors.ErrUnsu
 func detachFile(string) error { return fmt.Errorf("loop: detach: %w", errors.ErrUnsupported) }
 
 // Without loop devices there is no identity to compare: paths only.
-func matcher(path string) func(Device) bool {
-	want := matchPaths(path)
-	return func(d Device) bool { return slices.Contains(want, d.BackingFile) }
-}
-
-func resolveUnder(devs []Device, _ string) []Device { return devs }
+func foreignMatch(Device, string) bool { return false }
 
 func setCapacity(string) (int64, error) {
 	return 0, fmt.Errorf("loop: set capacity: %w", errors.ErrUnsupported)

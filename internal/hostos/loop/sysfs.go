@@ -36,7 +36,7 @@ func list() ([]Device, error) { return scan(sysBlock, nil) }
 // backing file as its canonical path in our mount namespace, so besides the
 // cleaned absolute path we also match the path with symlinks resolved, and
 // a device attached from another mount namespace by its identity
-// (identity_linux.go).
+// (identity.go).
 func find(path string) ([]Device, error) { return scan(sysBlock, matcher(path)) }
 
 func matchPaths(path string) []string {
@@ -81,9 +81,9 @@ func scan(dir string, keep func(Device) bool) ([]Device, error) {
 
 // readDevice reads /sys/block/loopN. attached is false (with a nil error)
 // when the device does not exist, has no backing file, or keep (when not
-// nil) rejects it (seeing only Path, Number, BackingFile and Deleted) —
-// checked before the other attributes are
-// read, which makes Find cheap on hosts with many devices. The backing file
+// nil) rejects it — checked, on Path, Number, BackingFile and Deleted only,
+// before the other attributes are read, which makes Find cheap on hosts
+// with many devices. The backing file
 // is read before and after the other attributes so that a device detached
 // and re-attached mid-read is not reported with a mix of both states.
 func readDevice(dir string, n int, keep func(Device) bool) (d Device, attached bool, err error) {
