@@ -72,16 +72,30 @@ func (p *Pool) readRecord(id string) (Volume, error) {
 	if err != nil {
 		return Volume{}, err
 	}
+	return decodeRecord(path, id, data)
+}
+
+// decodeRecord parses the record of id read from path (named in errors).
+// What it accepts is the current version and holds id.
+func decodeRecord(path, id string, data []byte) (Volume, error) {
 	var v Volume
 	if err := json.Unmarshal(data, &v); err != nil {
 		return Volume{}, fmt.Errorf("record %s: %w", path, err)
 	}
-	if v.Version != recordVersion {
-		return Volume{}, fmt.Errorf("record %s: version %d, this filevol reads version %d",
-			path, v.Version, recordVersion)
-	}
-	if v.ID != id {
-		return Volume{}, fmt.Errorf("record %s holds volume ID %q", path, v.ID)
+	if err := checkHeader(path, "volume", id, v.Version, v.ID); err != nil {
+		return Volume{}, err
 	}
 	return v, nil
+}
+
+// checkHeader checks what every record must carry: the version this filevol
+// reads, and the ID the record's file name promises.
+func checkHeader(path, kind, id string, version int, gotID string) error {
+	if version != recordVersion {
+		return fmt.Errorf("record %s: version %d, this filevol reads version %d", path, version, recordVersion)
+	}
+	if gotID != id {
+		return fmt.Errorf("record %s holds %s ID %q", path, kind, gotID)
+	}
+	return nil
 }

@@ -56,15 +56,17 @@ func (p *Pool) readSnapshotRecord(id string) (Snapshot, error) {
 	if err != nil {
 		return Snapshot{}, err
 	}
+	return decodeSnapshotRecord(path, id, data)
+}
+
+// decodeSnapshotRecord is decodeRecord for a snapshot.
+func decodeSnapshotRecord(path, id string, data []byte) (Snapshot, error) {
 	var s Snapshot
 	if err := json.Unmarshal(data, &s); err != nil {
 		return Snapshot{}, fmt.Errorf("record %s: %w", path, err)
 	}
-	if s.Version != recordVersion {
-		return Snapshot{}, fmt.Errorf("record %s: version %d, this filevol reads version %d", path, s.Version, recordVersion)
-	}
-	if s.ID != id {
-		return Snapshot{}, fmt.Errorf("record %s holds snapshot ID %q", path, s.ID)
+	if err := checkHeader(path, "snapshot", id, s.Version, s.ID); err != nil {
+		return Snapshot{}, err
 	}
 	return s, nil
 }
