@@ -34,7 +34,12 @@ func open(dir string, opts Options) (_ *Pool, err error) {
 			_ = p.close()
 		}
 	}()
-	for _, d := range []string{dir, p.vdir, p.sdir, p.qdir, p.frozenDir()} {
+	if err := ensureDir(dir); err != nil {
+		return nil, fmt.Errorf("open pool: %w", err)
+	}
+	// Before the subdirectories are made, where they are placed (placement.go).
+	markTopDir(dir)
+	for _, d := range []string{p.vdir, p.sdir, p.qdir, p.frozenDir()} {
 		if err := ensureDir(d); err != nil {
 			return nil, fmt.Errorf("open pool: %w", err)
 		}

@@ -58,6 +58,27 @@ func writeTmpFile(dir, id string, data []byte) (string, error) {
 	return name, nil
 }
 
+// writeTmpFileSyncing is writeTmpFile while another goroutine fsyncs the
+// image open at imageFD (named imagePath in errors), for a snapshot whose
+// record depends on how its image was made: as in create, both must be
+// durable before the commit point, and side by side the two fsyncs overlap
+// instead of adding up. It returns once both have ended; on an error the
+// temporary record is gone, and the image is the caller's to remove.
+func writeTmpFileSyncing(dir, id string, data []byte, imageFD int, imagePath string) (string, error) {
+	imageSynced := make(chan error, 1)
+	go func() { imageSynced <- fsync(imageFD) }()
+	tmp, err := writeTmpFile(dir, id, data)
+	serr := <-imageSynced
+	if err != nil {
+		return "", err
+	}
+	if serr != nil {
+		_ = unix.Unlink(tmp)
+		return "", wrapNoSpace(&os.PathError{Op: "sync", Path: imagePath, Err: serr})
+	}
+	return tmp, nil
+}
+
 // encodeRecord is the on-disk form of v: compact JSON (no indentation; a
 // record is read by programs, and ~300 bytes keeps 1,000 of them cheap).
 func encodeRecord(v *Volume) ([]byte, error) { return json.Marshal(v) }

@@ -131,13 +131,9 @@ func (p *Pool) createSnapshot(ctx context.Context, req SnapshotRequest) (Snapsho
 	if err == nil {
 		data, err = encodeSnapshot(&s)
 	}
-	// As in create: the record's fsync commits the journal transaction that
-	// carries the clone too, so the image's fsync after it is cheap.
+	// As in create: the clone is fsynced while the record is written.
 	if err == nil {
-		tmpRec, err = writeTmpFile(p.sdir, id, data)
-	}
-	if err == nil {
-		err = fsync(fd)
+		tmpRec, err = writeTmpFileSyncing(p.sdir, id, data, fd, tmpImg)
 	}
 	if cerr := unix.Close(fd); err == nil {
 		err = cerr

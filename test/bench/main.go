@@ -60,7 +60,7 @@ func main() {
 	flag.IntVar(&c.listIterations, "list-iterations", 50, "ListVolumes listings timed per page size (target 5)")
 	flag.IntVar(&c.verbosity, "driver-v", 0, "klog verbosity of the driver (--v); above 2 logs every call and skews latency")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the harness (client side) to this file")
-	flag.StringVar(&c.poolFS, "pool-fs", "host", "pool filesystem: host (/tmp as it is), or ext4, xfs, tmpfs made for the run (to compare)")
+	flag.StringVar(&c.poolFS, "pool-fs", "host", "pool filesystem: host (/tmp as it is), or ext4, ext4-nojournal, xfs, tmpfs made for the run (to compare)")
 	flag.Func("driver-env", "K=V added to the driver's environment (repeatable), e.g. GOMAXPROCS=1", func(v string) error {
 		if !strings.Contains(v, "=") {
 			return fmt.Errorf("%q is not K=V", v)
