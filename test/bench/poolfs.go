@@ -26,7 +26,7 @@ var mkfs = map[string][]string{
 	// recently freed inodes either (ext4Journal), which makes it the place
 	// to compare driver changes run after run.
 	"ext4-nojournal": {"mkfs.ext4", "-F", "-q", "-O", "^has_journal", "-E", "lazy_itable_init=1,nodiscard"},
-	"xfs":  {"mkfs.xfs", "-f", "-q", "-K"},
+	"xfs":            {"mkfs.xfs", "-f", "-q", "-K"},
 }
 
 // preparePoolFS decides what filesystem the pool lives on. "host" is the
