@@ -58,6 +58,10 @@ func (s *NodeService) NodeStageVolume(ctx context.Context, req *csipb.NodeStageV
 	if !s.pool.ImageExists(id) {
 		return nil, failedPrecondition("image file %s of volume %s is missing", s.pool.ImagePath(id), id)
 	}
+	// Durable before anything can write into it (pool/pending.go).
+	if vol, err = s.pool.CommitImage(vol); err != nil {
+		return nil, err
+	}
 	readOnly := readerOnly(c)
 	dev, attached, err := s.ensureLoop(ctx, s.pool.ImagePath(id), readOnly)
 	if err != nil {

@@ -58,6 +58,7 @@ func (p *Pool) expand(ctx context.Context, id string, size int64) (Volume, error
 		if err := p.growImage(fd, img, cur, size, st.Blocks*512, v.Provisioning == ProvisioningThick); err != nil {
 			return Volume{}, fmt.Errorf("expand volume %s: %w", id, err)
 		}
+		v.ImagePending = false // growImage fsynced it (pending.go)
 	}
 	if size == v.CapacityBytes {
 		return v, nil

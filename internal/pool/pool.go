@@ -27,6 +27,8 @@
 //	                                      delete's: garbage, removed
 //	.tmp-*.json.*                         an unpublished record: garbage, removed
 //	<id>.img, no record                   unexpected; may be data: quarantined
+//	record marked ImagePending, image     remade blank, or grown to the record's
+//	missing or short                      size: it never held data (pending.go)
 //	record, no image at all               kept and logged; ImageExists is false
 //
 // Snapshots live in <dir>/snapshots under exactly the same rules: create,
@@ -106,6 +108,10 @@ type Volume struct {
 	ContentSource *ContentSource `json:"contentSource,omitempty"`
 	// CreatedAt is when the record was first written.
 	CreatedAt time.Time `json:"createdAt"`
+	// ImagePending: the image was created blank and not yet made durable;
+	// until its first use clears the mark (CommitImage), Open remakes an
+	// image a crash lost (pending.go). Records without it read as false.
+	ImagePending bool `json:"imagePending,omitempty"`
 }
 
 // CreateRequest is a validated request for a new volume. An empty

@@ -24,6 +24,11 @@ func TestOpenRepairs(t *testing.T) {
 		quarantined int  // files in quarantine/
 		listed      bool // pvc-crash in List
 		imageExists bool
+		// used: pvc-crash was used (CommitImage) before the crash; else
+		// its blank image is still pending (pending.go).
+		used bool
+		// imageSize, when set, is the size pvc-crash's image must have.
+		imageSize int64
 	}{
 		{
 			name:  "create or delete interrupted after the commit: roll forward",
@@ -55,9 +60,24 @@ func TestOpenRepairs(t *testing.T) {
 			want:  nil, quarantined: 1,
 		},
 		{
-			name:  "record without image kept",
+			name:  "record of a used volume without image kept, not remade",
 			crash: func(t *testing.T, v string) { rm(t, v+"/"+id+".img") },
-			want:  []string{id + ".json"}, listed: true,
+			want:  []string{id + ".json"}, listed: true, used: true,
+		},
+		{
+			name:  "blank image lost before its first use: remade from the record",
+			crash: func(t *testing.T, v string) { rm(t, v+"/"+id+".img") },
+			want:  []string{id + ".img", id + ".json"}, listed: true, imageExists: true, imageSize: 1 << 20,
+		},
+		{
+			name:  "blank image left short before its first use: grown to the record's size",
+			crash: func(t *testing.T, v string) { truncate(t, v+"/"+id+".img", 0) },
+			want:  []string{id + ".img", id + ".json"}, listed: true, imageExists: true, imageSize: 1 << 20,
+		},
+		{
+			name:  "blank image lost, its create not yet rolled forward: remade once",
+			crash: func(t *testing.T, v string) { rm(t, v+"/"+id+".img"); write(t, v+"/.tmp-"+id+".img", "") },
+			want:  []string{id + ".img", id + ".json"}, listed: true, imageExists: true, imageSize: 1 << 20,
 		},
 		{
 			name: "record, image and tmp image: tmp quarantined",
@@ -76,8 +96,13 @@ func TestOpenRepairs(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := testutil.Scratch(t, "pool")
 			p := openPool(t, dir, Options{})
-			mustCreate(t, p, CreateRequest{Name: "pvc-crash", CapacityBytes: 1 << 20})
+			v := mustCreate(t, p, CreateRequest{Name: "pvc-crash", CapacityBytes: 1 << 20})
 			mustCreate(t, p, CreateRequest{Name: "pvc-other", CapacityBytes: 1 << 20})
+			if tt.used {
+				if _, err := p.CommitImage(v); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if err := p.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -108,6 +133,11 @@ func TestOpenRepairs(t *testing.T) {
 			}
 			if !p.ImageExists(other) {
 				t.Error("the other volume lost its image")
+			}
+			if tt.imageSize > 0 {
+				if fi, err := os.Stat(p.imagePath(id)); err != nil || fi.Size() != tt.imageSize {
+					t.Errorf("image after Open: %v, want %d bytes", err, tt.imageSize)
+				}
 			}
 			// Whatever state was left, the volume can be deleted and made again.
 			if err := p.Delete(context.Background(), id); err != nil {
@@ -190,6 +220,13 @@ func rm(t *testing.T, path string) {
 func write(t *testing.T, path, data string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func truncate(t *testing.T, path string, size int64) {
+	t.Helper()
+	if err := os.Truncate(path, size); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -44,8 +44,9 @@ type config struct {
 	verbosity           int
 	cpuProfile          string
 	keep                bool
-	poolFS              string   // host, ext4, xfs or tmpfs
-	driverEnv           []string // extra K=V for the driver (GOMAXPROCS, GOGC, GODEBUG experiments)
+	settle              time.Duration // wait after the last run's cleanup (settle.go)
+	poolFS              string        // host, ext4, xfs or tmpfs
+	driverEnv           []string      // extra K=V for the driver (GOMAXPROCS, GOGC, GODEBUG experiments)
 }
 
 func main() {
@@ -68,6 +69,7 @@ func main() {
 		c.driverEnv = append(c.driverEnv, v)
 		return nil
 	})
+	flag.DurationVar(&c.settle, "settle", recentlyFreedFor, "on ext4 without a journal, wait this long after the last run ended before measuring (its freed inodes slow every create meanwhile; 0: do not wait)")
 	flag.BoolVar(&c.keep, "keep", false, "leave the run directory (pool, driver log) in place after the run")
 	flag.Parse()
 	if c.iterations < 1 || c.clients < 1 || c.concurrent < 1 || c.lifecycle < 1 || c.volumes < 1 || c.listIterations < 1 {
@@ -129,6 +131,9 @@ func run(c config) int {
 		err = b.preparePoolFS(ctx)
 	}
 	if err == nil {
+		err = b.settle(ctx)
+	}
+	if err == nil {
 		b.rep.machine = machineFacts(b.poolDir)
 		err = b.all(ctx)
 	}
@@ -139,6 +144,7 @@ func run(c config) int {
 		b.rep.note("cleanup: %v", cerr)
 		err = errors.Join(err, cerr)
 	}
+	recordRunEnd()
 	md := b.rep.markdown()
 	fmt.Print(md)
 	if werr := os.WriteFile(c.out, []byte(md), 0o644); werr != nil {

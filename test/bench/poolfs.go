@@ -88,9 +88,13 @@ func (b *bench) preparePoolFS(ctx context.Context) error {
 // one, fsync writes each metadata block synchronously, and inode
 // allocation skips inodes freed in the last minutes (recently_deleted).
 func ext4Journal(source string) string {
-	dev := filepath.Base(source)
-	if m, _ := filepath.Glob("/proc/fs/jbd2/" + dev + "-*"); len(m) > 0 {
+	if hasJournal(source) {
 		return "with a journal"
 	}
-	return "WITHOUT a journal (no /proc/fs/jbd2/" + dev + "-*)"
+	return "WITHOUT a journal (no /proc/fs/jbd2/" + filepath.Base(source) + "-*)"
+}
+
+func hasJournal(source string) bool {
+	m, _ := filepath.Glob("/proc/fs/jbd2/" + filepath.Base(source) + "-*")
+	return len(m) > 0
 }

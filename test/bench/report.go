@@ -121,16 +121,29 @@ func procField(path, key string) string {
 	return "?"
 }
 
-// poolFS names the filesystem holding dir: the mount with the longest
-// mount point that contains it, read from mountinfo.
+// poolFS names the filesystem holding dir.
 func poolFS(dir string) string {
+	m, err := mountOf(dir)
+	if err != nil {
+		return "? (" + err.Error() + ")"
+	}
+	kind := m.FSType
+	if kind == "ext4" {
+		kind += " " + ext4Journal(m.Source)
+	}
+	return fmt.Sprintf("%s (%s mounted at %s, options %s, %s)", kind, m.Source, m.Mountpoint, m.Options, m.VFSOptions)
+}
+
+// mountOf returns the mount holding dir: the one with the longest mount
+// point that contains it, read from mountinfo.
+func mountOf(dir string) (*mountinfo.Info, error) {
 	real, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		real = dir
 	}
 	mounts, err := mountinfo.GetMounts(nil)
 	if err != nil {
-		return "? (" + err.Error() + ")"
+		return nil, err
 	}
 	var best *mountinfo.Info
 	for _, m := range mounts {
@@ -140,11 +153,7 @@ func poolFS(dir string) string {
 		}
 	}
 	if best == nil {
-		return "?"
+		return nil, fmt.Errorf("no mount holds %s", dir)
 	}
-	kind := best.FSType
-	if kind == "ext4" {
-		kind += " " + ext4Journal(best.Source)
-	}
-	return fmt.Sprintf("%s (%s mounted at %s, options %s, %s)", kind, best.Source, best.Mountpoint, best.Options, best.VFSOptions)
+	return best, nil
 }

@@ -41,6 +41,9 @@ type watcher struct {
 	armed     string
 	countdown int // for anyPoint: boundaries still to pass
 	fired     chan string
+	// barriers: the barrier files drain waits for, by name.
+	barriers map[string]chan struct{}
+	nBarrier int
 
 	ino     *os.File
 	inoFD   int
@@ -52,7 +55,7 @@ type watcher struct {
 // watchKillPoints starts watching pool (which must exist) and the mounts
 // under kubelet.
 func watchKillPoints(poolDir, kubelet string, st *stats, pid func() int) (*watcher, error) {
-	w := &watcher{pool: poolDir, kubelet: kubelet, st: st, pid: pid, fired: make(chan string, 1), wds: map[int32]string{}}
+	w := &watcher{pool: poolDir, kubelet: kubelet, st: st, pid: pid, fired: make(chan string, 1), wds: map[int32]string{}, barriers: map[string]chan struct{}{}}
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return nil, fmt.Errorf("inotify: %w", err)
@@ -99,9 +102,41 @@ func (w *watcher) close() {
 	w.wg.Wait()
 }
 
+// barrierPrefix names the files drain makes in the pool directory: never
+// boundaries, and the pool does not look at its top directory's files.
+const barrierPrefix = ".faults-barrier-"
+
+// drain returns once the watcher has taken in every event that happened
+// before it was called. It makes a file in the pool and waits for the
+// file's event to come through the same inotify queue. Arming starts from
+// there: otherwise events of the steps before the armed call, still
+// queued when the machine is busy (make test runs packages side by side),
+// would count as the call's own, and a kill would land early or, worse,
+// on the driver started after it.
+func (w *watcher) drain() {
+	w.mu.Lock()
+	w.nBarrier++
+	name := fmt.Sprintf("%s%d", barrierPrefix, w.nBarrier)
+	seen := make(chan struct{})
+	w.barriers[name] = seen
+	w.mu.Unlock()
+	path := filepath.Join(w.pool, name)
+	if err := os.WriteFile(path, nil, 0o600); err == nil {
+		select {
+		case <-seen:
+		case <-time.After(10 * time.Second):
+		}
+		_ = os.Remove(path)
+	}
+	w.mu.Lock()
+	delete(w.barriers, name)
+	w.mu.Unlock()
+}
+
 // arm makes the next boundary called point kill the driver; fired
 // receives the name when it did.
 func (w *watcher) arm(point string) {
+	w.drain()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.armed = point
@@ -113,6 +148,7 @@ const anyPoint = "*"
 // armNth makes the nth step boundary from now, whatever it is, kill the
 // driver.
 func (w *watcher) armNth(n int) {
+	w.drain()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.armed, w.countdown = anyPoint, n
@@ -188,6 +224,15 @@ func (w *watcher) readInotify() {
 			rel, ok := w.wds[ev.Wd]
 			w.mu.Unlock()
 			if !ok || name == "" || name == ".lock" {
+				continue
+			}
+			if strings.HasPrefix(name, barrierPrefix) {
+				w.mu.Lock()
+				if seen := w.barriers[name]; seen != nil && ev.Mask&unix.IN_CREATE != 0 {
+					close(seen)
+					delete(w.barriers, name)
+				}
+				w.mu.Unlock()
 				continue
 			}
 			if ev.Mask&unix.IN_ISDIR != 0 {

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -52,7 +53,15 @@ func TestRebootRestoresData(t *testing.T) {
 		v.id = resp.GetVolume().GetVolumeId()
 		v.staging = filepath.Join(dir, "kubelet", v.name, "globalmount")
 		v.target = filepath.Join(dir, "kubelet", "pods", v.name, "mount")
+		if !imagePending(t, d, v.id) {
+			t.Errorf("%s: a blank create did not mark its image pending", v.name)
+		}
 		stageAndPublish(t, d, v)
+		// The first stage made the image durable before any write: a lost
+		// image is from now on a lost volume, never remade blank.
+		if imagePending(t, d, v.id) {
+			t.Errorf("%s: image still pending after NodeStageVolume", v.name)
+		}
 		writeAt(t, v, pattern)
 	}
 
@@ -165,4 +174,20 @@ func countMounts(t *testing.T, path string) int {
 		}
 	}
 	return n
+}
+
+// imagePending reads the volume's record from the pool on disk.
+func imagePending(t *testing.T, d *driver.Driver, id string) bool {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(d.PoolDir, "volumes", id+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		ImagePending bool `json:"imagePending"`
+	}
+	if err := json.Unmarshal(data, &rec); err != nil {
+		t.Fatal(err)
+	}
+	return rec.ImagePending
 }

@@ -1,0 +1,81 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"os"
+	"testing"
+
+	"github.com/filevol/filevol/internal/testutil"
+)
+
+// A blank volume's record says its image is pending until CommitImage
+// (pending.go); what the record on disk says is what Open acts on.
+func TestCommitImage(t *testing.T) {
+	p := openPool(t, testutil.Scratch(t, "pool-pending"), Options{})
+	v := mustCreate(t, p, CreateRequest{Name: "blank", CapacityBytes: 1 << 20})
+	if !v.ImagePending || !onDisk(t, p, v.ID).ImagePending {
+		t.Fatalf("a blank create: ImagePending %v, on disk %v; want true", v.ImagePending, onDisk(t, p, v.ID).ImagePending)
+	}
+	committed, err := p.CommitImage(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if committed.ImagePending || onDisk(t, p, v.ID).ImagePending {
+		t.Error("ImagePending still set after CommitImage")
+	}
+	// Once committed, nothing is rewritten: the record file stays the same.
+	before := stat(t, p.recordPath(v.ID))
+	if _, err := p.CommitImage(committed); err != nil {
+		t.Fatal(err)
+	}
+	if after := stat(t, p.recordPath(v.ID)); !os.SameFile(before, after) {
+		t.Error("CommitImage of a committed volume rewrote its record")
+	}
+
+	// An image gone before its first use cannot be committed.
+	lost := mustCreate(t, p, CreateRequest{Name: "lost", CapacityBytes: 1 << 20})
+	rm(t, p.imagePath(lost.ID))
+	if _, err := p.CommitImage(lost); !errors.Is(err, ErrImageMissing) {
+		t.Errorf("CommitImage without image: %v, want ErrImageMissing", err)
+	}
+	if !onDisk(t, p, lost.ID).ImagePending {
+		t.Error("a failed CommitImage cleared the mark")
+	}
+}
+
+// Growing an image fsyncs it, so an expansion clears the mark too; a clone
+// holds data and is never pending.
+func TestPendingClearedByExpandNeverSetByClone(t *testing.T) {
+	p := openPool(t, testutil.Scratch(t, "pool-pending"), Options{})
+	v := mustCreate(t, p, CreateRequest{Name: "grown", CapacityBytes: 1 << 20})
+	if _, err := p.Expand(context.Background(), v.ID, 2<<20); err != nil {
+		t.Fatal(err)
+	}
+	if onDisk(t, p, v.ID).ImagePending {
+		t.Error("ImagePending still set after an expansion")
+	}
+	clone := mustCreate(t, p, CreateRequest{Name: "clone", CapacityBytes: 2 << 20,
+		Source: &ContentSource{Kind: SourceVolume, ID: v.ID}})
+	if clone.ImagePending || onDisk(t, p, clone.ID).ImagePending {
+		t.Error("a clone is marked ImagePending")
+	}
+}
+
+func onDisk(t *testing.T, p *Pool, id string) Volume {
+	t.Helper()
+	v, err := p.readRecord(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func stat(t *testing.T, path string) os.FileInfo {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi
+}
