@@ -57,24 +57,44 @@ func (s *ControllerService) CreateVolume(ctx context.Context, req *csipb.CreateV
 	}
 	defer unlock()
 
-	vol, err := s.pool.GetByName(name)
-	switch {
-	case err == nil:
-		if err := compatible(vol, name, req, p); err != nil {
-			return nil, err
+	// A retry finds its volume in the index and checks it against the
+	// record on disk. A new name costs no disk lookup: a volume that
+	// another process sharing the pool made meanwhile is caught by the
+	// create's exclusive commit (ErrAlreadyExists) and checked then.
+	if s.pool.Known(id) {
+		if resp, err := s.existing(name, req, p); resp != nil || err != nil {
+			return resp, err
 		}
-		return &csipb.CreateVolumeResponse{Volume: s.csiVolume(vol)}, nil
-	case !errors.Is(err, pool.ErrNotFound):
-		return nil, err
 	}
-	vol, err = s.pool.Create(ctx, pool.CreateRequest{
+	vol, err := s.pool.Create(ctx, pool.CreateRequest{
 		Name: name, CapacityBytes: size, FSType: p.fsType,
 		Provisioning: p.provisioning, Parameters: req.GetParameters(),
 	})
+	if errors.Is(err, pool.ErrAlreadyExists) {
+		if resp, gerr := s.existing(name, req, p); resp != nil || gerr != nil {
+			return resp, gerr
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
 	klog.InfoS("volume created", "volumeID", vol.ID, "name", name, "bytes", size, "fsType", p.fsType, "provisioning", p.provisioning)
+	return &csipb.CreateVolumeResponse{Volume: s.csiVolume(vol)}, nil
+}
+
+// existing answers a create whose name has a record on disk: that volume
+// if compatible, ALREADY_EXISTS if not. Both nil when there is none.
+func (s *ControllerService) existing(name string, req *csipb.CreateVolumeRequest, p createParams) (*csipb.CreateVolumeResponse, error) {
+	vol, err := s.pool.GetByName(name)
+	switch {
+	case errors.Is(err, pool.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	if err := compatible(vol, name, req, p); err != nil {
+		return nil, err
+	}
 	return &csipb.CreateVolumeResponse{Volume: s.csiVolume(vol)}, nil
 }
 

@@ -13,9 +13,9 @@ import (
 
 // create follows the order the package doc fixes: image and record (the
 // record fsynced, the image too unless blank) → record renamed into place
-// (the commit point) → image renamed into place → one directory fsync that
-// makes both renames durable, shared with the operations that wait for one
-// at the same time (dirsync.go).
+// (the commit point) → image renamed into place, or a thin blank one made
+// there → one directory fsync that makes both durable, shared with the
+// operations that wait for one at the same time (dirsync.go).
 // Until the commit point a crash leaves only temporary files, which Open
 // removes; after it, a record whose .tmp image Open renames into place.
 func (p *Pool) create(ctx context.Context, req CreateRequest) (Volume, error) {
@@ -35,20 +35,27 @@ func (p *Pool) create(ctx context.Context, req CreateRequest) (Volume, error) {
 	}
 	// A blank image is not fsynced: the record says so, and Open remakes
 	// the image from it if a crash loses it before its first use
-	// (pending.go). A clone holds data: it is copied and fsynced in a
-	// goroutine of its own while this one writes the record, so the two
-	// fsyncs overlap instead of adding up. Both ways, what the volume holds
-	// is durable at the commit point.
+	// (pending.go). A thin one is nothing but a size, so it is made after
+	// the commit, at its own name: one rename less. A thick one is made
+	// before, as a .tmp, so that a pool without the room refuses it before
+	// anything is committed. A clone holds data: it is copied and fsynced
+	// in a goroutine of its own while this one writes the record, so the
+	// two fsyncs overlap instead of adding up. Every way, what the volume
+	// holds is durable at the commit point.
 	v.ImagePending = src == ""
+	late := src == "" && v.Provisioning == ProvisioningThin
 	data, err := encodeRecord(&v)
 	if err != nil {
 		return Volume{}, err
 	}
 	tmpImg := p.tmpImagePath(v.ID)
 	imageDone := make(chan error, 1)
-	if src == "" {
+	switch {
+	case late:
+		imageDone <- nil
+	case src == "":
 		imageDone <- makeBlankImage(tmpImg, v)
-	} else {
+	default:
 		go func() { imageDone <- makeClonedImage(ctx, src, tmpImg, v) }()
 	}
 	tmpRec, err := writeTmpFile(p.vdir, v.ID, data)
@@ -83,8 +90,13 @@ func (p *Pool) create(ctx context.Context, req CreateRequest) (Volume, error) {
 	// Committed. An error from here on undoes the commit rather than return
 	// an error for a volume that exists: the CO retries and must not find a
 	// volume it was told failed, half durable.
-	if err := p.publishImage(tmpImg, v.ID); err != nil {
-		// <id>.img is not ours (publishImage never replaces): leave it.
+	if late {
+		err = p.makeThinImageAt(v)
+	} else {
+		err = p.publishImage(tmpImg, v.ID)
+	}
+	if err != nil {
+		// <id>.img is not ours (neither way replaces one): leave it.
 		_ = unix.Unlink(rec)
 		_ = unix.Unlink(tmpImg)
 		return Volume{}, fmt.Errorf("create volume %s: %w", v.ID, wrapNoSpace(err))
@@ -155,6 +167,39 @@ func (p *Pool) checkRoom(size int64, thick bool) error {
 	if size > avail {
 		return fmt.Errorf("%w: requested %d bytes, %d available (%d free, %d reserved, %d promised to thick volumes)",
 			ErrNoSpace, size, avail, free, p.opts.ReservedBytes, unbacked)
+	}
+	return nil
+}
+
+// makeThinImageAt makes the blank, sparse image of v at <id>.img, never
+// over an existing file: one there without a record (Open quarantines
+// those, but one may appear since) may hold data, so it is moved to
+// quarantine first. On error no image of ours is left.
+func (p *Pool) makeThinImageAt(v Volume) error {
+	img := p.imagePath(v.ID)
+	var fd int
+	open := func() error {
+		return ignoringEINTR(func() (err error) {
+			fd, err = unix.Open(img, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
+			return err
+		})
+	}
+	err := open()
+	if err == unix.EEXIST {
+		if err = p.quarantine(v.ID + imgSuffix); err == nil {
+			err = open()
+		}
+	}
+	if err != nil {
+		return &os.PathError{Op: "create", Path: img, Err: err}
+	}
+	err = ignoringEINTR(func() error { return unix.Ftruncate(fd, v.CapacityBytes) })
+	if cerr := unix.Close(fd); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = unix.Unlink(img)
+		return &os.PathError{Op: "size", Path: img, Err: err}
 	}
 	return nil
 }

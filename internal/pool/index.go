@@ -52,6 +52,13 @@ func (x *index) remove(id string) {
 	x.sorted = nil
 }
 
+func (x *index) has(id string) bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	_, ok := x.vols[id]
+	return ok
+}
+
 func (x *index) provisionedBytes() int64 {
 	x.mu.RLock()
 	defer x.mu.RUnlock()

@@ -79,3 +79,28 @@ func stat(t *testing.T, path string) os.FileInfo {
 	}
 	return fi
 }
+
+// An image without a record where a create is about to put its own (Open
+// quarantines those, but one can appear while the pool is open) may hold
+// data: a create of either kind moves it to quarantine and never writes
+// over it.
+func TestCreateQuarantinesStrayImage(t *testing.T) {
+	for _, prov := range []string{ProvisioningThin, ProvisioningThick} {
+		t.Run(prov, func(t *testing.T) {
+			p := openPool(t, testutil.Scratch(t, "pool-pending"), Options{})
+			name := "stray-" + prov
+			write(t, p.imagePath(VolumeID(name)), "someone's data")
+			v := mustCreate(t, p, CreateRequest{Name: name, CapacityBytes: 1 << 20, Provisioning: prov})
+			if fi := stat(t, p.imagePath(v.ID)); fi.Size() != 1<<20 {
+				t.Errorf("image is %d bytes, want %d", fi.Size(), 1<<20)
+			}
+			q := ls(t, p.qdir)
+			if len(q) != 1 {
+				t.Fatalf("quarantine holds %v, want the stray image", q)
+			}
+			if data, err := os.ReadFile(p.qdir + "/" + q[0]); err != nil || string(data) != "someone's data" {
+				t.Errorf("quarantined file: %q, %v", data, err)
+			}
+		})
+	}
+}

@@ -16,7 +16,8 @@
 //
 // Create writes the image as .tmp-<id>.img, then the record (renamed into
 // place: the commit point), then renames the image to <id>.img and fsyncs the
-// directory once. Delete renames the image back to .tmp-<id>.img, removes the
+// directory once; a thin, blank image is made at <id>.img right after the
+// commit instead (its record marks it pending: pending.go). Delete renames the image back to .tmp-<id>.img, removes the
 // record (the commit point), fsyncs the directory and unlinks the image.
 // Operations that wait for a directory fsync at the same time share one,
 // which must have started after their last change (dirsync.go). So a
@@ -222,6 +223,11 @@ func (p *Pool) Create(ctx context.Context, req CreateRequest) (Volume, error) {
 // share the pool) and refreshes the index with it. ErrNotFound when there
 // is no record, ErrInvalidID when id is not an ID.
 func (p *Pool) Get(id string) (Volume, error) { return p.get(id) }
+
+// Known reports whether the index holds the volume id, without touching
+// the disk. The index can lag behind another process sharing the pool;
+// Create's exclusive commit (ErrAlreadyExists) is what settles a race.
+func (p *Pool) Known(id string) bool { return p.idx.has(id) }
 
 // GetByName returns the volume created with that name, or ErrNotFound.
 func (p *Pool) GetByName(name string) (Volume, error) { return p.get(volumeID(name)) }
