@@ -37,15 +37,9 @@ func (p *Pool) expand(ctx context.Context, id string, size int64) (Volume, error
 		return Volume{}, err
 	}
 	img := p.imagePath(id)
-	var fd int
-	if err := ignoringEINTR(func() (err error) {
-		fd, err = unix.Open(img, unix.O_WRONLY|unix.O_CLOEXEC, 0)
-		return err
-	}); err != nil {
-		if err == unix.ENOENT {
-			return Volume{}, fmt.Errorf("volume %s: %w (%s)", id, ErrImageMissing, img)
-		}
-		return Volume{}, &os.PathError{Op: "open", Path: img, Err: err}
+	fd, err := p.openImage(id, unix.O_WRONLY)
+	if err != nil {
+		return Volume{}, err
 	}
 	defer unix.Close(fd)
 	var st unix.Stat_t

@@ -2,6 +2,8 @@ package pool
 
 import (
 	"errors"
+	"fmt"
+	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -30,4 +32,21 @@ func (p *Pool) get(id string) (Volume, error) {
 		p.idx.remove(id)
 	}
 	return v, err
+}
+
+// openImage opens the image of volume id with flags (O_CLOEXEC added):
+// ErrImageMissing when there is none.
+func (p *Pool) openImage(id string, flags int) (int, error) {
+	img := p.imagePath(id)
+	var fd int
+	if err := ignoringEINTR(func() (err error) {
+		fd, err = unix.Open(img, flags|unix.O_CLOEXEC, 0)
+		return err
+	}); err != nil {
+		if err == unix.ENOENT {
+			return -1, fmt.Errorf("volume %s: %w (%s)", id, ErrImageMissing, img)
+		}
+		return -1, &os.PathError{Op: "open", Path: img, Err: err}
+	}
+	return fd, nil
 }

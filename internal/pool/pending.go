@@ -30,17 +30,11 @@ func (p *Pool) CommitImage(v Volume) (Volume, error) {
 		return v, nil
 	}
 	img := p.imagePath(v.ID)
-	var fd int
-	if err := ignoringEINTR(func() (err error) {
-		fd, err = unix.Open(img, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		return err
-	}); err != nil {
-		if err == unix.ENOENT {
-			return Volume{}, fmt.Errorf("volume %s: %w (%s)", v.ID, ErrImageMissing, img)
-		}
-		return Volume{}, &os.PathError{Op: "open", Path: img, Err: err}
+	fd, err := p.openImage(v.ID, unix.O_RDONLY)
+	if err != nil {
+		return Volume{}, err
 	}
-	err := fsync(fd)
+	err = fsync(fd)
 	_ = unix.Close(fd)
 	if err != nil {
 		return Volume{}, wrapNoSpace(&os.PathError{Op: "sync", Path: img, Err: err})
