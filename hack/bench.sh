@@ -2,7 +2,9 @@
 # Runs the filevol benchmarks (make bench): test/bench starts bin/filevol on
 # a fresh pool under /tmp/filevol-bench, measures it over its CSI socket and
 # writes _output/bench/report.md. Targets are reported, never asserted: the
-# exit code is non-zero only when the harness itself fails.
+# exit code is non-zero only when the harness itself fails. On ext4 without
+# a journal it first waits until six minutes after the last run ended
+# (test/bench/settle.go: that run's freed inodes slow every create).
 #
 #   ITERATIONS=2000 make bench           # serial CreateVolume samples
 #   ./hack/bench.sh --lifecycle 50 --driver-v 4 --keep   # any flag of test/bench
