@@ -6,6 +6,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/filevol/filevol/internal/aiofsync"
 )
 
 // The hot paths (create, delete) call golang.org/x/sys/unix directly rather
@@ -58,7 +60,9 @@ func writeAll(fd int, data []byte) error {
 	return nil
 }
 
-func fsync(fd int) error { return ignoringEINTR(func() error { return unix.Fsync(fd) }) }
+// fsync is fsync(2), submitted through AIO so that a create waiting for
+// its record does not hold an OS thread (internal/aiofsync says why).
+func fsync(fd int) error { return aiofsync.Fsync(fd) }
 
 // renameNoReplace renames old to new unless new exists (EEXIST). It makes
 // the record rename an atomic "create if absent", so a duplicate create can
