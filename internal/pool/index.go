@@ -52,14 +52,6 @@ func (x *index) remove(id string) {
 	x.sorted = nil
 }
 
-// get returns the indexed volume id (its Parameters map shared: read only).
-func (x *index) get(id string) (Volume, bool) {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	v, ok := x.vols[id]
-	return v, ok
-}
-
 func (x *index) has(id string) bool {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
@@ -106,10 +98,8 @@ func (x *index) rebuild() []Volume {
 	return x.sorted
 }
 
-// sameVolume compares every field of the record: one left out (as
-// ImagePending once was) keeps a stale copy in the index.
 func sameVolume(a, b Volume) bool {
-	return a.Version == b.Version && a.ID == b.ID && a.Name == b.Name && a.ImagePending == b.ImagePending &&
+	return a.Version == b.Version && a.ID == b.ID && a.Name == b.Name &&
 		a.CapacityBytes == b.CapacityBytes && a.FSType == b.FSType &&
 		a.Provisioning == b.Provisioning && a.Node == b.Node &&
 		a.CreatedAt.Equal(b.CreatedAt) && maps.Equal(a.Parameters, b.Parameters) &&
