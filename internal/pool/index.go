@@ -98,8 +98,10 @@ func (x *index) rebuild() []Volume {
 	return x.sorted
 }
 
+// sameVolume compares every field of the record: one left out (as
+// ImagePending once was) keeps a stale copy in the index.
 func sameVolume(a, b Volume) bool {
-	return a.Version == b.Version && a.ID == b.ID && a.Name == b.Name &&
+	return a.Version == b.Version && a.ID == b.ID && a.Name == b.Name && a.ImagePending == b.ImagePending &&
 		a.CapacityBytes == b.CapacityBytes && a.FSType == b.FSType &&
 		a.Provisioning == b.Provisioning && a.Node == b.Node &&
 		a.CreatedAt.Equal(b.CreatedAt) && maps.Equal(a.Parameters, b.Parameters) &&

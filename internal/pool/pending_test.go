@@ -24,6 +24,13 @@ func TestCommitImage(t *testing.T) {
 	if committed.ImagePending || onDisk(t, p, v.ID).ImagePending {
 		t.Error("ImagePending still set after CommitImage")
 	}
+	// The index follows the record (sameVolume once ignored the mark and
+	// kept the pending copy).
+	for _, l := range p.List() {
+		if l.ID == v.ID && l.ImagePending {
+			t.Error("List still shows the volume pending after CommitImage")
+		}
+	}
 	// Once committed, nothing is rewritten: the record file stays the same.
 	before := stat(t, p.recordPath(v.ID))
 	if _, err := p.CommitImage(committed); err != nil {
