@@ -35,8 +35,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// depth is how many fsyncs one Syncer keeps in flight; more wait on the
-// calling thread (plain fsync) rather than queue. The driver rarely has
+// depth is how many fsyncs one Syncer keeps in flight: a call that finds
+// depth calls already under way fsyncs on its own thread rather than
+// queue. The driver rarely has
 // more than a few dozen calls in flight, and each context takes depth of
 // the machine-wide fs.aio-max-nr (65536 by default).
 const depth = 64
@@ -78,9 +79,6 @@ type Syncer struct {
 	efd int      // eventfd the kernel signals on each completion
 	ev  *os.File // efd, registered with the netpoller
 
-	// slots holds one token per fsync in flight, at most depth.
-	slots chan struct{}
-
 	mu      sync.Mutex
 	nextID  uint64
 	waiting map[uint64]*request
@@ -88,6 +86,8 @@ type Syncer struct {
 	reaped chan struct{} // closed when the reaper has exited
 
 	// inFlight counts the Fsync calls under way, whichever way they go.
+	// A call submits only if it found fewer than depth, so at most depth
+	// requests are ever in the context.
 	inFlight atomic.Int32
 	// aloneDirect sends an fsync that no other overlaps straight to the
 	// kernel (tests clear it to exercise AIO one call at a time).
@@ -137,7 +137,6 @@ func New() (*Syncer, error) {
 		ctx:     ctx,
 		efd:     efd,
 		ev:      os.NewFile(uintptr(efd), "aiofsync-eventfd"), // non-blocking: the netpoller waits on it
-		slots:   make(chan struct{}, depth),
 		waiting: make(map[uint64]*request),
 		reaped:  make(chan struct{}),
 
@@ -164,15 +163,9 @@ func (s *Syncer) Fsync(fd int) error {
 		return fsyncHere(fd)
 	}
 	defer s.inFlight.Add(-1)
-	if s.inFlight.Add(1) == 1 && s.aloneDirect {
+	if n := s.inFlight.Add(1); n > depth || n == 1 && s.aloneDirect {
 		return s.fsyncHere(fd)
 	}
-	select {
-	case s.slots <- struct{}{}:
-	default:
-		return s.fsyncHere(fd) // depth in flight: do not queue behind them
-	}
-	defer func() { <-s.slots }()
 
 	r := &request{done: make(chan error, 1)}
 	r.cb = iocb{opcode: iocbCmdFsync, fildes: uint32(fd), flags: iocbFlagResfd, resfd: uint32(s.efd)}
@@ -240,14 +233,12 @@ func (s *Syncer) reap() {
 	}
 }
 
-// Close waits for the fsyncs in flight, then releases the context. No
-// Fsync may be called after Close.
+// Close releases the context and stops the reaper. Call it once every
+// Fsync has returned, and call none after. (The process's Syncer is never
+// closed; the kernel releases it at exit.)
 func (s *Syncer) Close() error {
 	if s == nil {
 		return nil
-	}
-	for range depth {
-		s.slots <- struct{}{}
 	}
 	_, _, e := unix.Syscall(unix.SYS_IO_DESTROY, s.ctx, 0, 0)
 	cerr := s.ev.Close()

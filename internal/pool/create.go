@@ -245,16 +245,10 @@ func makeImage(path string, size int64, thick bool) (int, error) {
 	if err != nil {
 		return -1, wrapNoSpace(err)
 	}
-	if thick {
-		// Mode 0 also extends the size. Unwritten extents: O(extents), not
-		// O(size), on ext4, xfs and btrfs.
-		err = ignoringEINTR(func() error { return unix.Fallocate(fd, 0, 0, size) })
-		if err == unix.EOPNOTSUPP {
-			err = fmt.Errorf("%w: provisioning %q: the pool filesystem cannot preallocate (%w)",
-				ErrInvalidArgument, ProvisioningThick, err)
-		}
-	} else {
-		err = ignoringEINTR(func() error { return unix.Ftruncate(fd, size) })
+	err = sizeImage(fd, 0, size, thick)
+	if thick && err == unix.EOPNOTSUPP {
+		err = fmt.Errorf("%w: provisioning %q: the pool filesystem cannot preallocate (%w)",
+			ErrInvalidArgument, ProvisioningThick, err)
 	}
 	if err != nil {
 		_ = unix.Close(fd)

@@ -78,12 +78,7 @@ func (p *Pool) growImage(fd int, img string, cur, size, allocated int64, thick b
 	if err := p.checkRoom(need, thick); err != nil {
 		return err
 	}
-	var err error
-	if thick {
-		err = ignoringEINTR(func() error { return unix.Fallocate(fd, 0, cur, size-cur) })
-	} else {
-		err = ignoringEINTR(func() error { return unix.Ftruncate(fd, size) })
-	}
+	err := sizeImage(fd, cur, size, thick)
 	if err == nil {
 		err = fsync(fd)
 	}
@@ -91,6 +86,17 @@ func (p *Pool) growImage(fd int, img string, cur, size, allocated int64, thick b
 		return wrapNoSpace(&os.PathError{Op: "grow", Path: img, Err: err})
 	}
 	return nil
+}
+
+// sizeImage makes the image open at fd, now cur bytes, size bytes: a thin
+// one by its length alone, a thick one with [cur, size) allocated (mode 0
+// extends the length too; unwritten extents, O(extents) not O(size), on
+// ext4, xfs and btrfs).
+func sizeImage(fd int, cur, size int64, thick bool) error {
+	if thick {
+		return ignoringEINTR(func() error { return unix.Fallocate(fd, 0, cur, size-cur) })
+	}
+	return ignoringEINTR(func() error { return unix.Ftruncate(fd, size) })
 }
 
 // rewriteRecord replaces the record of v atomically: temp file (fsynced),

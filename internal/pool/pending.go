@@ -62,7 +62,7 @@ func (p *Pool) restorePendingImage(v Volume) (bool, error) {
 	case err == nil && st.Size >= v.CapacityBytes:
 		return false, nil
 	case err == nil:
-		if err := resizeBlank(img, st.Size, v); err != nil {
+		if err := p.resizeBlank(v, st.Size); err != nil {
 			return false, err
 		}
 		klog.InfoS("Grew the blank image of a volume a crash left short", "volumeID", v.ID, "fromBytes", st.Size, "toBytes", v.CapacityBytes)
@@ -71,11 +71,9 @@ func (p *Pool) restorePendingImage(v Volume) (bool, error) {
 		return false, &os.PathError{Op: "stat", Path: img, Err: err}
 	}
 	tmp := p.tmpImagePath(v.ID)
-	fd, err := makeImage(tmp, v.CapacityBytes, v.Provisioning == ProvisioningThick)
-	if err != nil {
+	if err := makeBlankImage(tmp, v); err != nil {
 		return false, fmt.Errorf("remake image of volume %s: %w", v.ID, err)
 	}
-	_ = unix.Close(fd)
 	if err := renameNoReplace(tmp, img); err != nil {
 		_ = unix.Unlink(tmp)
 		return false, &os.LinkError{Op: "rename", Old: tmp, New: img, Err: err}
@@ -84,24 +82,15 @@ func (p *Pool) restorePendingImage(v Volume) (bool, error) {
 	return true, nil
 }
 
-// resizeBlank gives the blank image at img, now cur bytes, the size of v.
-func resizeBlank(img string, cur int64, v Volume) error {
-	var fd int
-	if err := ignoringEINTR(func() (err error) {
-		fd, err = unix.Open(img, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+// resizeBlank gives the blank image of v, now cur bytes, v's size.
+func (p *Pool) resizeBlank(v Volume, cur int64) error {
+	fd, err := p.openImage(v.ID, unix.O_WRONLY)
+	if err != nil {
 		return err
-	}); err != nil {
-		return &os.PathError{Op: "open", Path: img, Err: err}
 	}
 	defer unix.Close(fd)
-	var err error
-	if v.Provisioning == ProvisioningThick {
-		err = ignoringEINTR(func() error { return unix.Fallocate(fd, 0, cur, v.CapacityBytes-cur) })
-	} else {
-		err = ignoringEINTR(func() error { return unix.Ftruncate(fd, v.CapacityBytes) })
-	}
-	if err != nil {
-		return wrapNoSpace(&os.PathError{Op: "grow", Path: img, Err: err})
+	if err := sizeImage(fd, cur, v.CapacityBytes, v.Provisioning == ProvisioningThick); err != nil {
+		return wrapNoSpace(&os.PathError{Op: "grow", Path: p.imagePath(v.ID), Err: err})
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -195,7 +196,7 @@ func parallel(ctx context.Context, clients []csipb.ControllerClient, n int,
 // clients opens n connections, one per client: the stricter shape for the
 // driver, since n connections get none of the batching of n streams
 // multiplexed on one HTTP/2 connection. (external-provisioner itself
-// shares one connection among its workers: sharedClient measures that.)
+// shares one connection among its workers: sharedConnection measures that.)
 func (b *bench) clients(n int) ([]csipb.ControllerClient, func(), error) {
 	var out []csipb.ControllerClient
 	var closers []func()
@@ -235,23 +236,13 @@ func (b *bench) throughput(ctx context.Context) error {
 		return err
 	}
 	defer closeAll()
-	if _, _, err := parallel(ctx, cs, len(cs), func(ctx context.Context, c csipb.ControllerClient, _ int) error {
-		_, err := c.GetCapacity(ctx, &csipb.GetCapacityRequest{}) // connect every client before the clock starts
-		return err
-	}); err != nil {
-		return err
-	}
-	s0 := b.schedSnap()
-	ids, wall, lats, err := createMany(ctx, cs, "tp", b.cfg.concurrent)
+	n, wall, lats, err := b.timedCreates(ctx, cs, "tp", fmt.Sprintf("CreateVolume, %d clients", len(cs)))
 	if err != nil {
 		return err
 	}
-	b.costPerCall(fmt.Sprintf("CreateVolume, %d clients", len(cs)), len(ids), s0)
-	r := rate(len(ids), wall)
+	r := rate(n, wall)
 	b.rep.target("2", fmt.Sprintf("CreateVolume throughput, %d clients", len(cs)), fmt.Sprintf("%.0f creates/s", r), "≥ 3,000 creates/s", r >= 3000)
-	b.rep.detail(fmt.Sprintf("CreateVolume latency under %d clients", len(cs)), "%s; %d creates in %s", summarize(lats), len(ids), ms(wall))
-
-	b.tpIDs = ids
+	b.rep.detail(fmt.Sprintf("CreateVolume latency under %d clients", len(cs)), "%s; %d creates in %s", summarize(lats), n, ms(wall))
 	return b.sharedConnection(ctx)
 }
 
@@ -266,22 +257,34 @@ func (b *bench) sharedConnection(ctx context.Context) error {
 		return err
 	}
 	defer conn.Close()
-	c := csipb.NewControllerClient(conn)
-	if _, err := c.GetCapacity(ctx, &csipb.GetCapacityRequest{}); err != nil {
-		return err
-	}
-	cs := make([]csipb.ControllerClient, b.cfg.clients)
-	for i := range cs {
-		cs[i] = c
-	}
-	s0 := b.schedSnap()
-	ids, wall, lats, err := createMany(ctx, cs, "tp1", b.cfg.concurrent)
+	cs := slices.Repeat([]csipb.ControllerClient{csipb.NewControllerClient(conn)}, b.cfg.clients)
+	what := fmt.Sprintf("CreateVolume, %d callers on one connection", len(cs))
+	n, wall, lats, err := b.timedCreates(ctx, cs, "tp1", what)
 	if err != nil {
 		return err
 	}
-	b.tpIDs = append(b.tpIDs, ids...)
-	what := fmt.Sprintf("CreateVolume, %d callers on one connection", len(cs))
-	b.costPerCall(what, len(ids), s0)
-	b.rep.detail(what+" (as external-provisioner calls)", "%.0f creates/s; %s", rate(len(ids), wall), summarize(lats))
+	b.rep.detail(what+" (as external-provisioner calls)", "%.0f creates/s; %s", rate(n, wall), summarize(lats))
 	return nil
+}
+
+// timedCreates connects every client (a GetCapacity each, before the clock
+// starts), then creates cfg.concurrent volumes named prefix-%06d on them,
+// reports their cost per call as what, and keeps their IDs for
+// deleteCreated. It returns how many were created, the wall time and each
+// call's latency.
+func (b *bench) timedCreates(ctx context.Context, cs []csipb.ControllerClient, prefix, what string) (int, time.Duration, []time.Duration, error) {
+	if _, _, err := parallel(ctx, cs, len(cs), func(ctx context.Context, c csipb.ControllerClient, _ int) error {
+		_, err := c.GetCapacity(ctx, &csipb.GetCapacityRequest{})
+		return err
+	}); err != nil {
+		return 0, 0, nil, err
+	}
+	s0 := b.schedSnap()
+	ids, wall, lats, err := createMany(ctx, cs, prefix, b.cfg.concurrent)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	b.costPerCall(what, len(ids), s0)
+	b.tpIDs = append(b.tpIDs, ids...)
+	return len(ids), wall, lats, nil
 }
