@@ -41,6 +41,10 @@ func TestHTTPEndpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Used (its image made and committed, as a stage does), then lost.
+	if _, err := p.CommitImage(v); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Remove(p.ImagePath(v.ID)); err != nil {
 		t.Fatal(err)
 	}

@@ -56,7 +56,7 @@ func (s *NodeService) GC(ctx context.Context) (GCReport, error) {
 	}
 	for _, id := range o.RecordsWithoutImage {
 		s.withLock(id, func() {
-			if !s.pool.ImageExists(id) {
+			if s.pool.ImageLost(id) {
 				r.RecordsWithoutImage = append(r.RecordsWithoutImage, id)
 			}
 		})

@@ -29,7 +29,7 @@ func healthEntry(t csipb.VolumeHealthErrorType, reason, msg string) *csipb.Volum
 // a deleted image (its data goes when the device is detached).
 func imageHealth(p *pool.Pool, id string, devs []loop.Device) []*csipb.VolumeHealth_VolumeHealthEntry {
 	var out []*csipb.VolumeHealth_VolumeHealthEntry
-	if !p.ImageExists(id) {
+	if p.ImageLost(id) {
 		out = append(out, healthEntry(csipb.VolumeHealthErrorType_DATA_LOSS, ReasonImageMissing,
 			"image file "+p.ImagePath(id)+" is missing from the pool"))
 	}

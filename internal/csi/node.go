@@ -55,12 +55,13 @@ func (s *NodeService) NodeStageVolume(ctx context.Context, req *csipb.NodeStageV
 	if err != nil {
 		return nil, err
 	}
-	if !s.pool.ImageExists(id) {
-		return nil, failedPrecondition("image file %s of volume %s is missing", s.pool.ImagePath(id), id)
-	}
-	// Durable before anything can write into it (pool/pending.go).
+	// Made if it is a blank volume's first use, and durable before
+	// anything can write into it (pool/pending.go).
 	if vol, err = s.pool.CommitImage(vol); err != nil {
 		return nil, err
+	}
+	if !s.pool.ImageExists(id) {
+		return nil, failedPrecondition("image file %s of volume %s is missing", s.pool.ImagePath(id), id)
 	}
 	readOnly := readerOnly(c)
 	dev, attached, err := s.ensureLoop(ctx, s.pool.ImagePath(id), readOnly)

@@ -189,7 +189,7 @@ func volume(rec pool.Volume, img string, devs []loop.Device, table mount.Table) 
 		Record: api.Record{ID: rec.ID, Name: rec.Name, CapacityBytes: rec.CapacityBytes, FSType: rec.FSType,
 			Provisioning: rec.Provisioning, Parameters: rec.Parameters, Node: rec.Node, CreatedAt: rec.CreatedAt},
 		PV: rec.Parameters[ParamPVName], PVCNamespace: rec.Parameters[ParamPVCNamespace], PVCName: rec.Parameters[ParamPVCName],
-		Image: image(img),
+		Image: image(img, rec.ImagePending),
 	}
 	for _, d := range devs {
 		v.LoopDevices = append(v.LoopDevices, api.LoopDevice{Path: d.Path, ReadOnly: d.ReadOnly, DirectIO: d.DirectIO,
@@ -256,8 +256,8 @@ func stagingFS(v api.Volume) string {
 	return ""
 }
 
-func image(path string) api.Image {
-	img := api.Image{Path: path}
+func image(path string, pending bool) api.Image {
+	img := api.Image{Path: path, Pending: pending}
 	st, err := os.Stat(path)
 	if err != nil {
 		return img

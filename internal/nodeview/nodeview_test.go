@@ -52,6 +52,11 @@ func setup(t *testing.T) (*Builder, map[string]pool.Volume) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if name != "idle" { // staged: its image is made and committed (pool/pending.go)
+			if v, err = p.CommitImage(v); err != nil {
+				t.Fatal(err)
+			}
+		}
 		vols[name] = v
 	}
 	real := func(id string) string {
@@ -127,10 +132,20 @@ func TestBuild(t *testing.T) {
 	if iv := byID[vols["idle"].ID]; iv.State != api.StateIdle || len(iv.LoopDevices) != 0 {
 		t.Errorf("idle volume: %+v", iv)
 	}
+	// Never staged: its image is made at first use, and says so.
+	if img := byID[vols["idle"].ID].Image; img.Exists || !img.Pending {
+		t.Errorf("idle volume not used yet: image %+v, want pending and not there", img)
+	}
+	if img := byID[vols["fs"].ID].Image; !img.Exists || img.Pending {
+		t.Errorf("staged volume: image %+v, want there and not pending", img)
+	}
 }
 
 func TestBuildReportsMissingImageAndQuarantine(t *testing.T) {
 	b, vols := setup(t)
+	if _, err := b.Pool.(*pool.Pool).CommitImage(vols["idle"]); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Remove(b.Pool.ImagePath(vols["idle"].ID)); err != nil {
 		t.Fatal(err)
 	}
@@ -143,8 +158,8 @@ func TestBuildReportsMissingImageAndQuarantine(t *testing.T) {
 		t.Errorf("quarantine = %v", r.Quarantine)
 	}
 	for _, v := range r.Volumes {
-		if v.Record.ID == vols["idle"].ID && v.Image.Exists {
-			t.Errorf("deleted image reported as existing")
+		if v.Record.ID == vols["idle"].ID && (v.Image.Exists || v.Image.Pending) {
+			t.Errorf("deleted image of a used volume reported as %+v", v.Image)
 		}
 		if v.Health != nil {
 			t.Errorf("health computed although not asked: %+v", v.Health)

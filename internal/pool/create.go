@@ -11,11 +11,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// create follows the order the package doc fixes: image and record (the
-// record fsynced, the image too unless blank) → record renamed into place
-// (the commit point) → image renamed into place, or a thin blank one made
-// there → one directory fsync that makes both durable, shared with the
-// operations that wait for one at the same time (dirsync.go).
+// create follows the order the package doc fixes: image (none for a thin
+// blank volume) and record (the record fsynced, the image too unless
+// blank) → record renamed into place (the commit point) → image renamed
+// into place → one directory fsync that makes both durable, shared with
+// the operations that wait for one at the same time (dirsync.go).
 // Until the commit point a crash leaves only temporary files, which Open
 // removes; after it, a record whose .tmp image Open renames into place.
 func (p *Pool) create(ctx context.Context, req CreateRequest) (Volume, error) {
@@ -33,17 +33,16 @@ func (p *Pool) create(ctx context.Context, req CreateRequest) (Volume, error) {
 	if err := p.checkRoom(v.CapacityBytes, v.Provisioning == ProvisioningThick); err != nil {
 		return Volume{}, err
 	}
-	// A blank image is not fsynced: the record says so, and Open remakes
-	// the image from it if a crash loses it before its first use
-	// (pending.go). A thin one is nothing but a size, so it is made after
-	// the commit, at its own name: one rename less. A thick one is made
-	// before, as a .tmp, so that a pool without the room refuses it before
-	// anything is committed. A clone holds data: it is copied and fsynced
-	// in a goroutine of its own while this one writes the record, so the
-	// two fsyncs overlap instead of adding up. Every way, what the volume
-	// holds is durable at the commit point.
+	// A blank volume is pending (pending.go): its image is not fsynced,
+	// since the record alone can make it again. A thin one is not even
+	// made here: it is nothing but a size, made at the volume's first use.
+	// A thick one is made, as a .tmp, so that a pool without the room
+	// refuses it before anything is committed. A clone holds data: it is
+	// copied and fsynced in a goroutine of its own while this one writes
+	// the record, so the two fsyncs overlap instead of adding up. Every
+	// way, what the volume holds is durable at the commit point.
 	v.ImagePending = src == ""
-	late := src == "" && v.Provisioning == ProvisioningThin
+	lazy := src == "" && v.Provisioning == ProvisioningThin
 	data, err := encodeRecord(&v)
 	if err != nil {
 		return Volume{}, err
@@ -51,7 +50,7 @@ func (p *Pool) create(ctx context.Context, req CreateRequest) (Volume, error) {
 	tmpImg := p.tmpImagePath(v.ID)
 	imageDone := make(chan error, 1)
 	switch {
-	case late:
+	case lazy:
 		imageDone <- nil
 	case src == "":
 		imageDone <- makeBlankImage(tmpImg, v)
@@ -90,8 +89,13 @@ func (p *Pool) create(ctx context.Context, req CreateRequest) (Volume, error) {
 	// Committed. An error from here on undoes the commit rather than return
 	// an error for a volume that exists: the CO retries and must not find a
 	// volume it was told failed, half durable.
-	if late {
-		err = p.makeThinImageAt(v)
+	if lazy {
+		// A file at <id>.img would be taken for this volume's image at its
+		// first use. Only now, with the record ours, is any such file
+		// known to be without a record (a duplicate create must not touch
+		// the image of the volume it duplicates). Open quarantines them,
+		// but if one appeared since, it may hold data.
+		err = p.quarantineStrayImage(v.ID)
 	} else {
 		err = p.publishImage(tmpImg, v.ID)
 	}
@@ -171,37 +175,18 @@ func (p *Pool) checkRoom(size int64, thick bool) error {
 	return nil
 }
 
-// makeThinImageAt makes the blank, sparse image of v at <id>.img, never
-// over an existing file: one there without a record (Open quarantines
-// those, but one may appear since) may hold data, so it is moved to
-// quarantine first. On error no image of ours is left.
-func (p *Pool) makeThinImageAt(v Volume) error {
-	img := p.imagePath(v.ID)
-	var fd int
-	open := func() error {
-		return ignoringEINTR(func() (err error) {
-			fd, err = unix.Open(img, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
-			return err
-		})
+// quarantineStrayImage moves a file found at <id>.img to quarantine. One
+// stat(2) when there is none, the usual case.
+func (p *Pool) quarantineStrayImage(id string) error {
+	var st unix.Stat_t
+	err := unix.Lstat(p.imagePath(id), &st)
+	switch {
+	case err == unix.ENOENT:
+		return nil
+	case err != nil:
+		return &os.PathError{Op: "stat", Path: p.imagePath(id), Err: err}
 	}
-	err := open()
-	if err == unix.EEXIST {
-		if err = p.quarantine(v.ID + imgSuffix); err == nil {
-			err = open()
-		}
-	}
-	if err != nil {
-		return &os.PathError{Op: "create", Path: img, Err: err}
-	}
-	err = ignoringEINTR(func() error { return unix.Ftruncate(fd, v.CapacityBytes) })
-	if cerr := unix.Close(fd); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		_ = unix.Unlink(img)
-		return &os.PathError{Op: "size", Path: img, Err: err}
-	}
-	return nil
+	return p.quarantine(id + imgSuffix)
 }
 
 // makeBlankImage makes the temporary, blank image of v at path, not

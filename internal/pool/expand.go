@@ -36,6 +36,11 @@ func (p *Pool) expand(ctx context.Context, id string, size int64) (Volume, error
 	if err := ctx.Err(); err != nil {
 		return Volume{}, err
 	}
+	// A blank volume not used yet gets its image now, at its old size,
+	// and grows below like any other (which commits it).
+	if err := p.materialize(v); err != nil {
+		return Volume{}, fmt.Errorf("expand volume %s: %w", id, err)
+	}
 	img := p.imagePath(id)
 	fd, err := p.openImage(id, unix.O_WRONLY)
 	if err != nil {

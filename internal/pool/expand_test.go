@@ -87,7 +87,7 @@ func TestExpandNoSpace(t *testing.T) {
 func TestOpenRollsExpansionForward(t *testing.T) {
 	dir := testutil.Scratch(t, "pool")
 	p := openPool(t, dir, Options{})
-	v := mustCreate(t, p, CreateRequest{Name: "pvc-grow", CapacityBytes: 8 << 20})
+	v := mustUse(t, p, mustCreate(t, p, CreateRequest{Name: "pvc-grow", CapacityBytes: 8 << 20}))
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,17 @@ func mustCreate(tb testing.TB, p *Pool, req CreateRequest) Volume {
 	return v
 }
 
+// mustUse does what a volume's first stage does to its image: make it if
+// it is a thin blank one not used yet, and commit it (pending.go).
+func mustUse(tb testing.TB, p *Pool, v Volume) Volume {
+	tb.Helper()
+	v, err := p.CommitImage(v)
+	if err != nil {
+		tb.Fatalf("CommitImage(%s): %v", v.ID, err)
+	}
+	return v
+}
+
 // ls lists a directory's names, sorted.
 func ls(tb testing.TB, dir string) []string {
 	tb.Helper()

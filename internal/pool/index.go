@@ -52,6 +52,14 @@ func (x *index) remove(id string) {
 	x.sorted = nil
 }
 
+// get returns the indexed volume id (its Parameters map shared: read only).
+func (x *index) get(id string) (Volume, bool) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	v, ok := x.vols[id]
+	return v, ok
+}
+
 func (x *index) has(id string) bool {
 	x.mu.RLock()
 	defer x.mu.RUnlock()

@@ -38,7 +38,8 @@ func (p *Pool) FindOrphans() (Orphans, error) {
 	}
 	var o Orphans
 	for id := range s.records {
-		if !s.images[id] && !s.tmpImages[id] {
+		// A pending volume has no image until its first use (pending.go).
+		if !s.images[id] && !s.tmpImages[id] && p.imageAbsent(id) {
 			o.RecordsWithoutImage = append(o.RecordsWithoutImage, id)
 		}
 	}

@@ -6,28 +6,38 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
-	"k8s.io/klog/v2"
 )
 
-// A blank image (a create without a content source) is not fsynced by the
-// create: only its record is durable when CreateVolume returns, and the
-// record says so (Volume.ImagePending). Until the volume is first used the
-// image holds nothing but its size, so the record alone is enough to make
-// it again, and Open does (restorePendingImage) if a crash of the machine
-// lost it or left it short. Before the first use writes into it, CommitImage
-// fsyncs the image and clears the mark: from then on a missing image is a
-// lost volume, reported as such, never remade blank.
+// A blank volume (a create without a content source) is pending until its
+// first use: its record is durable when CreateVolume returns and says so
+// (Volume.ImagePending), but its image holds nothing but its size, so the
+// record alone is enough to make it. A thin one is not even made by the
+// create: materialize makes it when something first needs the file (a
+// stage, a snapshot or clone of the volume, an expansion). A thick one is
+// made by the create, so that a pool without the room refuses it then, but
+// not fsynced. Either way a crash of the machine may lose the image or
+// leave it short before its first use, and materialize makes or grows it
+// again; it never held data.
 //
-// Why: the image's fsync was a third cache flush per create. On the bench
-// VM, leaving it out took create latency and CPU down by about a fifth.
+// Before the first use writes into it, CommitImage makes the image durable
+// and clears the mark: from then on a missing image is a lost volume,
+// reported as such (ImageMissing), never made again blank.
+//
+// Why: the image was a second new file and a third fsync per create. On
+// the bench VM, leaving out its fsync took create latency and CPU down by
+// about a fifth; leaving out the file, by another tenth of the machine's
+// work per create under 8 clients.
 
-// CommitImage makes the image of v durable and clears v.ImagePending,
-// before anything can write into the image (NodeStageVolume calls it
-// before attaching). A no-op for a volume without the mark. The caller
-// holds the volume's lock.
+// CommitImage makes the image of v (made now if it is pending and absent)
+// durable and clears v.ImagePending, before anything can write into the
+// image (NodeStageVolume calls it before attaching). A no-op for a volume
+// without the mark. The caller holds the volume's lock.
 func (p *Pool) CommitImage(v Volume) (Volume, error) {
 	if !v.ImagePending {
 		return v, nil
+	}
+	if err := p.materialize(v); err != nil {
+		return Volume{}, err
 	}
 	img := p.imagePath(v.ID)
 	fd, err := p.openImage(v.ID, unix.O_RDONLY)
@@ -40,46 +50,60 @@ func (p *Pool) CommitImage(v Volume) (Volume, error) {
 		return Volume{}, wrapNoSpace(&os.PathError{Op: "sync", Path: img, Err: err})
 	}
 	v.ImagePending = false
+	// The rewrite ends with a directory fsync that starts after the image
+	// was made: it makes the image's name durable along with the record.
 	if err := p.rewriteRecord(v); err != nil {
 		return Volume{}, fmt.Errorf("commit image of volume %s: %w", v.ID, err)
 	}
 	return v, nil
 }
 
-// restorePendingImage remakes the blank image of a pending volume that a
-// crash lost, or grows one it left shorter than the record (the size never
-// reached the disk). Open calls it in repair mode, after the rename of a
-// .tmp image, and fsyncs the directory after. It reports whether it
-// changed anything.
-func (p *Pool) restorePendingImage(v Volume) (bool, error) {
+// materialize makes the blank image of a pending volume if it is absent,
+// or grows it to the record's size if a crash left it short. Not durable:
+// CommitImage, or the fsync of whoever needs it durable, does that. A
+// no-op for a volume that is not pending. The caller holds the volume's
+// lock.
+func (p *Pool) materialize(v Volume) error {
 	if !v.ImagePending {
-		return false, nil
+		return nil
 	}
 	img := p.imagePath(v.ID)
 	var st unix.Stat_t
 	err := unix.Stat(img, &st)
 	switch {
 	case err == nil && st.Size >= v.CapacityBytes:
-		return false, nil
+		return nil
 	case err == nil:
-		if err := p.resizeBlank(v, st.Size); err != nil {
-			return false, err
-		}
-		klog.InfoS("Grew the blank image of a volume a crash left short", "volumeID", v.ID, "fromBytes", st.Size, "toBytes", v.CapacityBytes)
-		return true, nil
+		return p.resizeBlank(v, st.Size)
 	case !errors.Is(err, unix.ENOENT):
-		return false, &os.PathError{Op: "stat", Path: img, Err: err}
+		return &os.PathError{Op: "stat", Path: img, Err: err}
 	}
 	tmp := p.tmpImagePath(v.ID)
 	if err := makeBlankImage(tmp, v); err != nil {
-		return false, fmt.Errorf("remake image of volume %s: %w", v.ID, err)
+		return fmt.Errorf("make the image of volume %s: %w", v.ID, err)
 	}
 	if err := renameNoReplace(tmp, img); err != nil {
 		_ = unix.Unlink(tmp)
-		return false, &os.LinkError{Op: "rename", Old: tmp, New: img, Err: err}
+		return &os.LinkError{Op: "rename", Old: tmp, New: img, Err: err}
 	}
-	klog.InfoS("Remade the blank image of a volume whose create a crash cut short", "volumeID", v.ID, "name", v.Name, "bytes", v.CapacityBytes)
-	return true, nil
+	return nil
+}
+
+// imageAbsent reports whether volume id has no image file and is not
+// pending either: its data is gone. A pending volume without an image is
+// a blank volume not used yet.
+func (p *Pool) imageAbsent(id string) bool {
+	if p.imageExists(id) {
+		return false
+	}
+	v, ok := p.idx.get(id)
+	if !ok {
+		var err error
+		if v, err = p.get(id); err != nil {
+			return true
+		}
+	}
+	return !v.ImagePending
 }
 
 // resizeBlank gives the blank image of v, now cur bytes, v's size.

@@ -10,12 +10,17 @@ import (
 )
 
 // A blank volume's record says its image is pending until CommitImage
-// (pending.go); what the record on disk says is what Open acts on.
+// (pending.go); what the record on disk says is what Open acts on. A thin
+// one has no image until then, and that is not a loss.
 func TestCommitImage(t *testing.T) {
 	p := openPool(t, testutil.Scratch(t, "pool-pending"), Options{})
 	v := mustCreate(t, p, CreateRequest{Name: "blank", CapacityBytes: 1 << 20})
 	if !v.ImagePending || !onDisk(t, p, v.ID).ImagePending {
 		t.Fatalf("a blank create: ImagePending %v, on disk %v; want true", v.ImagePending, onDisk(t, p, v.ID).ImagePending)
+	}
+	if p.ImageExists(v.ID) || p.ImageLost(v.ID) {
+		t.Errorf("a thin blank volume before its first use: ImageExists %v, ImageLost %v; want false, false",
+			p.ImageExists(v.ID), p.ImageLost(v.ID))
 	}
 	committed, err := p.CommitImage(v)
 	if err != nil {
@@ -31,6 +36,9 @@ func TestCommitImage(t *testing.T) {
 			t.Error("List still shows the volume pending after CommitImage")
 		}
 	}
+	if fi := stat(t, p.imagePath(v.ID)); fi.Size() != 1<<20 {
+		t.Errorf("committed image is %d bytes, want %d", fi.Size(), 1<<20)
+	}
 	// Once committed, nothing is rewritten: the record file stays the same.
 	before := stat(t, p.recordPath(v.ID))
 	if _, err := p.CommitImage(committed); err != nil {
@@ -40,14 +48,68 @@ func TestCommitImage(t *testing.T) {
 		t.Error("CommitImage of a committed volume rewrote its record")
 	}
 
-	// An image gone before its first use cannot be committed.
-	lost := mustCreate(t, p, CreateRequest{Name: "lost", CapacityBytes: 1 << 20})
-	rm(t, p.imagePath(lost.ID))
-	if _, err := p.CommitImage(lost); !errors.Is(err, ErrImageMissing) {
-		t.Errorf("CommitImage without image: %v, want ErrImageMissing", err)
+	// Once committed, an image gone is a lost volume, never made again.
+	rm(t, p.imagePath(v.ID))
+	if !p.ImageLost(v.ID) {
+		t.Error("ImageLost = false for a committed volume without its image")
 	}
-	if !onDisk(t, p, lost.ID).ImagePending {
-		t.Error("a failed CommitImage cleared the mark")
+	if _, err := p.Expand(context.Background(), v.ID, 2<<20); !errors.Is(err, ErrImageMissing) {
+		t.Errorf("Expand of a lost volume: %v, want ErrImageMissing", err)
+	}
+	if p.ImageExists(v.ID) {
+		t.Error("a lost volume's image was made again")
+	}
+
+	// A thick blank image is made by the create; a crash may lose or
+	// shorten it before its first use, and CommitImage makes or grows it.
+	thick := mustCreate(t, p, CreateRequest{Name: "thick", CapacityBytes: 1 << 20, Provisioning: ProvisioningThick})
+	if fi := stat(t, p.imagePath(thick.ID)); fi.Size() != 1<<20 || !thick.ImagePending {
+		t.Fatalf("thick blank create: image %d bytes, pending %v", fi.Size(), thick.ImagePending)
+	}
+	if err := os.Truncate(p.imagePath(thick.ID), 4096); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.CommitImage(thick); err != nil {
+		t.Fatal(err)
+	}
+	if fi := stat(t, p.imagePath(thick.ID)); fi.Size() != 1<<20 {
+		t.Errorf("short thick image after CommitImage: %d bytes, want %d", fi.Size(), 1<<20)
+	}
+}
+
+// Whatever first needs a blank volume's image makes it: a snapshot or a
+// clone of it is blank, an expansion grows it (and commits it).
+func TestFirstUseMakesTheImage(t *testing.T) {
+	p := openPool(t, testutil.Scratch(t, "pool-pending"), Options{})
+	ctx := context.Background()
+	src := mustCreate(t, p, CreateRequest{Name: "snap-src", CapacityBytes: 1 << 20})
+	s, err := p.CreateSnapshot(ctx, SnapshotRequest{Name: "snap", SourceVolumeID: src.ID})
+	if err != nil {
+		t.Fatalf("snapshot of a blank volume not used yet: %v", err)
+	}
+	if fi := stat(t, p.snapImagePath(s.ID)); fi.Size() != 1<<20 {
+		t.Errorf("snapshot image %d bytes, want %d", fi.Size(), 1<<20)
+	}
+	if !onDisk(t, p, src.ID).ImagePending {
+		t.Error("a snapshot committed its source: only a stage or an expansion does")
+	}
+
+	csrc := mustCreate(t, p, CreateRequest{Name: "clone-src", CapacityBytes: 1 << 20})
+	clone := mustCreate(t, p, CreateRequest{Name: "clone", CapacityBytes: 2 << 20,
+		Source: &ContentSource{Kind: SourceVolume, ID: csrc.ID}})
+	if fi := stat(t, p.imagePath(clone.ID)); fi.Size() != 2<<20 {
+		t.Errorf("clone image %d bytes, want %d", fi.Size(), 2<<20)
+	}
+
+	grown := mustCreate(t, p, CreateRequest{Name: "grown", CapacityBytes: 1 << 20})
+	if _, err := p.Expand(ctx, grown.ID, 3<<20); err != nil {
+		t.Fatal(err)
+	}
+	if fi := stat(t, p.imagePath(grown.ID)); fi.Size() != 3<<20 {
+		t.Errorf("expanded image %d bytes, want %d", fi.Size(), 3<<20)
+	}
+	if onDisk(t, p, grown.ID).ImagePending {
+		t.Error("an expansion left the mark")
 	}
 }
 
@@ -66,6 +128,26 @@ func TestPendingClearedByExpandNeverSetByClone(t *testing.T) {
 		Source: &ContentSource{Kind: SourceVolume, ID: v.ID}})
 	if clone.ImagePending || onDisk(t, p, clone.ID).ImagePending {
 		t.Error("a clone is marked ImagePending")
+	}
+}
+
+// A duplicate create of a volume in use must leave its image alone: the
+// stray-image check runs only once a create owns the record.
+func TestDuplicateCreateKeepsTheImage(t *testing.T) {
+	p := openPool(t, testutil.Scratch(t, "pool-pending"), Options{})
+	v := mustCreate(t, p, CreateRequest{Name: "used", CapacityBytes: 1 << 20})
+	if _, err := p.CommitImage(v); err != nil {
+		t.Fatal(err)
+	}
+	write(t, p.imagePath(v.ID), "the volume's data")
+	if _, err := p.Create(context.Background(), CreateRequest{Name: "used", CapacityBytes: 1 << 20}); !errors.Is(err, ErrAlreadyExists) {
+		t.Fatalf("duplicate Create = %v, want ErrAlreadyExists", err)
+	}
+	if data, err := os.ReadFile(p.imagePath(v.ID)); err != nil || string(data) != "the volume's data" {
+		t.Errorf("image after a duplicate create: %q, %v", data, err)
+	}
+	if q := ls(t, p.qdir); len(q) != 0 {
+		t.Errorf("quarantine holds %v after a duplicate create", q)
 	}
 }
 
@@ -98,6 +180,15 @@ func TestCreateQuarantinesStrayImage(t *testing.T) {
 			name := "stray-" + prov
 			write(t, p.imagePath(VolumeID(name)), "someone's data")
 			v := mustCreate(t, p, CreateRequest{Name: name, CapacityBytes: 1 << 20, Provisioning: prov})
+			if prov == ProvisioningThin {
+				// No image until the first use, which makes a blank one.
+				if p.ImageExists(v.ID) {
+					t.Error("the stray image is still where the volume's image goes")
+				}
+				if _, err := p.CommitImage(v); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if fi := stat(t, p.imagePath(v.ID)); fi.Size() != 1<<20 {
 				t.Errorf("image is %d bytes, want %d", fi.Size(), 1<<20)
 			}

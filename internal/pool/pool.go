@@ -16,8 +16,9 @@
 //
 // Create writes the image as .tmp-<id>.img, then the record (renamed into
 // place: the commit point), then renames the image to <id>.img and fsyncs the
-// directory once; a thin, blank image is made at <id>.img right after the
-// commit instead (its record marks it pending: pending.go). Delete renames the image back to .tmp-<id>.img, removes the
+// directory once. A thin, blank volume gets no image from its create: its
+// record marks it pending, and the image is made at its first use
+// (pending.go). Delete renames the image back to .tmp-<id>.img, removes the
 // record (the commit point), fsyncs the directory and unlinks the image.
 // Operations that wait for a directory fsync at the same time share one,
 // which must have started after their last change (dirsync.go). So a
@@ -28,8 +29,8 @@
 //	                                      delete's: garbage, removed
 //	.tmp-*.json.*                         an unpublished record: garbage, removed
 //	<id>.img, no record                   unexpected; may be data: quarantined
-//	record marked ImagePending, image     remade blank, or grown to the record's
-//	missing or short                      size: it never held data (pending.go)
+//	record marked ImagePending, image     left: a blank volume not used yet; made,
+//	missing or short                      or grown, at first use (pending.go)
 //	record, no image at all               kept and logged; ImageExists is false
 //
 // Snapshots live in <dir>/snapshots under exactly the same rules: create,
@@ -245,5 +246,10 @@ func (p *Pool) List() []Volume { return p.idx.list() }
 func (p *Pool) Capacity() (Capacity, error) { return p.capacity() }
 
 // ImageExists reports whether the volume's image file is present; false
-// for an invalid ID.
+// for an invalid ID. A blank volume not used yet has none (pending.go):
+// ImageLost is the question health asks.
 func (p *Pool) ImageExists(id string) bool { return p.imageExists(id) }
+
+// ImageLost reports whether the volume's data is gone: no image file, and
+// the record does not say it is blank and made at first use.
+func (p *Pool) ImageLost(id string) bool { return p.imageAbsent(id) }

@@ -32,6 +32,14 @@ func TestCreateGetDeleteList(t *testing.T) {
 			t.Errorf("Get = %+v, %v; want %+v", got, err, v)
 		}
 	}
+	// A thin blank volume gets its image at its first use (pending.go).
+	if p.ImageExists(v.ID) {
+		t.Error("ImageExists = true before the first use")
+	}
+	v, err := p.CommitImage(v)
+	if err != nil {
+		t.Fatal(err)
+	}
 	fi, err := os.Stat(p.ImagePath(v.ID))
 	if err != nil || fi.Size() != gib {
 		t.Fatalf("image: %v, %v", fi, err)
@@ -62,7 +70,7 @@ func TestCreateGetDeleteList(t *testing.T) {
 			t.Errorf("second Delete = %v", err)
 		}
 	}
-	if got := ls(t, p.vdir); len(got) != 2 { // pvc-0's image and record
+	if got := ls(t, p.vdir); len(got) != 1 { // pvc-0's record: no image before its first use
 		t.Errorf("volumes dir holds %v", got)
 	}
 }
@@ -70,6 +78,10 @@ func TestCreateGetDeleteList(t *testing.T) {
 func TestCreateDuplicate(t *testing.T) {
 	p := openPool(t, testutil.Scratch(t, "pool"), Options{})
 	v := mustCreate(t, p, CreateRequest{Name: "pvc-dup", CapacityBytes: 1 << 20})
+	v, err := p.CommitImage(v)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, prov := range []string{ProvisioningThin, ProvisioningThick} {
 		_, err := p.Create(context.Background(), CreateRequest{Name: "pvc-dup", CapacityBytes: 2 << 20, Provisioning: prov})
 		if !errors.Is(err, ErrAlreadyExists) {
@@ -221,7 +233,7 @@ func TestThickAndThin(t *testing.T) {
 		{ProvisioningThin, 0, 0},
 		{"", 0, 0},
 	} {
-		v := mustCreate(t, p, CreateRequest{Name: "vol-" + tt.prov, CapacityBytes: size, Provisioning: tt.prov})
+		v := mustUse(t, p, mustCreate(t, p, CreateRequest{Name: "vol-" + tt.prov, CapacityBytes: size, Provisioning: tt.prov}))
 		var st syscall.Stat_t
 		if err := syscall.Stat(p.ImagePath(v.ID), &st); err != nil {
 			t.Fatal(err)
@@ -243,7 +255,7 @@ func TestPermissions(t *testing.T) {
 	base := testutil.Scratch(t, "pool")
 	dir := base + "/nested/pool" // Open makes missing parents too
 	p := openPool(t, dir, Options{})
-	v := mustCreate(t, p, CreateRequest{Name: "pvc-perm", CapacityBytes: 1 << 20})
+	v := mustUse(t, p, mustCreate(t, p, CreateRequest{Name: "pvc-perm", CapacityBytes: 1 << 20}))
 	for path, want := range map[string]os.FileMode{
 		dir:                 os.ModeDir | 0o700,
 		dir + "/volumes":    os.ModeDir | 0o700,
@@ -293,8 +305,9 @@ func TestConcurrentCreates(t *testing.T) {
 	if got := len(p.List()); got != want {
 		t.Errorf("List has %d volumes, want %d", got, want)
 	}
-	if got := len(ls(t, p.vdir)); got != 2*want {
-		t.Errorf("volumes dir has %d files, want %d", got, 2*want)
+	// Records only: a thin blank volume has no image before its first use.
+	if got := len(ls(t, p.vdir)); got != want {
+		t.Errorf("volumes dir has %d files, want %d", got, want)
 	}
 	if c, _ := p.Capacity(); c.ProvisionedBytes != int64(want)*gib {
 		t.Errorf("ProvisionedBytes = %d, want %d", c.ProvisionedBytes, int64(want)*gib)

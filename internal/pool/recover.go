@@ -102,17 +102,9 @@ func (p *Pool) load(repair bool) error {
 			}
 			changed = changed || rolled
 		}
-		if repair && v.ImagePending {
-			// Never fatal: at worst the volume stays without its image.
-			remade, err := p.restorePendingImage(v)
-			if err != nil {
-				klog.ErrorS(err, "Could not remake the blank image of a volume", "volumeID", id, "name", v.Name)
-			}
-			if remade {
-				s.images[id], changed = true, true
-			}
-		}
-		if !s.images[id] && !s.tmpImages[id] {
+		// A pending volume without its image is a blank one not used yet
+		// (or whose image a crash lost): its first use makes it.
+		if !s.images[id] && !s.tmpImages[id] && !v.ImagePending {
 			klog.InfoS("Volume record without image; its condition is abnormal", "volumeID", id,
 				"name", v.Name, "image", p.imagePath(id))
 		}

@@ -25,8 +25,13 @@ func TestOpenRepairs(t *testing.T) {
 		listed      bool // pvc-crash in List
 		imageExists bool
 		// used: pvc-crash was used (CommitImage) before the crash; else
-		// its blank image is still pending (pending.go).
-		used bool
+		// it is still pending (pending.go), its blank image made by a
+		// first use that did not commit it (a snapshot of it, say) unless
+		// fresh is set: then it has none, as a thin create leaves it.
+		used, fresh bool
+		// firstUse: after Open, pvc-crash is used (CommitImage), which
+		// must succeed; imageSize is then checked after it.
+		firstUse bool
 		// imageSize, when set, is the size pvc-crash's image must have.
 		imageSize int64
 	}{
@@ -65,19 +70,24 @@ func TestOpenRepairs(t *testing.T) {
 			want:  []string{id + ".json"}, listed: true, used: true,
 		},
 		{
-			name:  "blank image lost before its first use: remade from the record",
+			name:  "thin blank volume not used yet: the record alone, its image made at first use",
+			crash: func(t *testing.T, v string) {}, fresh: true,
+			want: []string{id + ".json"}, listed: true, firstUse: true, imageSize: 1 << 20,
+		},
+		{
+			name:  "blank image lost before its first use: left, made at first use",
 			crash: func(t *testing.T, v string) { rm(t, v+"/"+id+".img") },
-			want:  []string{id + ".img", id + ".json"}, listed: true, imageExists: true, imageSize: 1 << 20,
+			want:  []string{id + ".json"}, listed: true, firstUse: true, imageSize: 1 << 20,
 		},
 		{
-			name:  "blank image left short before its first use: grown to the record's size",
+			name:  "blank image left short before its first use: grown at first use",
 			crash: func(t *testing.T, v string) { truncate(t, v+"/"+id+".img", 0) },
-			want:  []string{id + ".img", id + ".json"}, listed: true, imageExists: true, imageSize: 1 << 20,
+			want:  []string{id + ".img", id + ".json"}, listed: true, imageExists: true, firstUse: true, imageSize: 1 << 20,
 		},
 		{
-			name:  "blank image lost, its create not yet rolled forward: remade once",
+			name:  "blank image made at first use, its rename cut short: rolled forward, grown at first use",
 			crash: func(t *testing.T, v string) { rm(t, v+"/"+id+".img"); write(t, v+"/.tmp-"+id+".img", "") },
-			want:  []string{id + ".img", id + ".json"}, listed: true, imageExists: true, imageSize: 1 << 20,
+			want:  []string{id + ".img", id + ".json"}, listed: true, imageExists: true, firstUse: true, imageSize: 1 << 20,
 		},
 		{
 			name: "record, image and tmp image: tmp quarantined",
@@ -97,9 +107,16 @@ func TestOpenRepairs(t *testing.T) {
 			dir := testutil.Scratch(t, "pool")
 			p := openPool(t, dir, Options{})
 			v := mustCreate(t, p, CreateRequest{Name: "pvc-crash", CapacityBytes: 1 << 20})
-			mustCreate(t, p, CreateRequest{Name: "pvc-other", CapacityBytes: 1 << 20})
-			if tt.used {
+			if _, err := p.CommitImage(mustCreate(t, p, CreateRequest{Name: "pvc-other", CapacityBytes: 1 << 20})); err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case tt.used:
 				if _, err := p.CommitImage(v); err != nil {
+					t.Fatal(err)
+				}
+			case !tt.fresh:
+				if err := p.materialize(v); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -133,6 +150,15 @@ func TestOpenRepairs(t *testing.T) {
 			}
 			if !p.ImageExists(other) {
 				t.Error("the other volume lost its image")
+			}
+			if tt.firstUse {
+				got, err := p.Get(id)
+				if err == nil {
+					_, err = p.CommitImage(got)
+				}
+				if err != nil {
+					t.Fatalf("first use after Open: %v", err)
+				}
 			}
 			if tt.imageSize > 0 {
 				if fi, err := os.Stat(p.imagePath(id)); err != nil || fi.Size() != tt.imageSize {
@@ -183,7 +209,7 @@ func TestCreateOverStrayImage(t *testing.T) {
 	id := VolumeID("pvc-stray")
 	write(t, p.ImagePath(id), "someone's data")
 	write(t, p.tmpImagePath(id), "stale tmp image of a crashed create")
-	v := mustCreate(t, p, CreateRequest{Name: "pvc-stray", CapacityBytes: 1 << 20})
+	v := mustUse(t, p, mustCreate(t, p, CreateRequest{Name: "pvc-stray", CapacityBytes: 1 << 20}))
 	if fi, err := os.Stat(p.ImagePath(v.ID)); err != nil || fi.Size() != 1<<20 {
 		t.Errorf("image: %v, %v", fi, err)
 	}

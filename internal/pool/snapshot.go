@@ -104,6 +104,10 @@ func (p *Pool) createSnapshot(ctx context.Context, req SnapshotRequest) (Snapsho
 			src.ID, ErrOtherNode, src.Node, p.opts.NodeID)
 	}
 	srcImg := p.imagePath(src.ID)
+	// A blank volume not used yet is snapshotted as what it is: blank.
+	if err := p.materialize(src); err != nil {
+		return Snapshot{}, fmt.Errorf("snapshot %s of volume %s: %w", id, src.ID, err)
+	}
 	if !p.imageExists(src.ID) {
 		return Snapshot{}, fmt.Errorf("volume %s: %w (%s)", src.ID, ErrImageMissing, srcImg)
 	}

@@ -42,7 +42,7 @@ func readAtImage(t *testing.T, path string, off int64, n int) []byte {
 func TestSnapshotCreateGetListDelete(t *testing.T) {
 	ctx := context.Background()
 	p := openPool(t, testutil.Scratch(t, "pool"), Options{NodeID: "node-a"})
-	v := mustCreate(t, p, CreateRequest{Name: "pvc-src", CapacityBytes: 64 << 20, FSType: "xfs"})
+	v := mustUse(t, p, mustCreate(t, p, CreateRequest{Name: "pvc-src", CapacityBytes: 64 << 20, FSType: "xfs"}))
 	data := bytes.Repeat([]byte("snap"), 1<<18) // 1 MiB
 	writeAtImage(t, p.ImagePath(v.ID), 8<<20, data)
 
@@ -114,7 +114,7 @@ func TestSnapshotCreateGetListDelete(t *testing.T) {
 func TestRestoreAndClone(t *testing.T) {
 	ctx := context.Background()
 	p := openPool(t, testutil.Scratch(t, "pool"), Options{})
-	v := mustCreate(t, p, CreateRequest{Name: "pvc-src", CapacityBytes: 32 << 20, FSType: "ext4"})
+	v := mustUse(t, p, mustCreate(t, p, CreateRequest{Name: "pvc-src", CapacityBytes: 32 << 20, FSType: "ext4"}))
 	data := bytes.Repeat([]byte{0xa5}, 1<<20)
 	writeAtImage(t, p.ImagePath(v.ID), 4<<20, data)
 	s, err := p.CreateSnapshot(ctx, SnapshotRequest{Name: "snap", SourceVolumeID: v.ID})
@@ -192,7 +192,7 @@ func TestSourceOfAnotherNode(t *testing.T) {
 func TestCopyPreservesHoles(t *testing.T) {
 	ctx := context.Background()
 	p := openPool(t, testutil.Scratch(t, "pool"), Options{})
-	v := mustCreate(t, p, CreateRequest{Name: "pvc-sparse", CapacityBytes: 1 << 30})
+	v := mustUse(t, p, mustCreate(t, p, CreateRequest{Name: "pvc-sparse", CapacityBytes: 1 << 30}))
 	chunk := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
 	for _, off := range []int64{0, 100 << 20, 512 << 20, 1<<30 - 1<<20} {
 		writeAtImage(t, p.ImagePath(v.ID), off, chunk)

@@ -72,6 +72,12 @@ func (p *Pool) sourceImage(src *ContentSource, size int64) (string, error) {
 		if err != nil {
 			return "", err
 		}
+		if v.Node == p.opts.NodeID {
+			// A blank source not used yet is cloned as what it is: blank.
+			if err := p.materialize(v); err != nil {
+				return "", fmt.Errorf("volume %s: %w", v.ID, err)
+			}
+		}
 		path, node = p.imagePath(v.ID), v.Node
 	default:
 		return "", fmt.Errorf("%w: content source kind %s, want %q or %q",

@@ -47,8 +47,20 @@ func TestGCFindsAndCleansOrphans(t *testing.T) {
 		stageAndPublish(t, d, v)
 		staged[v.id] = v
 	}
+	// use does to a volume's image what NodeStageVolume does before it
+	// attaches: makes it (a thin blank volume has none before) and commits it.
+	use := func(id string) {
+		v, err := d.Pool.Get(id)
+		if err == nil {
+			_, err = d.Pool.CommitImage(v)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	// A loop device leaked by a crash between attach and mount.
 	leakedID := mk("gc-leaked", driver.MountCap(""))
+	use(leakedID)
 	leaked, err := loop.Attach(ctx, d.Pool.ImagePath(leakedID), loop.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -59,6 +71,9 @@ func TestGCFindsAndCleansOrphans(t *testing.T) {
 		t.Fatal(err)
 	}
 	lostID := mk("gc-lost", driver.MountCap(""))
+	use(lostID)
+	// A volume never used has no image yet, and that is not a loss.
+	freshID := mk("gc-fresh", driver.MountCap(""))
 	if err := os.Remove(d.Pool.ImagePath(lostID)); err != nil {
 		t.Fatal(err)
 	}
@@ -90,6 +105,10 @@ func TestGCFindsAndCleansOrphans(t *testing.T) {
 	if err != nil || len(h.GetVolumeHealth().GetHealthStatuses()) == 0 ||
 		h.GetVolumeHealth().GetHealthStatuses()[0].GetReason() != fvcsi.ReasonImageMissing {
 		t.Errorf("health of lost volume: %v %v", h, err)
+	}
+	if h, err := d.Controller.ControllerGetVolumeHealth(ctx, &spec.ControllerGetVolumeHealthRequest{VolumeId: freshID}); err != nil ||
+		len(h.GetVolumeHealth().GetHealthStatuses()) != 0 {
+		t.Errorf("health of a volume not used yet (no image, none lost): %v %v", h, err)
 	}
 	// Staged volumes were left alone and still work.
 	for _, v := range staged {

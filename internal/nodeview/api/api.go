@@ -102,6 +102,10 @@ type Record struct {
 type Image struct {
 	Path   string `json:"path"`
 	Exists bool   `json:"exists"`
+	// Pending: a blank volume whose image is made at its first use (stage,
+	// snapshot, clone, expansion); until then it may not exist, and that
+	// is not a loss.
+	Pending bool `json:"pending,omitempty"`
 	// SizeBytes is the file's apparent size; AllocatedBytes what it really
 	// occupies in the pool (a sparse image allocates on write).
 	SizeBytes      int64 `json:"sizeBytes"`
