@@ -37,9 +37,9 @@ import (
 
 // depth is how many fsyncs one Syncer keeps in flight: a call that finds
 // depth calls already under way fsyncs on its own thread rather than
-// queue. The driver rarely has
-// more than a few dozen calls in flight, and each context takes depth of
-// the machine-wide fs.aio-max-nr (65536 by default).
+// queue. The driver rarely has more than a few dozen calls in flight, and
+// each context takes depth of the machine-wide fs.aio-max-nr (65536 by
+// default).
 const depth = 64
 
 // iocb and ioEvent are struct iocb and struct io_event of

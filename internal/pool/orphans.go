@@ -39,7 +39,7 @@ func (p *Pool) FindOrphans() (Orphans, error) {
 	var o Orphans
 	for id := range s.records {
 		// A pending volume has no image until its first use (pending.go).
-		if !s.images[id] && !s.tmpImages[id] && p.imageAbsent(id) {
+		if !s.images[id] && !s.tmpImages[id] && !p.pending(id) {
 			o.RecordsWithoutImage = append(o.RecordsWithoutImage, id)
 		}
 	}

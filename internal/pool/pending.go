@@ -89,21 +89,23 @@ func (p *Pool) materialize(v Volume) error {
 	return nil
 }
 
-// imageAbsent reports whether volume id has no image file and is not
+// imageLost reports whether volume id has no image file and is not
 // pending either: its data is gone. A pending volume without an image is
 // a blank volume not used yet.
-func (p *Pool) imageAbsent(id string) bool {
-	if p.imageExists(id) {
-		return false
-	}
+func (p *Pool) imageLost(id string) bool { return !p.imageExists(id) && !p.pending(id) }
+
+// pending reports whether the record of volume id marks it pending. The
+// index answers, or the record on disk for a volume the index does not
+// know yet (made by another process sharing the pool).
+func (p *Pool) pending(id string) bool {
 	v, ok := p.idx.get(id)
 	if !ok {
 		var err error
 		if v, err = p.get(id); err != nil {
-			return true
+			return false
 		}
 	}
-	return !v.ImagePending
+	return v.ImagePending
 }
 
 // resizeBlank gives the blank image of v, now cur bytes, v's size.

@@ -252,4 +252,4 @@ func (p *Pool) ImageExists(id string) bool { return p.imageExists(id) }
 
 // ImageLost reports whether the volume's data is gone: no image file, and
 // the record does not say it is blank and made at first use.
-func (p *Pool) ImageLost(id string) bool { return p.imageAbsent(id) }
+func (p *Pool) ImageLost(id string) bool { return p.imageLost(id) }

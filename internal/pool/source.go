@@ -60,6 +60,7 @@ func (p *Pool) sourceImage(src *ContentSource, size int64) (string, error) {
 		return "", nil
 	}
 	var path, node string
+	var vol Volume // a source volume; the zero Volume for a snapshot
 	switch src.Kind {
 	case SourceSnapshot:
 		s, err := p.getSnapshot(src.ID)
@@ -72,13 +73,7 @@ func (p *Pool) sourceImage(src *ContentSource, size int64) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if v.Node == p.opts.NodeID {
-			// A blank source not used yet is cloned as what it is: blank.
-			if err := p.materialize(v); err != nil {
-				return "", fmt.Errorf("volume %s: %w", v.ID, err)
-			}
-		}
-		path, node = p.imagePath(v.ID), v.Node
+		vol, path, node = v, p.imagePath(v.ID), v.Node
 	default:
 		return "", fmt.Errorf("%w: content source kind %s, want %q or %q",
 			ErrInvalidArgument, quoteShort(src.Kind), SourceSnapshot, SourceVolume)
@@ -86,6 +81,11 @@ func (p *Pool) sourceImage(src *ContentSource, size int64) (string, error) {
 	if node != p.opts.NodeID {
 		return "", fmt.Errorf("%s %s %w %q, not to %q: clone or restore it on that node",
 			src.Kind, src.ID, ErrOtherNode, node, p.opts.NodeID)
+	}
+	// A blank source volume not used yet is cloned as what it is: blank.
+	// (A no-op for anything not pending, the zero Volume included.)
+	if err := p.materialize(vol); err != nil {
+		return "", fmt.Errorf("volume %s: %w", vol.ID, err)
 	}
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {

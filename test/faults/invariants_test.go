@@ -170,8 +170,6 @@ func checkInvariants(ctx context.Context, p *proc, f features, s state) []string
 	return bad
 }
 
-// checkRecord checks a volume record: it parses, names its own ID, and
-// gives the size of the image and the last acknowledged expansion.
 // pendingRecord reports whether the record at path marks its volume
 // pending (imagePending): blank, its image made at first use.
 func pendingRecord(path string) bool {
@@ -185,6 +183,8 @@ func pendingRecord(path string) bool {
 	return json.Unmarshal(data, &rec) == nil && rec.ImagePending
 }
 
+// checkRecord checks a volume record: it parses, names its own ID, and
+// gives the size of the image and the last acknowledged expansion.
 func checkRecord(recPath, imgPath string, v *volume) []string {
 	data, err := os.ReadFile(recPath)
 	if err != nil {
