@@ -272,8 +272,17 @@ func (s *NodeService) stageBlock(dev loop.Device, staging string) error {
 	return s.bindDevice(dev, path)
 }
 
-// unstageBlock removes the staging bind of a block volume, if any.
+// unstageBlock removes the staging bind of a block volume, if any. With a
+// filesystem mounted at staging (a mount volume's), <staging>/device is a
+// file of the user's in that filesystem, never ours: it is left alone.
 func (s *NodeService) unstageBlock(staging string) error {
+	table, err := s.host.Mounts()
+	if err != nil {
+		return fmt.Errorf("read mount table: %w", err)
+	}
+	if _, ok := topMount(table, staging); ok {
+		return nil
+	}
 	path := stagedDevicePath(staging)
 	if err := s.host.UnmountAll(path); err != nil {
 		return fmt.Errorf("unmount %s: %w", path, err)
