@@ -38,16 +38,12 @@ func TestUnstageLeavesUsersDeviceFile(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(rw.target, "device"), []byte("the user's"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	unstage := func(v *volume) {
-		t.Helper()
-		if _, err := d.Node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: v.id, TargetPath: v.target}); err != nil {
-			t.Fatalf("unpublish %s: %v", v.name, err)
-		}
-		if _, err := d.Node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: v.id, StagingTargetPath: v.staging}); err != nil {
-			t.Fatalf("unstage %s: %v", v.name, err)
-		}
+	if _, err := d.Node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: rw.id, TargetPath: rw.target}); err != nil {
+		t.Fatal(err)
 	}
-	unstage(rw)
+	if _, err := d.Node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: rw.id, StagingTargetPath: rw.staging}); err != nil {
+		t.Fatal(err)
+	}
 
 	// Read-only: the same filesystem staged and published read-only.
 	ro := *rw
@@ -57,10 +53,7 @@ func TestUnstageLeavesUsersDeviceFile(t *testing.T) {
 	if data, err := os.ReadFile(filepath.Join(ro.target, "device")); err != nil || string(data) != "the user's" {
 		t.Errorf("the user's file \"device\" after unstage and stage: %q, %v", data, err)
 	}
-	unstage(&ro)
-	if _, err := d.Controller.DeleteVolume(ctx, &csipb.DeleteVolumeRequest{VolumeId: rw.id}); err != nil {
-		t.Errorf("delete: %v", err)
-	}
+	teardown(t, d, []*volume{&ro}) // unpublish, unstage (read-only), delete
 	if m := driver.Mounts(t, dir); len(m) != 0 {
 		t.Errorf("mounts left: %v", m)
 	}
