@@ -33,10 +33,10 @@ run: build ## run the driver on an embedded pool in _output/run (Ctrl-C stops it
 deps: ## install the host programs the driver and tests need (root, Debian)
 	./hack/install-deps.sh
 
-test: deps vet chart-test ## everything: vet, unit tests, chart tests, csi-sanity, lifecycle, fault, stress tests on real loop devices (-race)
+test: deps vet chart-test ## everything, as root: vet, chart tests, unit tests, and on real loop devices and mounts csi-sanity (in one process, and split into controller and node processes), lifecycle, fault, full-disk and stress tests (-race)
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
-unit: ## unit tests only (no root needed for most)
+unit: ## unit tests of internal/ (no root: the tests that need loop devices or mounts skip; the node service's tests run on hostos/fake)
 	$(GO) test -count=1 ./internal/...
 
 sanity: deps ## csi-sanity only (ext4, xfs, block)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 3 figures: snapshots, restores, the copy engine and online expansion.
+# The figures of snapshots, restores, the copy engine and online expansion.
 # Go benchmarks in test/snapshot, on pools they make on loop files under
 # /tmp/filevol-test/snapshot (xfs with reflink, ext4), driving the real
 # services over their socket:

@@ -26,12 +26,19 @@ func main() {
 	os.Exit(run(os.Args[1:]))
 }
 
-func run(args []string) int {
-	var o options.Options
+// newFlagSet is every flag `filevol --help` lists: the options and klog's.
+// README.md's flag table documents this set (a test compares them).
+func newFlagSet(o *options.Options) *flag.FlagSet {
 	fs := flag.NewFlagSet("filevol", flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // errors are printed on one line below
+	fs.SetOutput(io.Discard) // errors are printed on one line by run
 	o.AddFlags(fs)
 	klog.InitFlags(fs)
+	return fs
+}
+
+func run(args []string) int {
+	var o options.Options
+	fs := newFlagSet(&o)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(os.Stdout)

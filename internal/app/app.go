@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/filevol/filevol/internal/csi"
+	"github.com/filevol/filevol/internal/hostos"
 	"github.com/filevol/filevol/internal/metrics"
 	"github.com/filevol/filevol/internal/nodeview"
 	"github.com/filevol/filevol/internal/options"
@@ -37,7 +38,7 @@ func Run(ctx context.Context, o options.Options) error {
 	// Closing releases the pool's shared lock, so the next process to open
 	// it may repair what a crash left.
 	defer p.Close()
-	host := csi.NewOSHost(p.Dir())
+	host := hostos.New(p.Dir())
 	d := csi.New(csi.Config{
 		DriverName:        o.DriverName,
 		Version:           version.Version,
@@ -48,6 +49,7 @@ func Run(ctx context.Context, o options.Options) error {
 		Controller:        o.Mode == options.ModeAll || o.Mode == options.ModeController,
 		Node:              o.Mode == options.ModeAll || o.Mode == options.ModeNode,
 	}, p, host)
+	defer d.Close()
 	view := &nodeview.Builder{Node: o.NodeID, Driver: o.DriverName, Version: version.Version,
 		Pool: p, Kernel: host, Health: volumeHealth(d)}
 	m := metrics.New(metrics.Config{View: view, Snapshots: func() (int, error) { return len(p.ListSnapshots()), nil }})
@@ -81,6 +83,7 @@ func Run(ctx context.Context, o options.Options) error {
 	defer stopBG()
 	if d.Node != nil {
 		go d.Node.RunGC(bg, o.GCInterval, func(r csi.GCReport) { m.SetOrphans(r.Orphans()) })
+		go d.Freeze.Run(bg)
 	}
 	if err := startEvents(bg, o, view); err != nil {
 		lis.Close()

@@ -2,7 +2,7 @@ package app
 
 import (
 	"encoding/json"
-	"errors"
+
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,22 +12,12 @@ import (
 	"testing"
 
 	"github.com/filevol/filevol/internal/csi"
-	"github.com/filevol/filevol/internal/hostos/fs"
-	"github.com/filevol/filevol/internal/hostos/loop"
-	"github.com/filevol/filevol/internal/hostos/mount"
+	"github.com/filevol/filevol/internal/hostos/fake"
 	"github.com/filevol/filevol/internal/metrics"
 	"github.com/filevol/filevol/internal/nodeview"
 	"github.com/filevol/filevol/internal/nodeview/api"
 	"github.com/filevol/filevol/internal/pool"
 )
-
-// idleHost shows no loop device and no mount.
-type idleHost struct{ csi.Host }
-
-func (idleHost) FindLoop(string) ([]loop.Device, error) { return nil, nil }
-func (idleHost) ListLoops() ([]loop.Device, error)      { return nil, nil }
-func (idleHost) Mounts() (mount.Table, error)           { return nil, nil }
-func (idleHost) StatFS(string) (fs.Stats, error)        { return fs.Stats{}, errors.New("not mounted") }
 
 // The HTTP endpoint serves health, metrics and the node view, whose health
 // is the driver's own NodeGetVolumeHealth.
@@ -48,8 +38,8 @@ func TestHTTPEndpoint(t *testing.T) {
 	if err := os.Remove(p.ImagePath(v.ID)); err != nil {
 		t.Fatal(err)
 	}
-	d := csi.New(csi.Config{DriverName: "filevol.csi.io", NodeID: "n1", Controller: true, Node: true}, p, idleHost{})
-	view := &nodeview.Builder{Node: "n1", Driver: "filevol.csi.io", Pool: p, Kernel: idleHost{}, Health: volumeHealth(d)}
+	d := csi.New(csi.Config{DriverName: "filevol.csi.io", NodeID: "n1", Controller: true, Node: true}, p, fake.New().Host())
+	view := &nodeview.Builder{Node: "n1", Driver: "filevol.csi.io", Pool: p, Kernel: fake.New().Host(), Health: volumeHealth(d)}
 	srv := httptest.NewServer(httpMux(func() error { return nil }, metrics.New(metrics.Config{View: view}), view))
 	defer srv.Close()
 

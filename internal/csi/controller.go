@@ -8,17 +8,23 @@ import (
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"k8s.io/klog/v2"
 
+	"github.com/filevol/filevol/internal/freeze"
+	"github.com/filevol/filevol/internal/inuse"
 	"github.com/filevol/filevol/internal/pool"
 )
 
-// ControllerService implements the CSI Controller service for a node-local
-// pool: volumes are created in, and deleted from, this node's pool.
+// ControllerService implements the CSI Controller service. It decides from
+// the pool alone — its volume records, the nodes' in-use records — and
+// asks the node that has a volume mounted to freeze it, through the pool
+// too: it needs nothing of its own host's kernel, so it may run in another
+// process, on another host, than every node.
 type ControllerService struct {
 	csipb.UnimplementedControllerServer
-	cfg   Config
-	pool  *pool.Pool
-	host  Host
-	locks *inflight
+	cfg     Config
+	pool    VolumeStore
+	inuse   *inuse.Store
+	freezer *freeze.Requester
+	locks   *inflight
 }
 
 // CreateVolume makes a sparse (or thick) image and its record. It is
@@ -50,7 +56,7 @@ func (s *ControllerService) CreateVolume(ctx context.Context, req *csipb.CreateV
 		return nil, err
 	}
 
-	id := pool.VolumeID(name)
+	id := s.pool.VolumeID(name)
 	unlock, err := s.locks.tryLock(id)
 	if err != nil {
 		return nil, err
@@ -67,7 +73,7 @@ func (s *ControllerService) CreateVolume(ctx context.Context, req *csipb.CreateV
 		}
 	}
 	vol, err := s.pool.Create(ctx, pool.CreateRequest{
-		Name: name, CapacityBytes: size, FSType: p.fsType,
+		Name: name, CapacityBytes: size, RequestedBytes: requested(req.GetCapacityRange()), FSType: p.fsType,
 		Provisioning: p.provisioning, Parameters: req.GetParameters(),
 	})
 	if errors.Is(err, pool.ErrAlreadyExists) {
@@ -144,8 +150,8 @@ func (s *ControllerService) csiVolume(v pool.Volume) *csipb.Volume {
 }
 
 // DeleteVolume removes the image and record. A missing volume is success;
-// a volume the kernel still uses on this node is FAILED_PRECONDITION,
-// naming the loop device and mount points.
+// a volume that a node recorded as staged is FAILED_PRECONDITION, naming
+// the nodes and staging paths.
 func (s *ControllerService) DeleteVolume(ctx context.Context, req *csipb.DeleteVolumeRequest) (*csipb.DeleteVolumeResponse, error) {
 	id := req.GetVolumeId()
 	if id == "" {
@@ -160,12 +166,12 @@ func (s *ControllerService) DeleteVolume(ctx context.Context, req *csipb.DeleteV
 		return nil, err
 	}
 	defer unlock()
-	u, err := volumeUsage(s.host, s.pool.ImagePath(id))
+	staged, err := s.inuse.Of(id)
 	if err != nil {
 		return nil, err
 	}
-	if u.inUse() {
-		return nil, failedPrecondition("volume %s is still in use on node %s: %s; unpublish and unstage it first", id, s.cfg.NodeID, u)
+	if len(staged) > 0 {
+		return nil, failedPrecondition("volume %s is still in use: %s; unpublish and unstage it first", id, describeInUse(staged))
 	}
 	if err := s.pool.Delete(ctx, id); err != nil {
 		return nil, err
@@ -186,7 +192,7 @@ func (s *ControllerService) ControllerGetCapabilities(context.Context, *csipb.Co
 		csipb.ControllerServiceCapability_RPC_GET_VOLUME_HEALTH,
 		csipb.ControllerServiceCapability_RPC_LIST_VOLUME_HEALTH,
 		csipb.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
-		// Issue 3: snapshots, restores, clones and expansion.
+		// Snapshots, restores, clones and expansion.
 		csipb.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT,
 		csipb.ControllerServiceCapability_RPC_LIST_SNAPSHOTS,
 		csipb.ControllerServiceCapability_RPC_GET_SNAPSHOT,

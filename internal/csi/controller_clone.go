@@ -21,7 +21,7 @@ func (s *ControllerService) createFromSource(ctx context.Context, req *csipb.Cre
 		return nil, err
 	}
 	name := req.GetName()
-	id := pool.VolumeID(name)
+	id := s.pool.VolumeID(name)
 	// The source's key too: a snapshot being deleted, or a volume being
 	// unstaged while frozen, must wait for the clone.
 	unlock, err := s.locks.tryLock(id, src.ID)
@@ -59,13 +59,14 @@ func (s *ControllerService) createFromSource(ctx context.Context, req *csipb.Cre
 	}
 	create := func() (err error) {
 		vol, err = s.pool.Create(ctx, pool.CreateRequest{
-			Name: name, CapacityBytes: size, FSType: p.fsType, Provisioning: p.provisioning,
+			Name: name, CapacityBytes: size, RequestedBytes: requested(req.GetCapacityRange()),
+			FSType: p.fsType, Provisioning: p.provisioning,
 			Parameters: req.GetParameters(), Source: &src,
 		})
 		return err
 	}
 	if src.Kind == pool.SourceVolume {
-		err = s.withFrozen(src.ID, create)
+		err = s.withFrozen(ctx, src.ID, create)
 	} else {
 		err = create() // a snapshot's image never changes
 	}

@@ -35,7 +35,7 @@ func TestCreateVolumeSeesVolumeMadeByAnotherProcess(t *testing.T) {
 	}
 	defer third.Close()
 	svc := func(p *pool.Pool) *ControllerService {
-		return &ControllerService{cfg: Config{NodeID: "node"}, pool: p, locks: newInflight()}
+		return newControllerService(Config{NodeID: "node"}, p)
 	}
 	mountCap := []*csipb.VolumeCapability{{
 		AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{}},

@@ -63,7 +63,7 @@ func (s *ControllerService) ControllerExpandVolume(ctx context.Context, req *csi
 	size = growTarget(vol.FSType, vol.CapacityBytes, size, limit) // btrfs: ≥ 256 MiB
 	// Through the pool even when nothing grows: it records an image an
 	// interrupted expansion left larger than its record.
-	grown, err := s.pool.Expand(ctx, id, max(size, vol.CapacityBytes))
+	grown, err := s.pool.Expand(ctx, id, max(size, vol.CapacityBytes), roundUp(required, allocationUnit))
 	if err != nil {
 		return nil, err
 	}

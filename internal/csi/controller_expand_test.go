@@ -2,6 +2,7 @@ package csi
 
 import (
 	"context"
+	"github.com/filevol/filevol/internal/volid"
 	"testing"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
@@ -19,14 +20,14 @@ func TestControllerExpandDefersToNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	id := pool.VolumeID("lives-on-a-node")
+	id := volid.NewVolume(volid.KindImage, "0badc0de", "lives-on-a-node") // another node's pool
 	req := &csipb.ControllerExpandVolumeRequest{VolumeId: id, CapacityRange: &csipb.CapacityRange{RequiredBytes: 3<<30 + 1}}
 
-	strict := &ControllerService{cfg: Config{NodeID: "controller"}, pool: p, locks: newInflight()}
+	strict := newControllerService(Config{NodeID: "controller"}, p)
 	if _, err := strict.ControllerExpandVolume(context.Background(), req); codeOf(err) != codes.NotFound {
 		t.Fatalf("without deferral: %v, want NOT_FOUND", err)
 	}
-	deferring := &ControllerService{cfg: Config{NodeID: "controller", DeferExpansion: true}, pool: p, locks: newInflight()}
+	deferring := newControllerService(Config{NodeID: "controller", DeferExpansion: true}, p)
 	resp, err := deferring.ControllerExpandVolume(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package csi
 
 import (
 	"context"
-	"sort"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 
@@ -10,7 +9,9 @@ import (
 )
 
 // ControllerGetVolumeHealth reports the pool-side health of one volume; an
-// empty status list means no adverse condition is known.
+// empty status list means no adverse condition is known. What only the
+// node that stages the volume can see (a read-only remount, a detached
+// device) is the node's answer (NodeGetVolumeStats).
 func (s *ControllerService) ControllerGetVolumeHealth(ctx context.Context, req *csipb.ControllerGetVolumeHealthRequest) (*csipb.ControllerGetVolumeHealthResponse, error) {
 	if err := checkVolumeID(req.GetVolumeId()); err != nil {
 		return nil, err
@@ -19,45 +20,36 @@ func (s *ControllerService) ControllerGetVolumeHealth(ctx context.Context, req *
 	if err != nil {
 		return nil, err
 	}
-	devs, err := s.host.FindLoop(s.pool.ImagePath(vol.ID))
-	if err != nil {
-		return nil, err
-	}
 	return &csipb.ControllerGetVolumeHealthResponse{VolumeHealth: &csipb.VolumeHealth{
-		VolumeId: vol.ID, HealthStatuses: imageHealth(s.pool, vol.ID, devs),
+		VolumeId: vol.ID, HealthStatuses: s.storeHealth(vol.ID),
 	}}, nil
 }
 
 // ControllerListVolumeHealth lists the volumes with an adverse condition
 // (spec: healthy ones SHOULD be omitted), paged like ListVolumes.
 func (s *ControllerService) ControllerListVolumeHealth(ctx context.Context, req *csipb.ControllerListVolumeHealthRequest) (*csipb.ControllerListVolumeHealthResponse, error) {
-	if req.GetMaxEntries() < 0 {
-		return nil, invalidArgument("max_entries %d must not be negative", req.GetMaxEntries())
+	// Healthy volumes are omitted, so a page holds only unhealthy ones.
+	health := map[string][]*csipb.VolumeHealth_VolumeHealthEntry{}
+	unhealthy := func(v pool.Volume) bool {
+		health[v.ID] = s.storeHealth(v.ID)
+		return len(health[v.ID]) > 0
 	}
-	token := req.GetStartingToken()
-	if token != "" && pool.ValidID(token) != nil {
-		return nil, aborted("starting_token %q was not issued by filevol; restart the listing without a token", truncate(token))
-	}
-	attached, err := s.attachedImages()
+	vols, next, err := paginate(volumePage(req.GetStartingToken(), req.GetMaxEntries()), s.pool.List(), volumeID, unhealthy)
 	if err != nil {
 		return nil, err
 	}
-	vols := s.pool.List()
-	start := 0
-	if token != "" {
-		start = sort.Search(len(vols), func(i int) bool { return vols[i].ID > token })
-	}
-	resp := &csipb.ControllerListVolumeHealthResponse{}
-	for _, v := range vols[start:] {
-		st := imageHealth(s.pool, v.ID, attached[s.pool.ImagePath(v.ID)])
-		if len(st) == 0 {
-			continue
-		}
-		if n := int(req.GetMaxEntries()); n > 0 && len(resp.Entries) == n {
-			resp.NextToken = resp.Entries[n-1].VolumeId
-			break
-		}
-		resp.Entries = append(resp.Entries, &csipb.VolumeHealth{VolumeId: v.ID, HealthStatuses: st})
+	resp := &csipb.ControllerListVolumeHealthResponse{NextToken: next}
+	for _, v := range vols {
+		resp.Entries = append(resp.Entries, &csipb.VolumeHealth{VolumeId: v.ID, HealthStatuses: health[v.ID]})
 	}
 	return resp, nil
+}
+
+// storeHealth is what the pool says of a volume: its data must be there.
+func (s *ControllerService) storeHealth(id string) []*csipb.VolumeHealth_VolumeHealthEntry {
+	if !s.pool.ImageLost(id) {
+		return nil
+	}
+	return []*csipb.VolumeHealth_VolumeHealthEntry{healthEntry(csipb.VolumeHealthErrorType_DATA_LOSS, ReasonImageMissing,
+		"the image file of volume "+id+" is missing from pool "+s.pool.Dir())}
 }

@@ -3,14 +3,10 @@ package csi
 import (
 	"context"
 	"maps"
-	"sort"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 
 	"google.golang.org/protobuf/types/known/wrapperspb"
-
-	"github.com/filevol/filevol/internal/hostos/loop"
-	"github.com/filevol/filevol/internal/pool"
 )
 
 // ValidateVolumeCapabilities confirms the capabilities filevol can honour
@@ -54,25 +50,11 @@ func (s *ControllerService) ValidateVolumeCapabilities(ctx context.Context, req 
 // ListVolumes pages through the pool in ID order. The token is the last ID
 // of the previous page, so deleting volumes between pages never breaks it.
 func (s *ControllerService) ListVolumes(ctx context.Context, req *csipb.ListVolumesRequest) (*csipb.ListVolumesResponse, error) {
-	if req.GetMaxEntries() < 0 {
-		return nil, invalidArgument("max_entries %d must not be negative", req.GetMaxEntries())
+	vols, next, err := paginate(volumePage(req.GetStartingToken(), req.GetMaxEntries()), s.pool.List(), volumeID, nil)
+	if err != nil {
+		return nil, err
 	}
-	token := req.GetStartingToken()
-	if token != "" && pool.ValidID(token) != nil {
-		return nil, aborted("starting_token %q was not issued by filevol; restart the listing without a token", truncate(token))
-	}
-	vols := s.pool.List()
-	start := sort.Search(len(vols), func(i int) bool { return vols[i].ID > token })
-	if token == "" {
-		start = 0
-	}
-	vols = vols[start:]
-	next := ""
-	if n := int(req.GetMaxEntries()); n > 0 && len(vols) > n {
-		vols = vols[:n]
-		next = vols[n-1].ID
-	}
-	attached, err := s.attachedImages()
+	staged, err := s.inuse.All()
 	if err != nil {
 		return nil, err
 	}
@@ -80,32 +62,10 @@ func (s *ControllerService) ListVolumes(ctx context.Context, req *csipb.ListVolu
 	for _, v := range vols {
 		resp.Entries = append(resp.Entries, &csipb.ListVolumesResponse_Entry{
 			Volume: s.csiVolume(v),
-			Status: &csipb.ListVolumesResponse_VolumeStatus{
-				PublishedNodeIds: s.publishedOn(attached[s.pool.ImagePath(v.ID)]),
-			},
+			Status: &csipb.ListVolumesResponse_VolumeStatus{PublishedNodeIds: publishedNodes(staged[v.ID])},
 		})
 	}
 	return resp, nil
-}
-
-// attachedImages maps backing files to their loop devices with one sysfs scan.
-func (s *ControllerService) attachedImages() (map[string][]loop.Device, error) {
-	devs, err := s.host.ListLoops()
-	if err != nil {
-		return nil, err
-	}
-	m := make(map[string][]loop.Device, len(devs))
-	for _, d := range devs {
-		m[d.BackingFile] = append(m[d.BackingFile], d)
-	}
-	return m, nil
-}
-
-func (s *ControllerService) publishedOn(devs []loop.Device) []string {
-	if len(devs) == 0 {
-		return nil
-	}
-	return []string{s.cfg.NodeID}
 }
 
 // ControllerGetVolume returns one volume with its status.
@@ -117,15 +77,13 @@ func (s *ControllerService) ControllerGetVolume(ctx context.Context, req *csipb.
 	if err != nil {
 		return nil, err
 	}
-	devs, err := s.host.FindLoop(s.pool.ImagePath(vol.ID))
+	staged, err := s.inuse.Of(vol.ID)
 	if err != nil {
 		return nil, err
 	}
 	return &csipb.ControllerGetVolumeResponse{
 		Volume: s.csiVolume(vol),
-		Status: &csipb.ControllerGetVolumeResponse_VolumeStatus{
-			PublishedNodeIds: s.publishedOn(devs),
-		},
+		Status: &csipb.ControllerGetVolumeResponse_VolumeStatus{PublishedNodeIds: publishedNodes(staged)},
 	}, nil
 }
 

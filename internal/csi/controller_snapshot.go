@@ -3,7 +3,6 @@ package csi
 import (
 	"context"
 	"errors"
-	"sort"
 	"strings"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
@@ -37,7 +36,7 @@ func checkSnapshotParameters(params map[string]string) error {
 // CreateSnapshot cuts a snapshot of a volume into an independent image
 // (reflink, else a hole-preserving copy). When the volume is staged here
 // with a filesystem, that filesystem is frozen around the clone, so the
-// snapshot is filesystem-consistent, and always thawed (issue 3). It is
+// snapshot is filesystem-consistent, and always thawed. It is
 // idempotent by name (spec: same name and source → the same snapshot;
 // another source → ALREADY_EXISTS) and ready_to_use when it returns.
 func (s *ControllerService) CreateSnapshot(ctx context.Context, req *csipb.CreateSnapshotRequest) (*csipb.CreateSnapshotResponse, error) {
@@ -65,7 +64,7 @@ func (s *ControllerService) CreateSnapshot(ctx context.Context, req *csipb.Creat
 	if pool.ValidID(src) != nil {
 		return nil, notFound("source volume %q does not exist", truncate(src))
 	}
-	id := pool.SnapshotID(name)
+	id := s.pool.SnapshotID(name)
 	// Both: a second snapshot of this name, and anything else on the
 	// source (unstage above all: unmounting a frozen filesystem leaves it
 	// frozen), wait for this one.
@@ -81,7 +80,7 @@ func (s *ControllerService) CreateSnapshot(ctx context.Context, req *csipb.Creat
 		return nil, err
 	}
 	var snap pool.Snapshot
-	err = s.withFrozen(src, func() (err error) {
+	err = s.withFrozen(ctx, src, func() (err error) {
 		snap, err = s.pool.CreateSnapshot(ctx, pool.SnapshotRequest{Name: name, SourceVolumeID: src, Parameters: req.GetParameters()})
 		return err
 	})
@@ -119,13 +118,6 @@ func (s *ControllerService) DeleteSnapshot(ctx context.Context, req *csipb.Delet
 // snapshot ID and by source volume. As in ListVolumes the token is the
 // last ID of the previous page.
 func (s *ControllerService) ListSnapshots(ctx context.Context, req *csipb.ListSnapshotsRequest) (*csipb.ListSnapshotsResponse, error) {
-	if req.GetMaxEntries() < 0 {
-		return nil, invalidArgument("max_entries %d must not be negative", req.GetMaxEntries())
-	}
-	token := req.GetStartingToken()
-	if token != "" && pool.ValidSnapshotID(token) != nil {
-		return nil, aborted("starting_token %q was not issued by filevol; restart the listing without a token", truncate(token))
-	}
 	var snaps []pool.Snapshot
 	if id := req.GetSnapshotId(); id != "" {
 		// From disk: a lookup by ID must not miss a snapshot another
@@ -140,22 +132,14 @@ func (s *ControllerService) ListSnapshots(ctx context.Context, req *csipb.ListSn
 	} else {
 		snaps = s.pool.ListSnapshots()
 	}
+	var ofSource func(pool.Snapshot) bool
 	if vid := req.GetSourceVolumeId(); vid != "" {
-		kept := snaps[:0]
-		for _, snap := range snaps {
-			if snap.SourceVolumeID == vid {
-				kept = append(kept, snap)
-			}
-		}
-		snaps = kept
+		ofSource = func(s pool.Snapshot) bool { return s.SourceVolumeID == vid }
 	}
-	if token != "" {
-		snaps = snaps[sort.Search(len(snaps), func(i int) bool { return snaps[i].ID > token }):]
-	}
-	next := ""
-	if n := int(req.GetMaxEntries()); n > 0 && len(snaps) > n {
-		snaps = snaps[:n]
-		next = snaps[n-1].ID
+	page := pageRequest{token: req.GetStartingToken(), max: req.GetMaxEntries(), validToken: pool.ValidSnapshotID}
+	snaps, next, err := paginate(page, snaps, func(s pool.Snapshot) string { return s.ID }, ofSource)
+	if err != nil {
+		return nil, err
 	}
 	resp := &csipb.ListSnapshotsResponse{NextToken: next, Entries: make([]*csipb.ListSnapshotsResponse_Entry, 0, len(snaps))}
 	for _, snap := range snaps {
@@ -183,7 +167,7 @@ func csiSnapshot(snap pool.Snapshot) *csipb.Snapshot {
 	return &csipb.Snapshot{
 		SnapshotId:     snap.ID,
 		SourceVolumeId: snap.SourceVolumeID,
-		SizeBytes:      snap.SizeBytes,
+		SizeBytes:      snap.RestoreSize(),
 		CreationTime:   timestamppb.New(snap.CreatedAt),
 		ReadyToUse:     true,
 	}

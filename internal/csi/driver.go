@@ -5,6 +5,8 @@ import (
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 
+	"github.com/filevol/filevol/internal/freeze"
+	"github.com/filevol/filevol/internal/inuse"
 	"github.com/filevol/filevol/internal/pool"
 )
 
@@ -34,23 +36,58 @@ type Driver struct {
 	Identity   *IdentityService
 	Controller *ControllerService
 	Node       *NodeService
+	// Freeze answers controllers' freeze requests on a node (nil without
+	// the node service); whoever serves the node runs it.
+	Freeze *freeze.Agent
 }
 
 // New builds the services for cfg. Identity is always served; the
 // controller and node services only when cfg asks for them.
 func New(cfg Config, p *pool.Pool, h Host) *Driver {
-	locks := newInflight()
 	d := &Driver{Identity: &IdentityService{cfg: cfg, pool: p}}
+	// In one process the services share the per-volume locks, so that a
+	// controller call and a node call never work on one volume at once
+	// (the pool's contract: its callers serialise a volume's operations).
+	// A freeze, which both take part in, goes through the pool all the
+	// same, as it must between two processes (--mode controller, --mode
+	// node), where nothing but the pool is shared.
+	locks := newInflight()
 	if cfg.Controller {
-		d.Controller = &ControllerService{cfg: cfg, pool: p, host: h, locks: locks}
-		// Before serving: a predecessor killed inside a snapshot may have
-		// left a pod's filesystem frozen (freeze.go).
-		d.Controller.ThawLeftovers()
+		d.Controller = newControllerService(cfg, p)
+		d.Controller.locks = locks
+		// Before serving: a killed predecessor's freeze request would keep
+		// a filesystem frozen until its lease ran out.
+		d.Controller.freezer.CleanStale()
 	}
 	if cfg.Node {
-		d.Node = &NodeService{cfg: cfg, pool: p, host: h, locks: locks, paths: pathPolicy{kubeletDir: cfg.KubeletDir}}
+		d.Node = &NodeService{cfg: cfg, pool: p, host: h, locks: locks, paths: pathPolicy{kubeletDir: cfg.KubeletDir},
+			inuse: inuse.New(p.Dir())}
+		// Before serving: a predecessor killed while a snapshot held a
+		// pod's filesystem frozen left its mark (internal/freeze).
+		d.Freeze = d.Node.FreezeAgent()
+		d.Freeze.ThawLeftovers()
+		// Temporary records of a killed predecessor; not in every sweep,
+		// which would take a stage's record in flight for one.
+		d.Node.inuse.CleanTemp(cfg.NodeID)
+		d.Node.ReconcileInUse()
 	}
 	return d
+}
+
+// newControllerService is the controller of the pool p: its records, the
+// nodes' in-use records and the freeze requests all live in p.
+func newControllerService(cfg Config, p VolumeStore) *ControllerService {
+	return &ControllerService{cfg: cfg, pool: p, inuse: inuse.New(p.Dir()), freezer: freeze.NewRequester(p.Dir()), locks: newInflight()}
+}
+
+// Close releases what the services hold open in the pool (the
+// controller's freeze owner lock), so that the pool's filesystem can be
+// unmounted. Call it once the server has stopped.
+func (d *Driver) Close() error {
+	if d.Controller == nil {
+		return nil
+	}
+	return d.Controller.freezer.Close()
 }
 
 // Register registers the services on s.

@@ -8,10 +8,13 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/filevol/filevol/internal/freeze"
 	"github.com/filevol/filevol/internal/hostos/fs"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
+	"github.com/filevol/filevol/internal/nodestate"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volid"
 )
 
 // codedError is an error whose gRPC code the handler chose (validation,
@@ -44,7 +47,10 @@ func resourceExhausted(format string, args ...any) error {
 func aborted(format string, args ...any) error { return coded(codes.Aborted, format, args...) }
 
 // sentinelCodes maps the named errors of the lower layers to gRPC codes.
-// Order matters only where one error could wrap two sentinels.
+// Order matters only where one error could wrap two sentinels. Every
+// exported Err* of pool, nodestate and internal/hostos/... must be here,
+// with a code that tells the CO what to do (never INTERNAL or UNKNOWN):
+// errors_test.go finds them in the source and fails on one left out.
 var sentinelCodes = []struct {
 	err  error
 	code codes.Code
@@ -53,6 +59,10 @@ var sentinelCodes = []struct {
 	{context.Canceled, codes.Canceled},
 	{pool.ErrNotFound, codes.NotFound},
 	{pool.ErrInvalidID, codes.NotFound},
+	// What the pool refuses in a request it was given: a bad name, a
+	// capacity or provisioning out of range, thick provisioning on a pool
+	// that cannot preallocate, a content source it cannot use.
+	{pool.ErrInvalidArgument, codes.InvalidArgument},
 	{pool.ErrAlreadyExists, codes.AlreadyExists},
 	{pool.ErrNoSpace, codes.ResourceExhausted},
 	{pool.ErrSnapshotNotFound, codes.NotFound},
@@ -68,6 +78,24 @@ var sentinelCodes = []struct {
 	{fs.ErrUnsupported, codes.InvalidArgument},
 	{fs.ErrToolMissing, codes.FailedPrecondition},
 	{fs.ErrCapability, codes.FailedPrecondition},
+	// The device holds no filesystem of the type its volume records, or
+	// another holder keeps it busy: the volume's state, not a retry, must
+	// change first.
+	{fs.ErrNoSuperblock, codes.FailedPrecondition},
+	{fs.ErrInUse, codes.FailedPrecondition},
+	// Freeze, thaw or grow of a path that is no mount point: the volume is
+	// not staged or published where the request says.
+	{fs.ErrNotMountPoint, codes.FailedPrecondition},
+	{nodestate.ErrNoSpace, codes.ResourceExhausted},
+	// An ID no filevol made names no volume (CSI: NOT_FOUND).
+	{volid.ErrInvalid, codes.NotFound},
+	// A freeze of the volume for another snapshot or clone runs: retry.
+	{freeze.ErrBusy, codes.Aborted},
+	// The node that has the volume mounted did not answer: retry later.
+	{freeze.ErrNodeUnavailable, codes.Unavailable},
+	{freeze.ErrNoSpace, codes.ResourceExhausted},
+	// The node could not freeze the filesystem; the message says why.
+	{freeze.ErrFailed, codes.FailedPrecondition},
 }
 
 // toStatus is the one place an error becomes a gRPC status. No call returns

@@ -4,15 +4,30 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
 	"testing"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/filevol/filevol/internal/hostos/fs"
+	"github.com/filevol/filevol/internal/freeze"
+	hostfs "github.com/filevol/filevol/internal/hostos/fs"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
+	"github.com/filevol/filevol/internal/nodestate"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/testutil"
+	"github.com/filevol/filevol/internal/volid"
 )
 
 func TestToStatus(t *testing.T) {
@@ -30,7 +45,8 @@ func TestToStatus(t *testing.T) {
 		{wrap(loop.ErrNoDevice), codes.ResourceExhausted},
 		{wrap(loop.ErrBusy), codes.FailedPrecondition},
 		{wrap(mount.ErrInvalidOption), codes.InvalidArgument},
-		{wrap(fs.ErrToolMissing), codes.FailedPrecondition},
+		{wrap(hostfs.ErrToolMissing), codes.FailedPrecondition},
+		{wrap(pool.ErrInvalidArgument), codes.InvalidArgument},
 		{wrap(context.DeadlineExceeded), codes.DeadlineExceeded},
 		{wrap(context.Canceled), codes.Canceled},
 		{errors.New("something nobody named"), codes.Internal},
@@ -75,5 +91,197 @@ func TestInflight(t *testing.T) {
 	unlockB()
 	if _, err := f.tryLock("a", "b"); err != nil {
 		t.Fatalf("a+b after release: %v", err)
+	}
+}
+
+// sentinelPackages are the directories whose exported Err* variables can
+// reach toStatus: the pool, the node markers and every hostos package.
+var sentinelPackages = []string{"../pool", "../nodestate", "../hostos", "../freeze", "../volid", "../inuse"}
+
+// sentinelValues are the values of the Err* variables the source holds,
+// by package name and variable name (a test cannot look a value up by
+// name, so the table is kept by hand; TestEverySentinelHasACode says what
+// is missing from it).
+var sentinelValues = map[string]error{
+	"pool.ErrNotFound":          pool.ErrNotFound,
+	"pool.ErrAlreadyExists":     pool.ErrAlreadyExists,
+	"pool.ErrNoSpace":           pool.ErrNoSpace,
+	"pool.ErrInvalidID":         pool.ErrInvalidID,
+	"pool.ErrInvalidArgument":   pool.ErrInvalidArgument,
+	"pool.ErrSnapshotNotFound":  pool.ErrSnapshotNotFound,
+	"pool.ErrOtherNode":         pool.ErrOtherNode,
+	"pool.ErrImageMissing":      pool.ErrImageMissing,
+	"pool.ErrShrink":            pool.ErrShrink,
+	"nodestate.ErrNoSpace":      nodestate.ErrNoSpace,
+	"loop.ErrNotFound":          loop.ErrNotFound,
+	"loop.ErrBusy":              loop.ErrBusy,
+	"loop.ErrNoDevice":          loop.ErrNoDevice,
+	"mount.ErrNotMounted":       mount.ErrNotMounted,
+	"mount.ErrInvalidOption":    mount.ErrInvalidOption,
+	"fs.ErrUnsupported":         hostfs.ErrUnsupported,
+	"fs.ErrToolMissing":         hostfs.ErrToolMissing,
+	"fs.ErrNotMountPoint":       hostfs.ErrNotMountPoint,
+	"fs.ErrCapability":          hostfs.ErrCapability,
+	"fs.ErrInUse":               hostfs.ErrInUse,
+	"fs.ErrNoSuperblock":        hostfs.ErrNoSuperblock,
+	"volid.ErrInvalid":          volid.ErrInvalid,
+	"freeze.ErrBusy":            freeze.ErrBusy,
+	"freeze.ErrNodeUnavailable": freeze.ErrNodeUnavailable,
+	"freeze.ErrNoSpace":         freeze.ErrNoSpace,
+	"freeze.ErrFailed":          freeze.ErrFailed,
+}
+
+// exportedSentinels parses the non-test Go files under dirs and returns
+// every package-level exported variable named Err*, as "pkg.ErrName" →
+// the file that declares it.
+func exportedSentinels(t *testing.T, dirs []string) map[string]string {
+	t.Helper()
+	found := map[string]string{}
+	fset := token.NewFileSet()
+	for _, root := range dirs {
+		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return err
+			}
+			f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+			if err != nil {
+				return err
+			}
+			for _, decl := range f.Decls {
+				gen, ok := decl.(*ast.GenDecl)
+				if !ok || gen.Tok != token.VAR {
+					continue
+				}
+				for _, spec := range gen.Specs {
+					for _, name := range spec.(*ast.ValueSpec).Names {
+						if strings.HasPrefix(name.Name, "Err") && name.IsExported() {
+							found[f.Name.Name+"."+name.Name] = path
+						}
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("parse %s: %v", root, err)
+		}
+	}
+	return found
+}
+
+// TestEverySentinelHasACode: an error a lower layer names must reach the CO
+// with a code that says what to do. One missing from sentinelCodes is
+// INTERNAL: the pool's refusals of a bad request were, until
+// ErrInvalidArgument was mapped.
+func TestEverySentinelHasACode(t *testing.T) {
+	found := exportedSentinels(t, sentinelPackages)
+	if len(found) < len(sentinelValues)/2 {
+		t.Fatalf("found only %d Err* variables under %v: is the test run from internal/csi?", len(found), sentinelPackages)
+	}
+	names := make([]string, 0, len(found))
+	for name := range found {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		val, ok := sentinelValues[name]
+		if !ok {
+			t.Errorf("%s declares %s: add %s to the table (sentinelValues) and to sentinelCodes", found[name], name, name)
+			continue
+		}
+		mapped := false
+		for _, m := range sentinelCodes {
+			if m.err == val {
+				mapped = true
+			}
+		}
+		code := status.Code(toStatus(fmt.Errorf("some handler: %w", val)))
+		switch {
+		case !mapped:
+			t.Errorf("%s has no entry in sentinelCodes: add one with the code the CO should see", name)
+		case code == codes.Internal || code == codes.Unknown:
+			t.Errorf("%s maps to %v: give it a code that tells the CO what to do", name, code)
+		}
+	}
+	for name := range sentinelValues {
+		if _, ok := found[name]; !ok {
+			t.Errorf("%s is in the table but no longer declared under %v: remove it", name, sentinelPackages)
+		}
+	}
+}
+
+// What the pool refuses in a request is INVALID_ARGUMENT, as the pool
+// answers it (not as the service's own checks would).
+func TestPoolRefusalsAreInvalidArgument(t *testing.T) {
+	p, err := pool.Open(t.TempDir(), pool.Options{NodeID: "node"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for _, req := range []pool.CreateRequest{
+		{Name: "", CapacityBytes: 1 << 20},
+		{Name: "nul\x00", CapacityBytes: 1 << 20},
+		{Name: "zero", CapacityBytes: 0},
+		{Name: "prov", CapacityBytes: 1 << 20, Provisioning: "thickish"},
+		{Name: "src", CapacityBytes: 1 << 20, Source: &pool.ContentSource{Kind: "backup", ID: "x"}},
+	} {
+		_, err := p.Create(context.Background(), req)
+		if code := status.Code(toStatus(err)); code != codes.InvalidArgument {
+			t.Errorf("pool.Create(%+q): %v → %v, want INVALID_ARGUMENT", req.Name, err, code)
+		}
+	}
+}
+
+// Thick provisioning on a pool whose filesystem cannot preallocate (ext4
+// without extents: fallocate is EOPNOTSUPP) is the CO's choice of class
+// that cannot be honoured here: INVALID_ARGUMENT from CreateVolume, not
+// INTERNAL.
+func TestCreateVolumeThickWithoutPreallocation(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, tool := range []string{"mkfs.ext4", "mount"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed", tool)
+		}
+	}
+	dir := testutil.Scratch(t, "csi-errors")
+	img, mnt := filepath.Join(dir, "fs.img"), filepath.Join(dir, "mnt")
+	if err := os.Mkdir(mnt, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, 64<<20); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"mkfs.ext4", "-q", "-F", "-O", "^extent,^64bit", img},
+		{"mount", "-o", "loop", img, mnt},
+	} {
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v: %s", args, err, out)
+		}
+	}
+	// Scratch's cleanup unmounts and detaches what is left under dir.
+	p, err := pool.Open(filepath.Join(mnt, "pool"), pool.Options{NodeID: "node"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	svc := &ControllerService{cfg: Config{NodeID: "node"}, pool: p, locks: newInflight()}
+	_, err = svc.CreateVolume(context.Background(), &csipb.CreateVolumeRequest{
+		Name:          "thick",
+		CapacityRange: &csipb.CapacityRange{RequiredBytes: 8 << 20},
+		Parameters:    map[string]string{ParamProvisioning: pool.ProvisioningThick},
+		VolumeCapabilities: []*csipb.VolumeCapability{{
+			AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{}},
+			AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
+		}},
+	})
+	if codeOf(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "cannot preallocate") {
+		t.Fatalf("thick CreateVolume on a pool without fallocate: %v, want INVALID_ARGUMENT saying it cannot preallocate", err)
+	}
+	if vols := p.List(); len(vols) != 0 {
+		t.Errorf("the refused create left %v", vols)
 	}
 }

@@ -2,12 +2,13 @@ package csi
 
 import (
 	"context"
-	"strings"
+	"slices"
 	"time"
 
 	"k8s.io/klog/v2"
 
 	"github.com/filevol/filevol/internal/hostos/loop"
+	"github.com/filevol/filevol/internal/volview"
 )
 
 // GCReport is what one garbage-collection sweep found and did.
@@ -41,6 +42,8 @@ func (s *NodeService) GC(ctx context.Context) (GCReport, error) {
 	if err := s.gcLoops(ctx, &r); err != nil {
 		return r, err
 	}
+	// After gcLoops: the devices it detached were in use by nobody.
+	s.ReconcileInUse()
 	o, err := s.pool.FindOrphans()
 	if err != nil {
 		return r, err
@@ -72,30 +75,29 @@ func (s *NodeService) GC(ctx context.Context) (GCReport, error) {
 // bind uses. Staged block volumes are binds at <staging>/device, staged
 // filesystems are mounts, published ones binds: anything else is a leak.
 func (s *NodeService) gcLoops(ctx context.Context, r *GCReport) error {
-	devs, err := s.host.ListLoops()
+	devs, err := s.host.Loops.List()
 	if err != nil {
 		return err
 	}
-	prefix := s.pool.VolumesDir() + "/"
 	for _, d := range devs {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		id, ok := imageID(prefix, d.BackingFile)
+		id, ok := volview.VolumeID(s.pool.VolumesDir(), d.BackingFile)
 		if !ok {
 			continue
 		}
 		s.withLock(id, func() {
-			table, err := s.host.Mounts()
-			if err != nil || len(mountsOf(table, d)) > 0 || len(deviceBinds(table, d)) > 0 {
+			table, err := s.host.Mounts.Table()
+			if err != nil || volview.Used(table, d) {
 				return
 			}
 			// Re-read sysfs: the device must still be the one we looked at.
-			cur, err := s.host.FindLoop(d.BackingFile)
-			if err != nil || !containsDevice(cur, d) {
+			cur, err := s.host.Loops.Find(d.BackingFile)
+			if err != nil || !slices.ContainsFunc(cur, func(x loop.Device) bool { return x.Path == d.Path }) {
 				return
 			}
-			if err := s.host.DetachLoop(d.Path); err != nil {
+			if err := s.host.Loops.Detach(d.Path); err != nil {
 				klog.ErrorS(err, "detach unused loop device", "device", d.Path, "volumeID", id)
 				return
 			}
@@ -104,26 +106,6 @@ func (s *NodeService) gcLoops(ctx context.Context, r *GCReport) error {
 		})
 	}
 	return nil
-}
-
-// imageID returns the volume ID of an image path inside the pool.
-func imageID(prefix, backing string) (string, bool) {
-	name, ok := strings.CutPrefix(backing, prefix)
-	if !ok {
-		return "", false
-	}
-	name = strings.TrimPrefix(name, ".tmp-")
-	id, ok := strings.CutSuffix(name, ".img")
-	return id, ok && !strings.Contains(id, "/")
-}
-
-func containsDevice(devs []loop.Device, d loop.Device) bool {
-	for _, x := range devs {
-		if x.Path == d.Path {
-			return true
-		}
-	}
-	return false
 }
 
 // withLock runs fn holding id's lock, or skips it when a call is in flight.

@@ -1,13 +1,14 @@
 package csi
 
 import (
-	"path/filepath"
+	"slices"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volview"
 )
 
 // Volume health (CSI v1.13 replaced VOLUME_CONDITION by VolumeHealth).
@@ -53,32 +54,23 @@ func mountHealth(table mount.Table, devs []loop.Device, paths ...string) []*csip
 		if p == "" {
 			continue
 		}
-		m, ok := topMount(table, filepath.Clean(p))
+		m, ok := table.Top(p)
 		if !ok {
 			continue
 		}
-		if m.FSType == "devtmpfs" {
-			if !goneSeen && !boundDeviceAttached(m, devs) {
+		if volview.IsDeviceBind(m) {
+			if _, attached := volview.DeviceOf(devs, m); !goneSeen && !attached {
 				goneSeen = true
 				out = append(out, healthEntry(csipb.VolumeHealthErrorType_INACCESSIBLE, ReasonLoopDeviceGone,
 					"loop device /dev"+m.Root+" published at "+m.MountPoint+" is no longer attached to the volume's image"))
 			}
 			continue
 		}
-		if !roSeen && hasOpt(m.SuperOptions, "ro") && !hasOpt(m.Options, "ro") {
+		if !roSeen && slices.Contains(m.SuperOptions, "ro") && !slices.Contains(m.Options, "ro") {
 			roSeen = true
 			out = append(out, healthEntry(csipb.VolumeHealthErrorType_DEGRADED, ReasonFilesystemReadOnly,
 				"the filesystem mounted at "+m.MountPoint+" was remounted read-only by the kernel (I/O or filesystem errors; see the kernel log)"))
 		}
 	}
 	return out
-}
-
-func boundDeviceAttached(m mount.Info, devs []loop.Device) bool {
-	for _, d := range devs {
-		if "/"+filepath.Base(d.Path) == m.Root {
-			return true
-		}
-	}
-	return false
 }

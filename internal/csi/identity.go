@@ -33,7 +33,7 @@ func (s *IdentityService) GetPluginCapabilities(context.Context, *csipb.GetPlugi
 	}
 	caps := []*csipb.PluginCapability{
 		svc(csipb.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS),
-		// Issue 3: volumes grow while published (LOOP_SET_CAPACITY, then
+		// Volumes grow while published (LOOP_SET_CAPACITY, then
 		// resize2fs / xfs_growfs / btrfs online).
 		{Type: &csipb.PluginCapability_VolumeExpansion_{VolumeExpansion: &csipb.PluginCapability_VolumeExpansion{
 			Type: csipb.PluginCapability_VolumeExpansion_ONLINE}}},

@@ -9,7 +9,7 @@ import (
 )
 
 // TestListenSocket: the CSI API has no authentication, so the socket is
-// its owner's alone (issue 5, security basics); a stale socket of a killed
+// its owner's alone; a stale socket of a killed
 // process is replaced, anything else at that path is left alone.
 func TestListenSocket(t *testing.T) {
 	dir := t.TempDir()

@@ -2,6 +2,7 @@ package csi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -9,8 +10,9 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/filevol/filevol/internal/hostos/loop"
-	"github.com/filevol/filevol/internal/hostos/mount"
+	"github.com/filevol/filevol/internal/inuse"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volview"
 )
 
 // NodeService implements the CSI Node service: loop devices, filesystems
@@ -24,99 +26,117 @@ type NodeService struct {
 	host  Host
 	locks *inflight
 	paths pathPolicy
+	// inuse is where the node records which volumes it has staged, for
+	// the controller (internal/inuse).
+	inuse *inuse.Store
 }
 
 // NodeStageVolume attaches the image to a loop device and, for mount
 // volumes, formats it if it carries no filesystem and mounts it at the
-// staging path. For block volumes the attached device is the staged state.
+// staging path. For block volumes the device bound at <staging>/device is
+// the staged state.
 func (s *NodeService) NodeStageVolume(ctx context.Context, req *csipb.NodeStageVolumeRequest) (*csipb.NodeStageVolumeResponse, error) {
 	id, staging, c := req.GetVolumeId(), req.GetStagingTargetPath(), req.GetVolumeCapability()
-	if id == "" {
-		return nil, invalidArgument("volume ID is missing")
-	}
-	staging, err := s.paths.check("staging target path", staging)
-	if err != nil {
-		return nil, err
-	}
-	fsType, err := checkCapability(c)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkVolumeID(id); err != nil {
-		return nil, err
-	}
-	unlock, err := s.locks.tryLock(id)
+	fsType, unlock, err := s.begin(id, c, true, checked("staging target path", &staging))
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 
-	vol, err := s.pool.Get(id)
-	if err != nil {
-		return nil, err
-	}
-	// Made if it is a blank volume's first use, and durable before
-	// anything can write into it (pool/pending.go).
-	if vol, err = s.pool.CommitImage(vol); err != nil {
-		return nil, err
-	}
-	if !s.pool.ImageExists(id) {
-		return nil, failedPrecondition("image file %s of volume %s is missing", s.pool.ImagePath(id), id)
-	}
 	readOnly := readerOnly(c)
+	// Recorded first: the controller decides "in use" from these records,
+	// so no device of the volume is ever unrecorded, and a DeleteVolume
+	// that runs from now on refuses. One that ran before this record and
+	// removes the volume meanwhile is caught below (deletedMeanwhile).
+	if err := s.recordStaged(id, staging, c.GetBlock() != nil, readOnly); err != nil {
+		return nil, err
+	}
+	vol, err := s.pool.Get(id)
+	if err == nil {
+		// Made if it is a blank volume's first use, and durable before
+		// anything can write into it (pool/pending.go).
+		vol, err = s.pool.CommitImage(vol)
+	}
+	if err == nil && !s.pool.ImageExists(id) {
+		err = failedPrecondition("image file %s of volume %s is missing", s.pool.ImagePath(id), id)
+	}
+	if errors.Is(err, pool.ErrNotFound) {
+		// No such volume: nothing of it can be attached here.
+		_ = s.inuse.Remove(id, s.cfg.NodeID)
+		return nil, err
+	}
+	if err != nil {
+		s.dropStagedIfUnused(id)
+		return nil, s.deletedMeanwhile(id, err)
+	}
 	dev, attached, err := s.ensureLoop(ctx, s.pool.ImagePath(id), readOnly)
 	if err != nil {
-		return nil, err
+		s.dropStagedIfUnused(id)
+		return nil, s.deletedMeanwhile(id, err)
 	}
-	// An image grown while its device stayed attached (issue 3).
-	if dev, err = s.refreshLoopSize(dev, s.pool.ImagePath(id)); err != nil {
-		if attached {
-			_ = s.host.DetachLoop(dev.Path)
+	err = s.stageDevice(ctx, vol, dev, staging, c, fsType, readOnly)
+	if err == nil && attached && s.deletedMeanwhile(id, nil) != nil {
+		// Staged an image a concurrent DeleteVolume was removing: undone.
+		err = notFound("volume %s was deleted while it was being staged", id)
+		if uerr := s.host.Mounts.UnmountAll(staging); uerr != nil {
+			klog.ErrorS(uerr, "unmount a volume deleted while staged", "stagingPath", staging)
 		}
-		return nil, err
+	}
+	if err != nil {
+		if attached {
+			// Nothing half-made: the device we attached goes away with the
+			// failure, and with it this node's record of the volume.
+			s.detachAfterFailure(dev, "stage")
+			s.dropStagedIfUnused(id)
+		}
+		return nil, s.deletedMeanwhile(id, err)
+	}
+	klog.InfoS("volume staged", "volumeID", id, "device", dev.Path, "stagingPath", staging, "block", c.GetBlock() != nil)
+	return &csipb.NodeStageVolumeResponse{}, nil
+}
+
+// stageDevice makes the attached dev the staged state at staging: its size
+// caught up with the image, then bound (block) or mounted (filesystem).
+func (s *NodeService) stageDevice(ctx context.Context, vol pool.Volume, dev loop.Device, staging string, c *csipb.VolumeCapability, fsType string, readOnly bool) error {
+	// An image grown (ControllerExpandVolume) while its device stayed attached.
+	dev, err := s.refreshLoopSize(dev, s.pool.ImagePath(vol.ID))
+	if err != nil {
+		return err
 	}
 	if c.GetBlock() != nil {
-		if err := s.stageBlock(dev, staging); err != nil {
-			if attached {
-				_ = s.host.DetachLoop(dev.Path)
-			}
-			return nil, err
-		}
-		klog.InfoS("volume staged", "volumeID", id, "device", dev.Path, "block", true)
-		return &csipb.NodeStageVolumeResponse{}, nil
+		return s.stageBlock(dev, staging)
 	}
-	if err := s.stageFilesystem(ctx, vol, dev, staging, fsType, c.GetMount().GetMountFlags(), readOnly); err != nil {
-		if attached {
-			// Nothing half-made: the device we attached goes away with the failure.
-			if derr := s.host.DetachLoop(dev.Path); derr != nil {
-				klog.ErrorS(derr, "detach after failed stage", "device", dev.Path)
-			}
-		}
-		return nil, err
+	return s.stageFilesystem(ctx, vol, dev, staging, fsType, c.GetMount().GetMountFlags(), readOnly)
+}
+
+// detachAfterFailure detaches a device this call attached before failing,
+// so a failed call leaves no device behind. A failure to detach is logged:
+// the call's own error is what the CO must see, and the garbage collector
+// detaches what nothing uses.
+func (s *NodeService) detachAfterFailure(dev loop.Device, call string) {
+	if err := s.host.Loops.Detach(dev.Path); err != nil {
+		klog.ErrorS(err, "detach after failed "+call, "device", dev.Path)
 	}
-	klog.InfoS("volume staged", "volumeID", id, "device", dev.Path, "stagingPath", staging)
-	return &csipb.NodeStageVolumeResponse{}, nil
 }
 
 // stageFilesystem mounts dev at staging, formatting it first only when it
 // carries no signature at all (filevol never reformats data).
 func (s *NodeService) stageFilesystem(ctx context.Context, vol pool.Volume, dev loop.Device, staging, fsType string, flags []string, readOnly bool) error {
-	table, err := s.host.Mounts()
+	table, err := s.host.Mounts.Table()
 	if err != nil {
 		return err
 	}
-	if ms := table.At(staging); len(ms) > 0 {
-		top := ms[len(ms)-1]
-		if isMountOf(top, dev) {
+	if top, ok := table.Top(staging); ok {
+		if volview.Mounts(top, dev) {
 			return nil // already staged: idempotent
 		}
 		return alreadyExists("staging path %s already has %s (%s) mounted, which is not volume %s", staging, top.Source, top.FSType, vol.ID)
 	}
-	found, err := s.host.Probe(ctx, dev.Path)
+	found, err := s.host.FS.Probe(ctx, dev.Path)
 	if err != nil {
 		return fmt.Errorf("probe %s of volume %s: %w", dev.Path, vol.ID, err)
 	}
-	if found != "" && s.pool.FormatInterrupted(vol.ID) {
+	if found != "" && s.pool.NodeState().Format.IsSet(vol.ID) {
 		// Our own first mkfs died half-way (the marker says so): what the
 		// device carries is not data, only the start of a filesystem.
 		klog.InfoS("an earlier format of this volume was interrupted; formatting again", "volumeID", vol.ID, "found", found)
@@ -128,19 +148,19 @@ func (s *NodeService) stageFilesystem(ctx context.Context, vol pool.Volume, dev 
 	}
 	// A filesystem found (not just made) may be smaller than its device:
 	// restored or cloned into a bigger volume, or expanded while unstaged
-	// (issue 3). It grows here, unless read-only.
+	// (ControllerExpandVolume). It grows here, unless read-only.
 	grow := !readOnly
 	switch {
 	case found == "" && readOnly:
 		return failedPrecondition("volume %s has no filesystem yet and cannot be formatted when staged read-only", vol.ID)
 	case found == "":
-		if err := s.pool.BeginFormat(vol.ID); err != nil {
+		if err := s.pool.NodeState().Format.Set(vol.ID); err != nil {
 			return fmt.Errorf("mark volume %s as formatting: %w", vol.ID, err)
 		}
-		if err := s.host.Format(ctx, dev.Path, want); err != nil {
+		if err := s.host.FS.Format(ctx, dev.Path, want); err != nil {
 			return fmt.Errorf("format %s of volume %s as %s: %w", dev.Path, vol.ID, want, err)
 		}
-		if err := s.pool.EndFormat(vol.ID); err != nil {
+		if err := s.pool.NodeState().Format.Clear(vol.ID); err != nil {
 			return fmt.Errorf("mark volume %s as formatted: %w", vol.ID, err)
 		}
 		klog.InfoS("formatted", "volumeID", vol.ID, "device", dev.Path, "fsType", want)
@@ -158,13 +178,13 @@ func (s *NodeService) stageFilesystem(ctx context.Context, vol pool.Volume, dev 
 	if err := os.MkdirAll(staging, 0o750); err != nil {
 		return fmt.Errorf("create staging path: %w", err)
 	}
-	if err := s.host.Mount(dev.Path, staging, found, mountOptions(found, flags, readOnly)); err != nil {
+	if err := s.host.Mounts.Mount(dev.Path, staging, found, mountOptions(found, flags, readOnly)); err != nil {
 		return fmt.Errorf("mount %s at %s: %w", dev.Path, staging, err)
 	}
 	if grow {
 		if err := s.growAfterMount(ctx, vol, dev, staging, found); err != nil {
 			// Unmounted, so that the retry finds an unstaged volume and grows it.
-			if uerr := s.host.UnmountAll(staging); uerr != nil {
+			if uerr := s.host.Mounts.UnmountAll(staging); uerr != nil {
 				klog.ErrorS(uerr, "unmount after failed growth", "stagingPath", staging)
 			}
 			return err
@@ -193,7 +213,7 @@ func mountOptions(fsType string, flags []string, readOnly bool) []string {
 // device with larger ones, and block volumes' partition tables and O_DIRECT
 // users depend on it too. The kernel's default follows the image's O_DIRECT
 // alignment, which on an xfs pool grows to 4 KiB once a snapshot or clone
-// shares the image's extents (issue 3). 4 KiB is a multiple of every
+// shares the image's extents. 4 KiB is a multiple of every
 // alignment a pool filesystem asks, so direct I/O stays on everywhere, and
 // mkfs picks 4 KiB sectors and blocks on such a device.
 const deviceBlockSize = 4096
@@ -202,7 +222,7 @@ const deviceBlockSize = 4096
 // flag, attaching one only when sysfs shows none. attached says whether
 // this call attached it.
 func (s *NodeService) ensureLoop(ctx context.Context, image string, readOnly bool) (loop.Device, bool, error) {
-	devs, err := s.host.FindLoop(image)
+	devs, err := s.host.Loops.Find(image)
 	if err != nil {
 		return loop.Device{}, false, err
 	}
@@ -219,7 +239,7 @@ func (s *NodeService) ensureLoop(ctx context.Context, image string, readOnly boo
 			return loop.Device{}, false, aborted("loop device %s of %s is still being detached (another process holds it open); retry", d.Path, image)
 		}
 	}
-	d, err := s.host.AttachLoop(ctx, image, loop.Options{ReadOnly: readOnly, DirectIO: true, BlockSize: deviceBlockSize})
+	d, err := s.host.Loops.Attach(ctx, image, loop.Options{ReadOnly: readOnly, DirectIO: true, BlockSize: deviceBlockSize})
 	if err != nil {
 		return loop.Device{}, false, fmt.Errorf("attach %s: %w", image, err)
 	}
@@ -231,17 +251,7 @@ func (s *NodeService) ensureLoop(ctx context.Context, image string, readOnly boo
 // published somewhere (the CO must unpublish first).
 func (s *NodeService) NodeUnstageVolume(ctx context.Context, req *csipb.NodeUnstageVolumeRequest) (*csipb.NodeUnstageVolumeResponse, error) {
 	id, staging := req.GetVolumeId(), req.GetStagingTargetPath()
-	if id == "" {
-		return nil, invalidArgument("volume ID is missing")
-	}
-	staging, err := s.paths.check("staging target path", staging)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkVolumeID(id); err != nil {
-		return nil, err
-	}
-	unlock, err := s.locks.tryLock(id)
+	_, unlock, err := s.begin(id, nil, false, checked("staging target path", &staging))
 	if err != nil {
 		return nil, err
 	}
@@ -252,9 +262,9 @@ func (s *NodeService) NodeUnstageVolume(ctx context.Context, req *csipb.NodeUnst
 		return nil, err
 	}
 	var elsewhere []string
-	for _, m := range append(u.mounts, u.binds...) {
-		if !within(m.MountPoint, staging) {
-			elsewhere = append(elsewhere, m.MountPoint)
+	for _, x := range u.Uses {
+		if !within(x.MountPoint, staging) {
+			elsewhere = append(elsewhere, x.MountPoint)
 		}
 	}
 	if len(elsewhere) > 0 {
@@ -263,13 +273,18 @@ func (s *NodeService) NodeUnstageVolume(ctx context.Context, req *csipb.NodeUnst
 	if err := s.unstageBlock(staging); err != nil {
 		return nil, err
 	}
-	if err := s.host.UnmountAll(staging); err != nil {
+	if err := s.host.Mounts.UnmountAll(staging); err != nil {
 		return nil, fmt.Errorf("unmount %s: %w", staging, err)
 	}
-	if u.inUse() {
-		if err := s.host.DetachImage(s.pool.ImagePath(id)); err != nil {
+	if u.Attached() {
+		if err := s.host.Loops.DetachFile(s.pool.ImagePath(id)); err != nil {
 			return nil, fmt.Errorf("detach loop devices of volume %s: %w", id, err)
 		}
+	}
+	// Dropped after the detach: a crash in between leaves a record the
+	// node's reconcile or the retried unstage drops.
+	if err := s.inuse.Remove(id, s.cfg.NodeID); err != nil {
+		return nil, err
 	}
 	klog.InfoS("volume unstaged", "volumeID", id, "stagingPath", staging)
 	return &csipb.NodeUnstageVolumeResponse{}, nil
@@ -280,13 +295,4 @@ func readerOnly(c *csipb.VolumeCapability) bool {
 	m := c.GetAccessMode().GetMode()
 	return m == csipb.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY ||
 		m == csipb.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY
-}
-
-// topMount returns the uppermost mount at path, if any.
-func topMount(t mount.Table, path string) (mount.Info, bool) {
-	ms := t.At(path)
-	if len(ms) == 0 {
-		return mount.Info{}, false
-	}
-	return ms[len(ms)-1], true
 }

@@ -5,13 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"k8s.io/klog/v2"
 
 	"github.com/filevol/filevol/internal/hostos/fs"
+	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
+	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volview"
 )
 
 // NodeExpandVolume makes a staged volume use what ControllerExpandVolume
@@ -23,22 +25,8 @@ import (
 // fails with FAILED_PRECONDITION saying so, and the next NodeStageVolume
 // grows the filesystem offline instead.
 func (s *NodeService) NodeExpandVolume(ctx context.Context, req *csipb.NodeExpandVolumeRequest) (*csipb.NodeExpandVolumeResponse, error) {
-	id, path := req.GetVolumeId(), req.GetVolumePath()
-	if id == "" {
-		return nil, invalidArgument("volume ID is missing")
-	}
-	if path == "" {
-		return nil, invalidArgument("volume path is missing")
-	}
-	if err := checkVolumeID(id); err != nil {
-		return nil, err
-	}
-	if c := req.GetVolumeCapability(); c != nil {
-		if _, err := checkCapability(c); err != nil {
-			return nil, err
-		}
-	}
-	unlock, err := s.locks.tryLock(id)
+	id, path, staging := req.GetVolumeId(), req.GetVolumePath(), req.GetStagingTargetPath()
+	_, unlock, err := s.begin(id, req.GetVolumeCapability(), false, present("volume path", &path))
 	if err != nil {
 		return nil, err
 	}
@@ -52,36 +40,68 @@ func (s *NodeService) NodeExpandVolume(ctx context.Context, req *csipb.NodeExpan
 	if path, err = s.paths.check("volume path", path); err != nil {
 		return nil, err
 	}
-	staging := req.GetStagingTargetPath()
 	if staging != "" {
 		if staging, err = s.paths.check("staging target path", staging); err != nil {
 			return nil, err
 		}
 	}
-	image := s.pool.ImagePath(id)
-	st, err := os.Stat(image)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, failedPrecondition("image file %s of volume %s is missing", image, id)
-	} else if err != nil {
+	size, err := s.expandImage(ctx, vol, req.GetCapacityRange())
+	if err != nil {
 		return nil, err
 	}
-	size := st.Size()
-	if r := req.GetCapacityRange().GetRequiredBytes(); r > size {
-		// The controller deferred the expansion to this node (its pool
-		// holds the image): grow the image here first.
-		lim := req.GetCapacityRange().GetLimitBytes()
-		want := growTarget(vol.FSType, vol.CapacityBytes, roundUp(r, allocationUnit), lim)
-		if lim > 0 && want > lim {
-			return nil, outOfRange("required_bytes %d rounds up to %d, above limit_bytes %d", r, want, lim)
-		}
-		grown, err := s.pool.Expand(ctx, id, want)
-		if err != nil {
-			return nil, err
-		}
-		klog.InfoS("volume image expanded on its node", "volumeID", id, "fromBytes", size, "toBytes", grown.CapacityBytes)
-		size = grown.CapacityBytes
+	devs, err := s.refreshDevices(id)
+	if err != nil {
+		return nil, err
 	}
-	devs, err := s.host.FindLoop(image)
+	table, err := s.host.Mounts.Table()
+	if err != nil {
+		return nil, err
+	}
+	top, ok := table.Top(path)
+	if !ok && staging != "" {
+		top, ok = table.Top(volview.StagedDevicePath(staging)) // a staged block volume
+	}
+	if !ok {
+		return nil, notFound("volume %s is neither staged nor published at %s", id, path)
+	}
+	if err := s.growMounted(ctx, id, devs, table, top, staging); err != nil {
+		return nil, err
+	}
+	return &csipb.NodeExpandVolumeResponse{CapacityBytes: size}, nil
+}
+
+// expandImage returns the image's size, first growing the image to what
+// the request requires when it is smaller: the controller deferred the
+// expansion to this node, whose pool holds the image.
+func (s *NodeService) expandImage(ctx context.Context, vol pool.Volume, r *csipb.CapacityRange) (int64, error) {
+	image := s.pool.ImagePath(vol.ID)
+	st, err := os.Stat(image)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, failedPrecondition("image file %s of volume %s is missing", image, vol.ID)
+	} else if err != nil {
+		return 0, err
+	}
+	size, req, lim := st.Size(), r.GetRequiredBytes(), r.GetLimitBytes()
+	if req <= size {
+		return size, nil
+	}
+	want := growTarget(vol.FSType, vol.CapacityBytes, roundUp(req, allocationUnit), lim)
+	if lim > 0 && want > lim {
+		return 0, outOfRange("required_bytes %d rounds up to %d, above limit_bytes %d", req, want, lim)
+	}
+	grown, err := s.pool.Expand(ctx, vol.ID, want, roundUp(req, allocationUnit))
+	if err != nil {
+		return 0, err
+	}
+	klog.InfoS("volume image expanded on its node", "volumeID", vol.ID, "fromBytes", size, "toBytes", grown.CapacityBytes)
+	return grown.CapacityBytes, nil
+}
+
+// refreshDevices makes every loop device of the volume's image see the
+// image's size. A volume with none is not staged here.
+func (s *NodeService) refreshDevices(id string) ([]loop.Device, error) {
+	image := s.pool.ImagePath(id)
+	devs, err := s.host.Loops.Find(image)
 	if err != nil {
 		return nil, err
 	}
@@ -93,49 +113,39 @@ func (s *NodeService) NodeExpandVolume(ctx context.Context, req *csipb.NodeExpan
 			return nil, err
 		}
 	}
-	table, err := s.host.Mounts()
-	if err != nil {
-		return nil, err
-	}
-	top, ok := topMount(table, path)
-	if !ok && staging != "" {
-		top, ok = topMount(table, stagedDevicePath(staging)) // a staged block volume
-	}
-	if !ok {
-		return nil, notFound("volume %s is neither staged nor published at %s", id, path)
-	}
-	resp := &csipb.NodeExpandVolumeResponse{CapacityBytes: size}
-	if top.FSType == "devtmpfs" {
-		if !boundDeviceAttached(top, devs) {
-			return nil, notFound("%s is a bind of /dev%s, not of volume %s", top.MountPoint, top.Root, id)
-		}
-		klog.InfoS("block volume expanded", "volumeID", id, "bytes", size)
-		return resp, nil
-	}
-	dev, ok := deviceOf(devs, top)
-	if !ok {
-		return nil, notFound("%s is a mount of %s, not of volume %s", path, top.Source, id)
-	}
-	if top.ReadOnly() {
-		klog.InfoS("read-only filesystem not grown; it grows at its next read-write stage", "volumeID", id, "path", path)
-		return resp, nil
+	return devs, nil
+}
+
+// growMounted grows the filesystem of the volume's device mounted at top,
+// unless it already fills the device or is read-only. A block volume (top
+// binds the device node) has nothing more to grow.
+func (s *NodeService) growMounted(ctx context.Context, id string, devs []loop.Device, table mount.Table, top mount.Info, staging string) error {
+	dev, ok := volview.DeviceOf(devs, top)
+	switch {
+	case volview.IsDeviceBind(top) && !ok:
+		return notFound("%s is a bind of /dev%s, not of volume %s", top.MountPoint, top.Root, id)
+	case volview.IsDeviceBind(top):
+		klog.InfoS("block volume expanded", "volumeID", id, "bytes", dev.SizeBytes)
+		return nil
+	case !ok:
+		return notFound("%s is a mount of %s, not of volume %s", top.MountPoint, top.Source, id)
+	case top.ReadOnly():
+		klog.InfoS("read-only filesystem not grown; it grows at its next read-write stage", "volumeID", id, "path", top.MountPoint)
+		return nil
 	}
 	behind, fsSize, err := s.fsBehind(dev, top.FSType)
-	if err != nil {
-		return nil, err
-	}
-	if !behind {
-		return resp, nil
+	if err != nil || !behind {
+		return err
 	}
 	mp := fsRootMount(table, top, staging)
-	if err := s.host.GrowFS(ctx, dev.Path, mp, top.FSType); err != nil {
+	if err := s.host.FS.Grow(ctx, dev.Path, mp, top.FSType); err != nil {
 		if errors.Is(err, fs.ErrCapability) {
-			return nil, fmt.Errorf("volume %s: %w; its device already has the new size, and the next NodeStageVolume grows the filesystem offline (restart the pod to unstage and stage it)", id, err)
+			return fmt.Errorf("volume %s: %w; its device already has the new size, and the next NodeStageVolume grows the filesystem offline (restart the pod to unstage and stage it)", id, err)
 		}
-		return nil, fmt.Errorf("grow the %s filesystem of volume %s at %s: %w", top.FSType, id, mp, err)
+		return fmt.Errorf("grow the %s filesystem of volume %s at %s: %w", top.FSType, id, mp, err)
 	}
 	klog.InfoS("volume expanded online", "volumeID", id, "fsType", top.FSType, "fromBytes", fsSize, "toBytes", dev.SizeBytes, "mountPoint", mp)
-	return resp, nil
+	return nil
 }
 
 // fsRootMount picks where to grow the filesystem mounted at top: the
@@ -143,7 +153,7 @@ func (s *NodeService) NodeExpandVolume(ctx context.Context, req *csipb.NodeExpan
 // mount always is (a publish bind of it too); a bind of a subdirectory is not.
 func fsRootMount(table mount.Table, top mount.Info, staging string) string {
 	if staging != "" {
-		if m, ok := topMount(table, filepath.Clean(staging)); ok && m.Root == "/" && m.Major == top.Major && m.Minor == top.Minor {
+		if m, ok := table.Top(staging); ok && m.Root == "/" && m.Major == top.Major && m.Minor == top.Minor {
 			return m.MountPoint
 		}
 	}

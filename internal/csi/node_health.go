@@ -33,13 +33,13 @@ func (s *NodeService) NodeGetVolumeHealth(ctx context.Context, req *csipb.NodeGe
 	if err != nil {
 		return nil, err
 	}
-	devs, err := s.host.FindLoop(s.pool.ImagePath(id))
+	devs, err := s.host.Loops.Find(s.pool.ImagePath(id))
 	if err != nil {
 		return nil, err
 	}
 	st := imageHealth(s.pool, id, devs)
 	if req.GetVolumePublishPath() != "" || req.GetStagingTargetPath() != "" {
-		table, err := s.host.Mounts()
+		table, err := s.host.Mounts.Table()
 		if err != nil {
 			return nil, err
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
+	"github.com/filevol/filevol/internal/volview"
 )
 
 // NodePublishVolume bind-mounts the staged filesystem into the target
@@ -20,24 +22,7 @@ import (
 // volumes; read-only requests get a read-only bind, or a read-only device.
 func (s *NodeService) NodePublishVolume(ctx context.Context, req *csipb.NodePublishVolumeRequest) (*csipb.NodePublishVolumeResponse, error) {
 	id, target, staging, c := req.GetVolumeId(), req.GetTargetPath(), req.GetStagingTargetPath(), req.GetVolumeCapability()
-	if id == "" {
-		return nil, invalidArgument("volume ID is missing")
-	}
-	target, err := s.paths.check("target path", target)
-	if err != nil {
-		return nil, err
-	}
-	staging, err = s.paths.check("staging target path", staging)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := checkCapability(c); err != nil {
-		return nil, err
-	}
-	if err := checkVolumeID(id); err != nil {
-		return nil, err
-	}
-	unlock, err := s.locks.tryLock(id)
+	_, unlock, err := s.begin(id, c, true, checked("target path", &target), checked("staging target path", &staging))
 	if err != nil {
 		return nil, err
 	}
@@ -60,35 +45,35 @@ func (s *NodeService) NodePublishVolume(ctx context.Context, req *csipb.NodePubl
 }
 
 func (s *NodeService) publishMount(id, staging, target string, readOnly, single bool, flags []string) error {
-	table, err := s.host.Mounts()
+	table, err := s.host.Mounts.Table()
 	if err != nil {
 		return err
 	}
-	devs, err := s.host.FindLoop(s.pool.ImagePath(id))
+	devs, err := s.host.Loops.Find(s.pool.ImagePath(id))
 	if err != nil {
 		return err
 	}
-	top, ok := topMount(table, staging)
-	dev, staged := deviceOf(devs, top)
-	if !ok || !staged {
+	top, ok := table.Top(staging)
+	dev, staged := volview.DeviceOf(devs, top)
+	if !ok || !staged || volview.IsDeviceBind(top) {
 		return failedPrecondition("volume %s is not staged at %s; call NodeStageVolume first", id, staging)
 	}
-	if cur, ok := topMount(table, target); ok {
-		if isMountOf(cur, dev) && hasOpt(cur.Options, "ro") == readOnly {
+	if cur, ok := table.Top(target); ok {
+		if volview.Mounts(cur, dev) && slices.Contains(cur.Options, "ro") == readOnly {
 			return nil // already published: idempotent
 		}
 		return alreadyExists("target %s already has %s mounted (read-only: %v), incompatible with this request for volume %s",
-			target, cur.Source, hasOpt(cur.Options, "ro"), id)
+			target, cur.Source, slices.Contains(cur.Options, "ro"), id)
 	}
 	if single {
-		if others := otherTargets(mountsOf(table, dev), staging, target); len(others) > 0 {
+		if others := otherTargets(volview.MountsOf(table, dev), staging, target); len(others) > 0 {
 			return failedPrecondition("volume %s has access mode SINGLE_NODE_SINGLE_WRITER and is already published at %v", id, others)
 		}
 	}
 	if err := os.MkdirAll(target, 0o750); err != nil {
 		return fmt.Errorf("create target %s: %w", target, err)
 	}
-	if err := s.host.Bind(staging, target, readOnly, flags); err != nil {
+	if err := s.host.Mounts.Bind(staging, target, readOnly, flags); err != nil {
 		return fmt.Errorf("bind %s to %s: %w", staging, target, err)
 	}
 	return nil
@@ -96,29 +81,27 @@ func (s *NodeService) publishMount(id, staging, target string, readOnly, single 
 
 func (s *NodeService) publishBlock(ctx context.Context, id, staging, target string, readOnly, single bool) error {
 	image := s.pool.ImagePath(id)
-	devs, err := s.host.FindLoop(image)
+	devs, err := s.host.Loops.Find(image)
 	if err != nil {
 		return err
 	}
 	if len(devs) == 0 {
 		return failedPrecondition("volume %s is not staged on this node (no loop device backs %s); call NodeStageVolume first", id, image)
 	}
-	table, err := s.host.Mounts()
+	table, err := s.host.Mounts.Table()
 	if err != nil {
 		return err
 	}
-	if cur, ok := topMount(table, target); ok {
-		for _, d := range devs {
-			if cur.FSType == "devtmpfs" && cur.Root == "/"+filepath.Base(d.Path) && d.ReadOnly == readOnly {
-				return nil // already published: idempotent
-			}
+	if cur, ok := table.Top(target); ok {
+		if d, ok := volview.DeviceOf(devs, cur); ok && volview.IsDeviceBind(cur) && d.ReadOnly == readOnly {
+			return nil // already published: idempotent
 		}
 		return alreadyExists("target %s already has %s mounted, incompatible with this request for volume %s", target, cur.Source, id)
 	}
 	if single {
 		var others []string
 		for _, d := range devs {
-			others = append(others, otherTargets(deviceBinds(table, d), stagedDevicePath(staging), target)...)
+			others = append(others, otherTargets(volview.BindsOf(table, d), volview.StagedDevicePath(staging), target)...)
 		}
 		if len(others) > 0 {
 			return failedPrecondition("volume %s has access mode SINGLE_NODE_SINGLE_WRITER and is already published at %v", id, others)
@@ -130,7 +113,7 @@ func (s *NodeService) publishBlock(ctx context.Context, id, staging, target stri
 	}
 	if err := s.bindDevice(dev, target); err != nil {
 		if attached {
-			_ = s.host.DetachLoop(dev.Path)
+			s.detachAfterFailure(dev, "publish")
 		}
 		return err
 	}
@@ -153,7 +136,7 @@ func (s *NodeService) bindDevice(dev loop.Device, target string) error {
 		return fmt.Errorf("create target file %s: %w", target, err)
 	}
 	f.Close()
-	if err := s.host.Bind(dev.Path, target, false, nil); err != nil {
+	if err := s.host.Mounts.Bind(dev.Path, target, false, nil); err != nil {
 		return fmt.Errorf("bind %s to %s: %w", dev.Path, target, err)
 	}
 	return nil
@@ -164,22 +147,12 @@ func (s *NodeService) bindDevice(dev loop.Device, target string) error {
 // are detached once no bind uses them. Idempotent.
 func (s *NodeService) NodeUnpublishVolume(ctx context.Context, req *csipb.NodeUnpublishVolumeRequest) (*csipb.NodeUnpublishVolumeResponse, error) {
 	id, target := req.GetVolumeId(), req.GetTargetPath()
-	if id == "" {
-		return nil, invalidArgument("volume ID is missing")
-	}
-	target, err := s.paths.check("target path", target)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkVolumeID(id); err != nil {
-		return nil, err
-	}
-	unlock, err := s.locks.tryLock(id)
+	_, unlock, err := s.begin(id, nil, false, checked("target path", &target))
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	if err := s.host.UnmountAll(target); err != nil {
+	if err := s.host.Mounts.UnmountAll(target); err != nil {
 		return nil, fmt.Errorf("unmount %s: %w", target, err)
 	}
 	if err := os.Remove(target); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -196,17 +169,20 @@ func (s *NodeService) NodeUnpublishVolume(ctx context.Context, req *csipb.NodeUn
 // once nothing binds them. A staged device is never among them: staging
 // binds it (block) or mounts it (filesystem).
 func (s *NodeService) detachUnusedReadOnly(id string) error {
-	u, err := volumeUsage(s.host, s.pool.ImagePath(id))
-	if err != nil || !u.inUse() {
-		return err
-	}
-	table, err := s.host.Mounts()
+	devs, err := s.host.Loops.Find(s.pool.ImagePath(id))
 	if err != nil {
-		return err
+		return fmt.Errorf("look up loop devices of volume %s: %w", id, err)
 	}
-	for _, d := range u.devices {
-		if d.ReadOnly && len(deviceBinds(table, d)) == 0 && len(mountsOf(table, d)) == 0 {
-			if err := s.host.DetachLoop(d.Path); err != nil && !errors.Is(err, loop.ErrNotFound) {
+	if len(devs) == 0 {
+		return nil
+	}
+	table, err := s.host.Mounts.Table()
+	if err != nil {
+		return fmt.Errorf("read mount table: %w", err)
+	}
+	for _, d := range devs {
+		if d.ReadOnly && !volview.Used(table, d) {
+			if err := s.host.Loops.Detach(d.Path); err != nil && !errors.Is(err, loop.ErrNotFound) {
 				return fmt.Errorf("detach read-only %s of volume %s: %w", d.Path, id, err)
 			}
 		}
@@ -214,57 +190,26 @@ func (s *NodeService) detachUnusedReadOnly(id string) error {
 	return nil
 }
 
-// deviceOf returns the device among devs that m is a mount of.
-func deviceOf(devs []loop.Device, m mount.Info) (loop.Device, bool) {
-	for _, d := range devs {
-		if isMountOf(m, d) {
-			return d, true
-		}
-	}
-	return loop.Device{}, false
-}
-
 // otherTargets lists mount points other than the given ones.
 func otherTargets(ms []mount.Info, skip ...string) []string {
 	var out []string
-outer:
 	for _, m := range ms {
-		for _, p := range skip {
-			if m.MountPoint == p {
-				continue outer
-			}
+		if !slices.Contains(skip, m.MountPoint) {
+			out = append(out, m.MountPoint)
 		}
-		out = append(out, m.MountPoint)
 	}
 	return out
 }
 
-func hasOpt(opts []string, o string) bool {
-	for _, x := range opts {
-		if x == o {
-			return true
-		}
-	}
-	return false
-}
-
-// stagedDeviceName is the file inside a block volume's staging directory
-// onto which NodeStage binds the loop device node. The bind is the staged
-// state as the kernel shows it: mountinfo tells a staged block device from
-// a leaked one, after a restart as after a crash.
-const stagedDeviceName = "device"
-
-func stagedDevicePath(staging string) string { return filepath.Join(staging, stagedDeviceName) }
-
 // stageBlock binds dev at <staging>/device (idempotent).
 func (s *NodeService) stageBlock(dev loop.Device, staging string) error {
-	path := stagedDevicePath(staging)
-	table, err := s.host.Mounts()
+	path := volview.StagedDevicePath(staging)
+	table, err := s.host.Mounts.Table()
 	if err != nil {
 		return err
 	}
-	if m, ok := topMount(table, path); ok {
-		if m.FSType == "devtmpfs" && m.Root == "/"+filepath.Base(dev.Path) {
+	if m, ok := table.Top(path); ok {
+		if volview.Binds(m, dev) {
 			return nil
 		}
 		return alreadyExists("%s already holds %s, not %s", path, m.Source, dev.Path)
@@ -276,15 +221,15 @@ func (s *NodeService) stageBlock(dev loop.Device, staging string) error {
 // filesystem mounted at staging (a mount volume's), <staging>/device is a
 // file of the user's in that filesystem, never ours: it is left alone.
 func (s *NodeService) unstageBlock(staging string) error {
-	table, err := s.host.Mounts()
+	table, err := s.host.Mounts.Table()
 	if err != nil {
 		return fmt.Errorf("read mount table: %w", err)
 	}
-	if _, ok := topMount(table, staging); ok {
+	if _, ok := table.Top(staging); ok {
 		return nil
 	}
-	path := stagedDevicePath(staging)
-	if err := s.host.UnmountAll(path); err != nil {
+	path := volview.StagedDevicePath(staging)
+	if err := s.host.Mounts.UnmountAll(path); err != nil {
 		return fmt.Errorf("unmount %s: %w", path, err)
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
+	"github.com/filevol/filevol/internal/volview"
 )
 
 // NodeGetVolumeStats reports bytes and inodes of a mounted volume and the
@@ -35,25 +36,30 @@ func (s *NodeService) NodeGetVolumeStats(ctx context.Context, req *csipb.NodeGet
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return nil, notFound("volume path %s does not exist", path)
 	}
-	table, err := s.host.Mounts()
+	table, err := s.host.Mounts.Table()
 	if err != nil {
 		return nil, err
 	}
-	top, ok := topMount(table, path)
+	top, ok := table.Top(path)
 	if !ok {
 		return nil, notFound("volume %s is not mounted at %s", id, path)
 	}
-	devs, err := s.host.FindLoop(s.pool.ImagePath(id))
+	devs, err := s.host.Loops.Find(s.pool.ImagePath(id))
 	if err != nil {
 		return nil, err
 	}
-	if top.FSType == "devtmpfs" {
+	if volview.IsDeviceBind(top) {
 		return s.blockStats(id, top, devs)
 	}
-	if _, ok := deviceOf(devs, top); !ok {
+	if _, ok := volview.DeviceOf(devs, top); !ok {
 		return nil, notFound("%s is a mount of %s, not of volume %s", path, top.Source, id)
 	}
-	st, err := s.host.StatFS(path)
+	return s.fsStats(path)
+}
+
+// fsStats answers for a filesystem mounted at path: bytes and inodes.
+func (s *NodeService) fsStats(path string) (*csipb.NodeGetVolumeStatsResponse, error) {
+	st, err := s.host.FS.StatFS(path)
 	if err != nil {
 		return nil, err
 	}
@@ -72,16 +78,14 @@ func (s *NodeService) NodeGetVolumeStats(ctx context.Context, req *csipb.NodeGet
 // device detached under the bind has no size to report: it is reported
 // by NodeGetVolumeHealth as LoopDeviceGone.
 func (s *NodeService) blockStats(id string, top mount.Info, devs []loop.Device) (*csipb.NodeGetVolumeStatsResponse, error) {
-	for _, d := range devs {
-		if "/"+filepath.Base(d.Path) == top.Root {
-			size, err := s.host.BlockDeviceSize(d.Path)
-			if err != nil {
-				return nil, err
-			}
-			return &csipb.NodeGetVolumeStatsResponse{
-				Usage: []*csipb.VolumeUsage{{Unit: csipb.VolumeUsage_BYTES, Total: size}},
-			}, nil
+	if d, ok := volview.DeviceOf(devs, top); ok {
+		size, err := s.host.FS.BlockDeviceSize(d.Path)
+		if err != nil {
+			return nil, err
 		}
+		return &csipb.NodeGetVolumeStatsResponse{
+			Usage: []*csipb.VolumeUsage{{Unit: csipb.VolumeUsage_BYTES, Total: size}},
+		}, nil
 	}
 	return nil, failedPrecondition("loop device /dev%s published at %s is no longer attached to volume %s", top.Root, top.MountPoint, id)
 }

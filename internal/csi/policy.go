@@ -9,7 +9,7 @@ import (
 	"github.com/filevol/filevol/internal/hostos/mount"
 )
 
-// Mount policy (issue 5, "mount options that would escalate").
+// Mount policy: no mount option a CO passes may escalate what a pod can do.
 //
 // Every filevol filesystem is mounted nosuid and nodev, at the staging path
 // and therefore in every bind of it: a pod that can write to its volume must

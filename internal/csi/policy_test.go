@@ -3,6 +3,7 @@ package csi
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -38,7 +39,7 @@ func TestCheckMountFlags(t *testing.T) {
 	}
 	opts := mountOptions("xfs", []string{"noatime"}, true)
 	for _, want := range []string{"noatime", "nosuid", "nodev", "nouuid", "ro"} {
-		if !hasOpt(opts, want) {
+		if !slices.Contains(opts, want) {
 			t.Errorf("mountOptions lacks %q: %v", want, opts)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/kubernetes-csi/csi-lib-utils/protosanitizer"
@@ -33,7 +34,7 @@ func Listen(endpoint string) (net.Listener, error) {
 				return nil, fmt.Errorf("remove stale socket %s: %w", addr, err)
 			}
 		}
-		if err := os.MkdirAll(dirOf(addr), 0o750); err != nil {
+		if err := os.MkdirAll(filepath.Dir(addr), 0o750); err != nil {
 			return nil, err
 		}
 	}
@@ -48,15 +49,6 @@ func Listen(endpoint string) (net.Listener, error) {
 		}
 	}
 	return lis, nil
-}
-
-func dirOf(p string) string {
-	for i := len(p) - 1; i > 0; i-- {
-		if p[i] == '/' {
-			return p[:i]
-		}
-	}
-	return "."
 }
 
 // CallObserver is told the outcome of every call (internal/metrics

@@ -1,6 +1,7 @@
 package csi
 
 import (
+	"github.com/filevol/filevol/internal/volid"
 	"testing"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
@@ -52,8 +53,8 @@ func TestCheckSnapshotParameters(t *testing.T) {
 
 func TestContentSourceRoundTrip(t *testing.T) {
 	for _, src := range []pool.ContentSource{
-		{Kind: pool.SourceSnapshot, ID: pool.SnapshotID("s")},
-		{Kind: pool.SourceVolume, ID: pool.VolumeID("v")},
+		{Kind: pool.SourceSnapshot, ID: volid.NewSnapshot("3f9a0c2e", "s")},
+		{Kind: pool.SourceVolume, ID: volid.NewVolume(volid.KindImage, "3f9a0c2e", "v")},
 	} {
 		cs := csiContentSource(&src)
 		got, err := parseContentSource(cs)

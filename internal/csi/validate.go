@@ -3,6 +3,7 @@ package csi
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -26,7 +27,7 @@ const (
 
 const (
 	// allocationUnit: every size is rounded up to whole MiB, which every
-	// filesystem and the loop driver accept (issue 2: "a sensible allocation unit").
+	// filesystem and the loop driver accept.
 	allocationUnit = 1 << 20
 	// defaultVolumeSize when the CO gives no capacity range (spec: the
 	// plugin MAY choose).
@@ -72,12 +73,7 @@ func parseParameters(params map[string]string) (createParams, error) {
 }
 
 func supportedFS(t string) bool {
-	for _, s := range fs.Types {
-		if s == t {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(fs.Types, t)
 }
 
 // accessModes filevol can honour: every volume lives on one node.
@@ -177,6 +173,12 @@ func volumeSize(cr *csipb.CapacityRange, minBytes int64) (int64, error) {
 		return 0, outOfRange("no size fits the range: at least %d bytes are needed (minimum %d, allocation unit %d) but limit_bytes is %d", size, minBytes, allocationUnit, lim)
 	}
 	return size, nil
+}
+
+// requested is what the record keeps of a create's request: required_bytes
+// in whole allocation units (0 when none: the volume's capacity).
+func requested(cr *csipb.CapacityRange) int64 {
+	return roundUp(cr.GetRequiredBytes(), allocationUnit)
 }
 
 func roundUp(n, unit int64) int64 { return (n + unit - 1) / unit * unit }

@@ -3,9 +3,17 @@
 //
 //   - loop:  loop devices through ioctls (LOOP_CONFIGURE, LOOP_SET_CAPACITY,
 //     LOOP_CLR_FD) and sysfs lookups (/sys/block/loopN/loop/backing_file);
-//   - mount: mount(2)/umount(2) and /proc/self/mountinfo;
+//   - mount: mount(2)/umount(2) and the mount table (read with
+//     github.com/moby/sys/mountinfo);
 //   - fs:    filesystem programs (blkid, mkfs.*, resize tools) run with
-//     argument lists under the request's context, plus statfs and freeze ioctls.
+//     argument lists under the request's context, plus statfs and freeze ioctls;
+//   - fake:  a stateful in-memory kernel for unit tests without root.
+//
+// This package holds the seams the driver takes them through, one per
+// kind of kernel object: Loops, Mounter and FSTools, bundled as Host. New
+// returns the real ones (OSLoops, OSMounter, OSFS); fake.New().Host() the
+// test double. What the loop list and the mount table mean for a volume
+// (its mounts, device binds, staging and targets) is package volview's.
 //
 // Nothing under hostos imports gRPC, the CSI spec or the pool package.
 package hostos

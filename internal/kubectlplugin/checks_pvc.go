@@ -2,6 +2,7 @@ package kubectlplugin
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -11,6 +12,10 @@ import (
 )
 
 const annSelectedNode = "volume.kubernetes.io/selected-node"
+
+// snapshotSizeTrap matches external-provisioner's refusal of a restore
+// into a claim smaller than the snapshot's restore size.
+var snapshotSizeTrap = regexp.MustCompile(`requested volume size (\d+) is less than the size (\d+) for the source snapshot`)
 
 // checkPendingPVCs explains claims that stay Pending: the provisioner's
 // last error, a selected node that is gone or full, a consumer the
@@ -45,6 +50,12 @@ func checkPendingPVCs(c *cluster) []Finding {
 					move = fmt.Sprintf("delete pod %s so the scheduler picks a node with room (it follows CSIStorageCapacity)", strings.Join(podNames(consumers), ", "))
 				}
 				f.Fix = fmt.Sprintf("free space in node %s's pool (delete PVCs or VolumeSnapshots that are no longer needed), request less, or %s", orDash(node), move)
+			case snapshotSizeTrap.MatchString(msg):
+				f.Cause = fmt.Sprintf("the claim requests %s but its source snapshot says it needs %s: external-provisioner refuses to restore a snapshot into a smaller claim. "+
+					"Snapshots taken by filevol before it reported the source claim's request as the restore size say the image's size, which the filesystem's minimum "+
+					"(xfs 300 MiB, btrfs 128 MiB) can make larger than the claim\n%s",
+					quantity(request(pvc)), snapshotSizeTrap.FindStringSubmatch(msg)[2]+" bytes", f.Cause)
+				f.Fix = fmt.Sprintf("recreate the claim requesting at least the snapshot's restoreSize (kubectl get volumesnapshot -n %s -o wide), or take a new snapshot of the source with this filevol and restore that", pvc.Namespace)
 			case hasCode(msg, "InvalidArgument"):
 				f.Fix = fmt.Sprintf("fix the parameters of StorageClass %s (fstype ext4|xfs|btrfs, provisioning thin|thick), then recreate the claim", className(pvc))
 			}

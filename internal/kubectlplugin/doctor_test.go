@@ -112,6 +112,20 @@ func TestDoctorPendingPVCResourceExhausted(t *testing.T) {
 		"fix:   free space in node node-1's pool (delete PVCs or VolumeSnapshots that are no longer needed), request less, or delete pod app/big-0 so the scheduler picks a node with room")
 }
 
+// A claim restored from a snapshot whose restore size is larger than the
+// claim's request stays Pending for ever; doctor names the cause.
+func TestDoctorPendingPVCSmallerThanItsSnapshot(t *testing.T) {
+	claim := pvc("app", "restored", "1Mi", "")
+	claim.Annotations = map[string]string{"volume.kubernetes.io/storage-provisioner": driver}
+	ev := event("PersistentVolumeClaim", "app", "restored", "Warning", "ProvisioningFailed",
+		`failed to provision volume with StorageClass "filevol-xfs": error getting handle for DataSource Type VolumeSnapshot by Name snap: requested volume size 1048576 is less than the size 314572800 for the source snapshot snap`, time.Minute)
+	out := run(t, nil, []string{"doctor"}, append(base(), claim, ev)...)
+	mustContain(t, out,
+		"ERROR   pvc/restored -n app: Pending for 1h (requests 1Mi)",
+		"cause: the claim requests 1Mi but its source snapshot says it needs 314572800 bytes: external-provisioner refuses to restore a snapshot into a smaller claim",
+		"fix:   recreate the claim requesting at least the snapshot's restoreSize (kubectl get volumesnapshot -n app -o wide)")
+}
+
 func TestDoctorPendingPVCOtherCauses(t *testing.T) {
 	t.Run("selected node gone", func(t *testing.T) {
 		claim := pvc("app", "c", "1Gi", "")

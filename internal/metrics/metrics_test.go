@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/filevol/filevol/internal/csi"
+	"github.com/filevol/filevol/internal/hostos/fake"
 	"github.com/filevol/filevol/internal/hostos/fs"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
@@ -26,28 +27,6 @@ import (
 	"github.com/filevol/filevol/internal/pool"
 )
 
-// fakeHost answers the read-only questions; CreateVolume and DeleteVolume
-// need nothing else. Other methods panic (nil embedded interface).
-type fakeHost struct {
-	csi.Host
-	loops  []loop.Device
-	mounts mount.Table
-	stats  map[string]fs.Stats
-}
-
-func (h *fakeHost) ListLoops() ([]loop.Device, error) { return h.loops, nil }
-func (h *fakeHost) FindLoop(p string) ([]loop.Device, error) {
-	var out []loop.Device
-	for _, d := range h.loops {
-		if d.BackingFile == p {
-			out = append(out, d)
-		}
-	}
-	return out, nil
-}
-func (h *fakeHost) Mounts() (mount.Table, error)      { return h.mounts, nil }
-func (h *fakeHost) StatFS(p string) (fs.Stats, error) { return h.stats[p], nil }
-
 func TestScrapeAfterCalls(t *testing.T) {
 	dir := t.TempDir()
 	p, err := pool.Open(filepath.Join(dir, "pool"), pool.Options{NodeID: "n1", ReservedBytes: 1 << 20})
@@ -55,9 +34,9 @@ func TestScrapeAfterCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	host := &fakeHost{stats: map[string]fs.Stats{}}
-	d := csi.New(csi.Config{DriverName: "filevol.csi.io", Version: "test", NodeID: "n1", Controller: true}, p, host)
-	view := &nodeview.Builder{Node: "n1", Driver: "filevol.csi.io", Pool: p, Kernel: host}
+	host := fake.New()
+	d := csi.New(csi.Config{DriverName: "filevol.csi.io", Version: "test", NodeID: "n1", Controller: true}, p, host.Host())
+	view := &nodeview.Builder{Node: "n1", Driver: "filevol.csi.io", Pool: p, Kernel: host.Host()}
 	m := metrics.New(metrics.Config{View: view, Snapshots: func() (int, error) { return 2, nil }})
 
 	sock := filepath.Join(dir, "csi.sock")
@@ -102,12 +81,10 @@ func TestScrapeAfterCalls(t *testing.T) {
 	// The kernel shows volume a staged and published.
 	img := p.ImagePath(ids[0])
 	staging, target := dir+"/kubelet/globalmount", dir+"/kubelet/pods/0b7e2c1a-5d4f-4c3b-9a8e-1f2d3c4b5a69/volumes/kubernetes.io~csi/pv-a/mount"
-	host.loops = []loop.Device{{Path: "/dev/loop7", Number: 7, BackingFile: img, Major: 7, Minor: 7, SizeBytes: 16 << 20}}
-	host.mounts = mount.Table{
-		{ID: 1, Major: 7, Minor: 7, Root: "/", MountPoint: staging, FSType: "ext4", Source: "/dev/loop7"},
-		{ID: 2, Major: 7, Minor: 7, Root: "/", MountPoint: target, FSType: "ext4", Source: "/dev/loop7"},
-	}
-	host.stats[staging] = fs.Stats{TotalBytes: 15 << 20, UsedBytes: 3 << 20}
+	host.AddDevice(loop.Device{Path: "/dev/loop7", Number: 7, BackingFile: img, Major: 7, Minor: 7, SizeBytes: 16 << 20})
+	host.AddMount(mount.Info{Major: 7, Minor: 7, Root: "/", MountPoint: staging, FSType: "ext4", Source: "/dev/loop7"})
+	host.AddMount(mount.Info{Major: 7, Minor: 7, Root: "/", MountPoint: target, FSType: "ext4", Source: "/dev/loop7"})
+	host.SetStats(img, fs.Stats{TotalBytes: 15 << 20, UsedBytes: 3 << 20})
 	m.SetOrphans(1)
 
 	got := scrape(t, m.Handler())

@@ -15,16 +15,16 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/filevol/filevol/internal/hostos/fs"
+	"github.com/filevol/filevol/internal/hostos"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
 	"github.com/filevol/filevol/internal/nodeview/api"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volview"
 )
 
 // Record parameters that csi-provisioner --extra-create-metadata adds.
@@ -34,24 +34,14 @@ const (
 	ParamPVCNamespace = "csi.storage.k8s.io/pvc/namespace"
 )
 
-// stagedDeviceName is where NodeStageVolume binds a block volume's device
-// inside the staging directory (internal/csi).
-const stagedDeviceName = "device"
-
 // quarantineDir is where the pool moves images without a record (see the
 // layout in package pool's doc).
 const quarantineDir = "quarantine"
 
-// Kernel is what the view asks of the kernel; csi.OSHost satisfies it.
-type Kernel interface {
-	ListLoops() ([]loop.Device, error)
-	Mounts() (mount.Table, error)
-	StatFS(path string) (fs.Stats, error)
-}
-
 // Pool is what the view reads of the pool; *pool.Pool satisfies it.
 type Pool interface {
 	Dir() string
+	VolumesDir() string
 	List() []pool.Volume
 	Capacity() (pool.Capacity, error)
 	ImagePath(id string) string
@@ -68,7 +58,8 @@ type HealthFunc func(ctx context.Context, volumeID, stagingPath, targetPath stri
 type Builder struct {
 	Node, Driver, Version string
 	Pool                  Pool
-	Kernel                Kernel
+	// Kernel is read only: its loop list, mount table and statfs.
+	Kernel hostos.Host
 	// Health, when set, fills Volume.Health (Build with health=true).
 	Health HealthFunc
 }
@@ -91,33 +82,37 @@ func (b *Builder) Build(ctx context.Context, health bool) api.Report {
 	}
 	r.Quarantine = q
 	// The kernel reports backing files with symlinks resolved.
-	dir := b.Pool.Dir()
+	dir, vdir := b.Pool.Dir(), b.Pool.VolumesDir()
 	if real, err := filepath.EvalSymlinks(dir); err == nil {
 		dir = real
 	}
-	byFile := map[string][]loop.Device{}
-	devs, err := b.Kernel.ListLoops()
+	if real, err := filepath.EvalSymlinks(vdir); err == nil {
+		vdir = real
+	}
+	byID := map[string][]loop.Device{}
+	devs, err := b.Kernel.Loops.List()
 	if err != nil {
 		fail("loop devices", err)
 	}
 	for _, d := range devs {
 		if strings.HasPrefix(d.BackingFile, dir+"/") {
 			r.LoopDevices++
-			byFile[d.BackingFile] = append(byFile[d.BackingFile], d)
+		}
+		if id, ok := volview.VolumeID(vdir, d.BackingFile); ok {
+			byID[id] = append(byID[id], d)
 		}
 	}
 	var table mount.Table
 	if r.LoopDevices > 0 {
-		if table, err = b.Kernel.Mounts(); err != nil {
+		if table, err = b.Kernel.Mounts.Table(); err != nil {
 			fail("mount table", err)
 		}
 	}
 	r.Volumes = []api.Volume{}
 	for _, rec := range b.Pool.List() {
-		img := b.Pool.ImagePath(rec.ID)
-		v := volume(rec, img, byFile[dir+strings.TrimPrefix(img, b.Pool.Dir())], table)
+		v := volume(rec, b.Pool.ImagePath(rec.ID), volview.Of(byID[rec.ID], table))
 		if st := stagingFS(v); st != "" {
-			if s, err := b.Kernel.StatFS(st); err != nil {
+			if s, err := b.Kernel.FS.StatFS(st); err != nil {
 				fail("statfs "+st, err)
 			} else {
 				v.Usage = &api.Usage{TotalBytes: s.TotalBytes, UsedBytes: s.UsedBytes, AvailableBytes: s.AvailableBytes,
@@ -177,50 +172,19 @@ func Quarantined(poolDir string) ([]string, error) {
 	return out, err
 }
 
-var (
-	// kubelet's layout: .../pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount
-	// and, for block volumes, .../volumeDevices/publish/<pv>/<uid>.
-	podVolumePath = regexp.MustCompile(`/pods/([0-9a-fA-F-]{36})/volume`)
-	podBlockPath  = regexp.MustCompile(`/volumeDevices/publish/[^/]+/([0-9a-fA-F-]{36})$`)
-)
-
-func volume(rec pool.Volume, img string, devs []loop.Device, table mount.Table) api.Volume {
+func volume(rec pool.Volume, img string, u volview.Usage) api.Volume {
 	v := api.Volume{
 		Record: api.Record{ID: rec.ID, Name: rec.Name, CapacityBytes: rec.CapacityBytes, FSType: rec.FSType,
 			Provisioning: rec.Provisioning, Parameters: rec.Parameters, Node: rec.Node, CreatedAt: rec.CreatedAt},
 		PV: rec.Parameters[ParamPVName], PVCNamespace: rec.Parameters[ParamPVCNamespace], PVCName: rec.Parameters[ParamPVCName],
 		Image: image(img, rec.ImagePending),
 	}
-	for _, d := range devs {
+	for _, d := range u.Devices {
 		v.LoopDevices = append(v.LoopDevices, api.LoopDevice{Path: d.Path, ReadOnly: d.ReadOnly, DirectIO: d.DirectIO,
 			SizeBytes: d.SizeBytes, Deleted: d.Deleted})
-		for _, m := range table {
-			isBind := m.FSType == "devtmpfs" && m.Root == "/"+filepath.Base(d.Path)
-			isFS := m.FSType != "devtmpfs" && ((m.Major == d.Major && m.Minor == d.Minor) || m.Source == d.Path)
-			if !isBind && !isFS {
-				continue
-			}
-			am := api.Mount{Path: m.MountPoint, FSType: m.FSType, Device: d.Path, ReadOnly: m.ReadOnly(), PodUID: podUID(m.MountPoint)}
-			switch {
-			case am.PodUID != "":
-				v.Targets = append(v.Targets, am)
-			case isBind:
-				// A staged block volume is its device bound at
-				// <staging>/device; any other bind is a publish.
-				if strings.HasSuffix(am.Path, "/"+stagedDeviceName) {
-					v.Staging = append(v.Staging, am)
-				} else {
-					v.Targets = append(v.Targets, am)
-				}
-			case len(v.Staging) == 0 || strings.HasSuffix(am.Path, "/globalmount"):
-				// The first mount of the filesystem is the staging mount;
-				// publishes are bind mounts made after it.
-				v.Staging = append(v.Staging, am)
-			default:
-				v.Targets = append(v.Targets, am)
-			}
-		}
 	}
+	staging, targets := u.Roles()
+	v.Staging, v.Targets = apiMounts(staging), apiMounts(targets)
 	switch {
 	case len(v.Targets) > 0:
 		v.State = api.StatePublished
@@ -234,14 +198,13 @@ func volume(rec pool.Volume, img string, devs []loop.Device, table mount.Table) 
 	return v
 }
 
-func podUID(p string) string {
-	if m := podVolumePath.FindStringSubmatch(p); m != nil {
-		return m[1]
+func apiMounts(uses []volview.Use) []api.Mount {
+	var out []api.Mount
+	for _, x := range uses {
+		out = append(out, api.Mount{Path: x.MountPoint, FSType: x.FSType, Device: x.Device.Path, ReadOnly: x.ReadOnly(),
+			PodUID: volview.PodUID(x.MountPoint)})
 	}
-	if m := podBlockPath.FindStringSubmatch(p); m != nil {
-		return m[1]
-	}
-	return ""
+	return out
 }
 
 // stagingFS is the path whose statfs is the volume's usage.

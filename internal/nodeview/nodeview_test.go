@@ -3,35 +3,19 @@ package nodeview
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/filevol/filevol/internal/hostos/fake"
 	"github.com/filevol/filevol/internal/hostos/fs"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
 	"github.com/filevol/filevol/internal/nodeview/api"
 	"github.com/filevol/filevol/internal/pool"
 )
-
-// fakeKernel shows fixed loop devices, mounts and statfs results.
-type fakeKernel struct {
-	loops  []loop.Device
-	mounts mount.Table
-	stats  map[string]fs.Stats
-}
-
-func (k *fakeKernel) ListLoops() ([]loop.Device, error) { return k.loops, nil }
-func (k *fakeKernel) Mounts() (mount.Table, error)      { return k.mounts, nil }
-func (k *fakeKernel) StatFS(p string) (fs.Stats, error) {
-	if s, ok := k.stats[p]; ok {
-		return s, nil
-	}
-	return fs.Stats{}, errors.New("not mounted")
-}
 
 const testPodUID = "0b7e2c1a-5d4f-4c3b-9a8e-1f2d3c4b5a69"
 
@@ -69,21 +53,24 @@ func setup(t *testing.T) (*Builder, map[string]pool.Volume) {
 	staging := "/var/lib/kubelet/plugins/kubernetes.io/csi/filevol.csi.io/abc/globalmount"
 	target := "/var/lib/kubelet/pods/" + testPodUID + "/volumes/kubernetes.io~csi/pv-fs/mount"
 	blockStaging := "/var/lib/kubelet/plugins/kubernetes.io/csi/volumeDevices/staging/pv-block/device"
-	k := &fakeKernel{
-		loops: []loop.Device{
-			{Path: "/dev/loop3", Number: 3, BackingFile: real(vols["fs"].ID), SizeBytes: 64 << 20, Major: 7, Minor: 3, DirectIO: true},
-			{Path: "/dev/loop4", Number: 4, BackingFile: real(vols["block"].ID), SizeBytes: 64 << 20, Major: 7, Minor: 4},
-			{Path: "/dev/loop9", Number: 9, BackingFile: "/elsewhere/disk.img", Major: 7, Minor: 9},
-		},
-		mounts: mount.Table{
-			{ID: 100, Major: 7, Minor: 3, Root: "/", MountPoint: staging, FSType: "ext4", Source: "/dev/loop3"},
-			{ID: 101, Major: 7, Minor: 3, Root: "/", MountPoint: target, FSType: "ext4", Source: "/dev/loop3"},
-			{ID: 102, Major: 0, Minor: 5, Root: "/loop4", MountPoint: blockStaging, FSType: "devtmpfs", Source: "udev"},
-			{ID: 103, Major: 7, Minor: 9, Root: "/", MountPoint: "/mnt/other", FSType: "xfs", Source: "/dev/loop9"},
-		},
-		stats: map[string]fs.Stats{staging: {TotalBytes: 60 << 20, UsedBytes: 10 << 20, AvailableBytes: 50 << 20}},
+	k := fake.New()
+	for _, d := range []loop.Device{
+		{Path: "/dev/loop3", Number: 3, BackingFile: real(vols["fs"].ID), SizeBytes: 64 << 20, Major: 7, Minor: 3, DirectIO: true},
+		{Path: "/dev/loop4", Number: 4, BackingFile: real(vols["block"].ID), SizeBytes: 64 << 20, Major: 7, Minor: 4},
+		{Path: "/dev/loop9", Number: 9, BackingFile: "/elsewhere/disk.img", Major: 7, Minor: 9},
+	} {
+		k.AddDevice(d)
 	}
-	b := &Builder{Node: "n1", Driver: "filevol.csi.io", Version: "test", Pool: p, Kernel: k,
+	for _, m := range []mount.Info{
+		{ID: 100, Major: 7, Minor: 3, Root: "/", MountPoint: staging, FSType: "ext4", Source: "/dev/loop3"},
+		{ID: 101, Major: 7, Minor: 3, Root: "/", MountPoint: target, FSType: "ext4", Source: "/dev/loop3"},
+		{ID: 102, Major: 0, Minor: 5, Root: "/loop4", MountPoint: blockStaging, FSType: "devtmpfs", Source: "udev"},
+		{ID: 103, Major: 7, Minor: 9, Root: "/", MountPoint: "/mnt/other", FSType: "xfs", Source: "/dev/loop9"},
+	} {
+		k.AddMount(m)
+	}
+	k.SetStats(real(vols["fs"].ID), fs.Stats{TotalBytes: 60 << 20, UsedBytes: 10 << 20, AvailableBytes: 50 << 20})
+	b := &Builder{Node: "n1", Driver: "filevol.csi.io", Version: "test", Pool: p, Kernel: k.Host(),
 		Health: func(_ context.Context, id, st, tg string) ([]api.Condition, error) {
 			if id == vols["fs"].ID && st == staging && tg == target {
 				return []api.Condition{{Status: "DEGRADED", Reason: "FilesystemReadOnly", Message: "remounted ro"}}, nil

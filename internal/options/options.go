@@ -24,7 +24,7 @@ const (
 const DefaultDriverName = "filevol.csi.io"
 
 // Options are the settings of one filevol process. Flag names are a
-// contract: manifests and tools rely on them (issue 2).
+// contract: manifests and tools rely on them, so a rename breaks installs.
 type Options struct {
 	// Endpoint is where the gRPC server listens: unix:///path/csi.sock or
 	// tcp://127.0.0.1:port.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/filevol/filevol/internal/durable"
 )
 
 // capacity is statfs of the pool plus the index's provisioned total; no
@@ -21,7 +23,7 @@ func (p *Pool) capacity() (Capacity, error) {
 		ReservedBytes:    p.opts.ReservedBytes,
 		UnbackedBytes:    unbacked,
 		AvailableBytes:   max(0, free-p.opts.ReservedBytes-unbacked),
-		ProvisionedBytes: p.idx.provisionedBytes(),
+		ProvisionedBytes: p.vols.Total(),
 	}, nil
 }
 
@@ -29,7 +31,7 @@ func (p *Pool) capacity() (Capacity, error) {
 // root-reserved blocks are not the pool's to promise) and the total size.
 func (p *Pool) statfs() (free, total int64, err error) {
 	var st unix.Statfs_t
-	if err := ignoringEINTR(func() error { return unix.Statfs(p.dir, &st) }); err != nil {
+	if err := durable.IgnoringEINTR(func() error { return unix.Statfs(p.dir, &st) }); err != nil {
 		return 0, 0, fmt.Errorf("statfs %s: %w", p.dir, err)
 	}
 	// Block counts are in fragment-size units; Frsize equals Bsize on

@@ -6,6 +6,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/filevol/filevol/internal/durable"
 )
 
 // Clone engines, as recorded in Snapshot.Engine.
@@ -32,7 +34,7 @@ const copyChunk = 64 << 20
 // locks, and FIFREEZE for a mounted source). On error nothing is left.
 func cloneImage(ctx context.Context, src, dst string, size int64, thick bool) (fd int, engine string, err error) {
 	var sfd int
-	if err := ignoringEINTR(func() (err error) {
+	if err := durable.IgnoringEINTR(func() (err error) {
 		sfd, err = unix.Open(src, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		return err
 	}); err != nil {
@@ -50,7 +52,7 @@ func cloneImage(ctx context.Context, src, dst string, size int64, thick bool) (f
 	if size < srcSize {
 		return -1, "", fmt.Errorf("%w: %d bytes cannot hold the %d bytes of %s", ErrInvalidArgument, size, srcSize, src)
 	}
-	dfd, err := createExcl(dst)
+	dfd, err := durable.CreateExcl(dst)
 	if err != nil {
 		return -1, "", wrapNoSpace(err)
 	}
@@ -74,13 +76,13 @@ func cloneImage(ctx context.Context, src, dst string, size int64, thick bool) (f
 	}
 	switch {
 	case thick:
-		err = ignoringEINTR(func() error { return unix.Fallocate(dfd, 0, 0, size) })
+		err = durable.IgnoringEINTR(func() error { return unix.Fallocate(dfd, 0, 0, size) })
 		if err == unix.EOPNOTSUPP {
 			err = fmt.Errorf("%w: provisioning %q: the pool filesystem cannot preallocate (%w)",
 				ErrInvalidArgument, ProvisioningThick, err)
 		}
 	case size > srcSize:
-		err = ignoringEINTR(func() error { return unix.Ftruncate(dfd, size) })
+		err = durable.IgnoringEINTR(func() error { return unix.Ftruncate(dfd, size) })
 	}
 	if err != nil {
 		return fail(fmt.Errorf("size clone %s to %d bytes: %w", dst, size, err))
@@ -101,8 +103,8 @@ func reflinkUnsupported(err error) bool {
 
 // copySparse copies the data ranges of sfd to the same offsets of dfd (a
 // new, empty file) and sizes dfd to size. It walks SEEK_DATA/SEEK_HOLE,
-// so holes are neither read nor written (issue 3: "never a full read of
-// zeros"); unwritten extents of a thick source read as holes too. Each
+// so holes are neither read nor written (a sparse 10 GiB volume must
+// never cost a full read of zeros); unwritten extents of a thick source read as holes too. Each
 // range moves with copy_file_range, inside the kernel.
 func copySparse(ctx context.Context, sfd, dfd int, size int64) error {
 	// A sequential reader: the kernel doubles its readahead window.
@@ -127,7 +129,7 @@ func copySparse(ctx context.Context, sfd, dfd int, size int64) error {
 		}
 		off = hole
 	}
-	return ignoringEINTR(func() error { return unix.Ftruncate(dfd, size) })
+	return durable.IgnoringEINTR(func() error { return unix.Ftruncate(dfd, size) })
 }
 
 // copyRange copies n bytes at off from sfd to dfd, in chunks so that ctx
@@ -140,7 +142,7 @@ func copyRange(ctx context.Context, sfd, dfd int, off, n int64) error {
 		}
 		roff, woff := off, off
 		var done int
-		err := ignoringEINTR(func() (err error) {
+		err := durable.IgnoringEINTR(func() (err error) {
 			done, err = unix.CopyFileRange(sfd, &roff, dfd, &woff, int(min(n, copyChunk)), 0)
 			return err
 		})
@@ -166,7 +168,7 @@ func copyRangeRW(ctx context.Context, sfd, dfd int, off, n int64) error {
 			return err
 		}
 		var r int
-		err := ignoringEINTR(func() (err error) { r, err = unix.Pread(sfd, buf[:min(n, int64(len(buf)))], off); return err })
+		err := durable.IgnoringEINTR(func() (err error) { r, err = unix.Pread(sfd, buf[:min(n, int64(len(buf)))], off); return err })
 		if err != nil {
 			return fmt.Errorf("read at %d: %w", off, err)
 		}
@@ -175,7 +177,7 @@ func copyRangeRW(ctx context.Context, sfd, dfd int, off, n int64) error {
 		}
 		for w := 0; w < r; {
 			var k int
-			err := ignoringEINTR(func() (err error) { k, err = unix.Pwrite(dfd, buf[w:r], off+int64(w)); return err })
+			err := durable.IgnoringEINTR(func() (err error) { k, err = unix.Pwrite(dfd, buf[w:r], off+int64(w)); return err })
 			if err != nil {
 				return fmt.Errorf("write at %d: %w", off+int64(w), err)
 			}

@@ -9,13 +9,15 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/filevol/filevol/internal/durable"
 )
 
 // create follows the order the package doc fixes: image (none for a thin
 // blank volume) and record (the record fsynced, the image too unless
 // blank) → record renamed into place (the commit point) → image renamed
 // into place → one directory fsync that makes both durable, shared with
-// the operations that wait for one at the same time (dirsync.go).
+// the operations that wait for one at the same time (durable.DirSync).
 // Until the commit point a crash leaves only temporary files, which Open
 // removes; after it, a record whose .tmp image Open renames into place.
 func (p *Pool) create(ctx context.Context, req CreateRequest) (Volume, error) {
@@ -43,10 +45,6 @@ func (p *Pool) create(ctx context.Context, req CreateRequest) (Volume, error) {
 	// way, what the volume holds is durable at the commit point.
 	v.ImagePending = src == ""
 	lazy := src == "" && v.Provisioning == ProvisioningThin
-	data, err := encodeRecord(&v)
-	if err != nil {
-		return Volume{}, err
-	}
 	tmpImg := p.tmpImagePath(v.ID)
 	imageDone := make(chan error, 1)
 	switch {
@@ -57,11 +55,11 @@ func (p *Pool) create(ctx context.Context, req CreateRequest) (Volume, error) {
 	default:
 		go func() { imageDone <- makeClonedImage(ctx, src, tmpImg, v) }()
 	}
-	tmpRec, err := writeTmpFile(p.vdir, v.ID, data)
+	draft, err := p.vols.Prepare(v)
 	ierr := <-imageDone
 	abort := func(err error) (Volume, error) {
-		if tmpRec != "" {
-			_ = unix.Unlink(tmpRec)
+		if draft != nil {
+			draft.Abandon()
 		}
 		_ = unix.Unlink(tmpImg)
 		return Volume{}, err
@@ -70,18 +68,16 @@ func (p *Pool) create(ctx context.Context, req CreateRequest) (Volume, error) {
 	case ierr != nil:
 		return abort(fmt.Errorf("create volume %s: %w", v.ID, ierr))
 	case err != nil:
-		return abort(fmt.Errorf("create volume %s: %w", v.ID, err))
+		return abort(fmt.Errorf("create volume %s: %w", v.ID, wrapNoSpace(err)))
 	}
 	// Past the slow part (a thick fallocate, a copy): a client that gave up
 	// gets nothing half-made.
 	if err := ctx.Err(); err != nil {
 		return abort(err)
 	}
-	rec := p.recordPath(v.ID)
-	synced := p.vsync.mark()
-	if err := renameNoReplace(tmpRec, rec); err != nil {
-		if errors.Is(err, unix.EEXIST) {
-			return abort(fmt.Errorf("%w: volume %s (name %s)", ErrAlreadyExists, v.ID, quoteShort(v.Name)))
+	if err := draft.Commit(); err != nil {
+		if errors.Is(err, ErrAlreadyExists) {
+			return abort(fmt.Errorf("%w (name %s)", err, quoteShort(v.Name)))
 		}
 		return abort(fmt.Errorf("create volume %s: %w", v.ID, wrapNoSpace(err)))
 	}
@@ -97,20 +93,19 @@ func (p *Pool) create(ctx context.Context, req CreateRequest) (Volume, error) {
 		// but if one appeared since, it may hold data.
 		err = p.quarantineStrayImage(v.ID)
 	} else {
-		err = p.publishImage(tmpImg, v.ID)
+		err = p.publishImage(p.vdir, tmpImg, v.ID)
 	}
 	if err != nil {
 		// <id>.img is not ours (neither way replaces one): leave it.
-		_ = unix.Unlink(rec)
-		_ = unix.Unlink(tmpImg)
-		return Volume{}, fmt.Errorf("create volume %s: %w", v.ID, wrapNoSpace(err))
+		return abort(fmt.Errorf("create volume %s: %w", v.ID, wrapNoSpace(err)))
 	}
 	// Shared with the creates and deletes that wait at the same time.
-	if err := p.vsync.wait(synced); err != nil {
-		p.unlinkVolume(v.ID)
-		return Volume{}, fmt.Errorf("create volume %s: sync %s: %w", v.ID, p.vdir, err)
+	if err := draft.Durable(); err != nil {
+		// In delete's order, without its fsync: the directory cannot be
+		// made durable anyway.
+		_ = unix.Rename(p.imagePath(v.ID), tmpImg)
+		return abort(fmt.Errorf("create volume %s: %w", v.ID, err))
 	}
-	p.idx.put(v)
 	return v, nil
 }
 
@@ -137,19 +132,38 @@ func (p *Pool) newVolume(req CreateRequest) (Volume, error) {
 		params = maps.Clone(req.Parameters)
 	}
 	return Volume{
-		Version:       recordVersion,
-		ID:            volumeID(req.Name),
-		Name:          req.Name,
-		CapacityBytes: req.CapacityBytes,
-		FSType:        req.FSType,
-		Provisioning:  prov,
-		Parameters:    params,
-		Node:          p.opts.NodeID,
-		ContentSource: cloneSource(req.Source),
+		Version:        recordVersion,
+		ID:             p.VolumeID(req.Name),
+		Name:           req.Name,
+		CapacityBytes:  req.CapacityBytes,
+		RequestedBytes: requestedBytes(req.RequestedBytes, req.CapacityBytes),
+		FSType:         req.FSType,
+		Provisioning:   prov,
+		Parameters:     params,
+		Node:           p.opts.NodeID,
+		ContentSource:  cloneSource(req.Source),
 		// UTC strips the monotonic reading, so the Volume returned equals
 		// the one Get decodes.
 		CreatedAt: time.Now().UTC(),
 	}, nil
+}
+
+// requestedBytes is what a record keeps of the CO's request: nothing when
+// it is the capacity itself (the common case keeps records short).
+func requestedBytes(requested, capacity int64) int64 {
+	if requested <= 0 || requested >= capacity {
+		return 0
+	}
+	return requested
+}
+
+// Requested is the size the CO asked for: RequestedBytes, or the capacity
+// when the record does not say.
+func (v Volume) Requested() int64 {
+	if v.RequestedBytes > 0 {
+		return v.RequestedBytes
+	}
+	return v.CapacityBytes
 }
 
 // checkRoom refuses a volume that could never be filled. Thin volumes may
@@ -210,7 +224,7 @@ func makeClonedImage(ctx context.Context, src, path string, v Volume) error {
 	if err != nil {
 		return err
 	}
-	if err = fsync(fd); err != nil {
+	if err = durable.Fsync(fd); err != nil {
 		err = wrapNoSpace(&os.PathError{Op: "sync", Path: path, Err: err})
 	}
 	if cerr := unix.Close(fd); err == nil {
@@ -226,7 +240,7 @@ func makeClonedImage(ctx context.Context, src, path string, v Volume) error {
 // sparse or fully allocated, and returns it open; the caller fsyncs it
 // before the commit point and closes it. On error nothing is left behind.
 func makeImage(path string, size int64, thick bool) (int, error) {
-	fd, err := createExcl(path)
+	fd, err := durable.CreateExcl(path)
 	if err != nil {
 		return -1, wrapNoSpace(err)
 	}
@@ -243,16 +257,16 @@ func makeImage(path string, size int64, thick bool) (int, error) {
 	return fd, nil
 }
 
-// publishImage renames the temporary image to <id>.img, never over an
-// existing file: an image without a record should not exist (Open
-// quarantines them), but if one does it may hold data, so it is moved to
-// quarantine rather than overwritten.
-func (p *Pool) publishImage(tmp, id string) error {
-	img := p.imagePath(id)
-	err := renameNoReplace(tmp, img)
+// publishImage renames the temporary image tmp in dir (volumes/ or
+// snapshots/) to <id>.img, never over an existing file: an image without a
+// record should not exist (Open quarantines them), but if one does it may
+// hold data, so it is moved to quarantine rather than overwritten.
+func (p *Pool) publishImage(dir, tmp, id string) error {
+	img := imagePath(dir, id)
+	err := durable.RenameNoReplace(tmp, img)
 	if errors.Is(err, unix.EEXIST) {
-		if err = p.quarantine(id + imgSuffix); err == nil {
-			err = renameNoReplace(tmp, img)
+		if err = p.quarantineFrom(dir, id+imgSuffix); err == nil {
+			err = durable.RenameNoReplace(tmp, img)
 		}
 	}
 	return err

@@ -8,6 +8,8 @@ import (
 
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
+
+	"github.com/filevol/filevol/internal/durable"
 )
 
 // ErrShrink: a volume cannot be made smaller (CSI: OUT_OF_RANGE). Its
@@ -21,11 +23,14 @@ var ErrShrink = errors.New("volumes cannot shrink")
 // step) is recorded at its real size, which is returned. The loop device
 // and the filesystem are the node's business (LOOP_SET_CAPACITY, grow).
 // The caller holds the volume's lock.
-func (p *Pool) Expand(ctx context.Context, id string, size int64) (Volume, error) {
-	return p.expand(ctx, id, size)
+//
+// requested is the size the CO asked for (at most size; 0: size), which
+// the record keeps as RequestedBytes for the volume's snapshots.
+func (p *Pool) Expand(ctx context.Context, id string, size, requested int64) (Volume, error) {
+	return p.expand(ctx, id, size, requested)
 }
 
-func (p *Pool) expand(ctx context.Context, id string, size int64) (Volume, error) {
+func (p *Pool) expand(ctx context.Context, id string, size, requested int64) (Volume, error) {
 	v, err := p.get(id)
 	if err != nil {
 		return Volume{}, err
@@ -59,11 +64,12 @@ func (p *Pool) expand(ctx context.Context, id string, size int64) (Volume, error
 		}
 		v.ImagePending = false // growImage fsynced it (pending.go)
 	}
-	if size == v.CapacityBytes {
+	req := requestedBytes(max(requested, v.Requested()), size)
+	if size == v.CapacityBytes && req == v.RequestedBytes {
 		return v, nil
 	}
-	v.CapacityBytes = size
-	if err := p.rewriteRecord(v); err != nil {
+	v.CapacityBytes, v.RequestedBytes = size, req
+	if err := p.vols.Replace(v); err != nil {
 		// The image stays grown: shrinking it back could cut off space a
 		// filesystem already uses; a retry or Open records it.
 		return Volume{}, fmt.Errorf("expand volume %s: %w", id, err)
@@ -85,7 +91,7 @@ func (p *Pool) growImage(fd int, img string, cur, size, allocated int64, thick b
 	}
 	err := sizeImage(fd, cur, size, thick)
 	if err == nil {
-		err = fsync(fd)
+		err = durable.Fsync(fd)
 	}
 	if err != nil {
 		return wrapNoSpace(&os.PathError{Op: "grow", Path: img, Err: err})
@@ -99,58 +105,25 @@ func (p *Pool) growImage(fd int, img string, cur, size, allocated int64, thick b
 // ext4, xfs and btrfs).
 func sizeImage(fd int, cur, size int64, thick bool) error {
 	if thick {
-		return ignoringEINTR(func() error { return unix.Fallocate(fd, 0, cur, size-cur) })
+		return durable.IgnoringEINTR(func() error { return unix.Fallocate(fd, 0, cur, size-cur) })
 	}
-	return ignoringEINTR(func() error { return unix.Ftruncate(fd, size) })
-}
-
-// rewriteRecord replaces the record of v atomically: temp file (fsynced),
-// rename over the old one, directory fsync. The index follows.
-func (p *Pool) rewriteRecord(v Volume) error {
-	data, err := encodeRecord(&v)
-	if err != nil {
-		return err
-	}
-	tmp, err := p.writeTmpRecord(v.ID, data)
-	if err != nil {
-		return err
-	}
-	synced := p.vsync.mark()
-	if err := unix.Rename(tmp, p.recordPath(v.ID)); err != nil {
-		_ = unix.Unlink(tmp)
-		return &os.LinkError{Op: "rename", Old: tmp, New: p.recordPath(v.ID), Err: err}
-	}
-	if err := p.vsync.wait(synced); err != nil {
-		return fmt.Errorf("sync %s: %w", p.vdir, err)
-	}
-	p.idx.put(v)
-	return nil
+	return durable.IgnoringEINTR(func() error { return unix.Ftruncate(fd, size) })
 }
 
 // rollForwardExpand records the size of an image larger than its record:
 // an expansion that crashed between growing the file and rewriting the
 // record (the node may already have grown a filesystem into the space).
-// Open calls it in repair mode and fsyncs the directory after.
-func (p *Pool) rollForwardExpand(v Volume) (bool, error) {
+// Open calls it in repair mode.
+func (p *Pool) rollForwardExpand(v Volume) error {
 	var st unix.Stat_t
 	if err := unix.Stat(p.imagePath(v.ID), &st); err != nil || st.Size <= v.CapacityBytes {
-		return false, nil
+		return nil
 	}
 	old := v.CapacityBytes
 	v.CapacityBytes = st.Size
-	data, err := encodeRecord(&v)
-	if err != nil {
-		return false, err
+	if err := p.vols.Replace(v); err != nil {
+		return err
 	}
-	tmp, err := p.writeTmpRecord(v.ID, data)
-	if err != nil {
-		return false, err
-	}
-	if err := unix.Rename(tmp, p.recordPath(v.ID)); err != nil {
-		_ = unix.Unlink(tmp)
-		return false, &os.LinkError{Op: "rename", Old: tmp, New: p.recordPath(v.ID), Err: err}
-	}
-	p.idx.put(v)
 	klog.InfoS("Rolled forward an interrupted expansion", "volumeID", v.ID, "fromBytes", old, "toBytes", st.Size)
-	return true, nil
+	return nil
 }

@@ -27,7 +27,7 @@ func TestExpand(t *testing.T) {
 	p := openPool(t, testutil.Scratch(t, "pool"), Options{})
 	for _, prov := range []string{ProvisioningThin, ProvisioningThick} {
 		v := mustCreate(t, p, CreateRequest{Name: "pvc-" + prov, CapacityBytes: 16 << 20, Provisioning: prov})
-		g, err := p.Expand(ctx, v.ID, 48<<20)
+		g, err := p.Expand(ctx, v.ID, 48<<20, 0)
 		if err != nil {
 			t.Fatalf("%s: %v", prov, err)
 		}
@@ -48,17 +48,17 @@ func TestExpand(t *testing.T) {
 			t.Errorf("thin: %d blocks allocated", st.Blocks)
 		}
 		// CSI: expanding to the current size succeeds, shrinking does not.
-		if same, err := p.Expand(ctx, v.ID, 48<<20); err != nil || !reflect.DeepEqual(same, g) {
+		if same, err := p.Expand(ctx, v.ID, 48<<20, 0); err != nil || !reflect.DeepEqual(same, g) {
 			t.Errorf("%s: same size = %+v, %v", prov, same, err)
 		}
-		if _, err := p.Expand(ctx, v.ID, 32<<20); !errors.Is(err, ErrShrink) {
+		if _, err := p.Expand(ctx, v.ID, 32<<20, 0); !errors.Is(err, ErrShrink) {
 			t.Errorf("%s: shrink = %v, want ErrShrink", prov, err)
 		}
 		if st := statT(t, p.ImagePath(v.ID)); st.Size != 48<<20 {
 			t.Errorf("%s: the refused shrink changed the image to %d bytes", prov, st.Size)
 		}
 	}
-	if _, err := p.Expand(ctx, VolumeID("missing"), 1<<30); !errors.Is(err, ErrNotFound) {
+	if _, err := p.Expand(ctx, VolumeID("missing"), 1<<30, 0); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Expand of a missing volume = %v", err)
 	}
 }
@@ -73,7 +73,7 @@ func TestExpandNoSpace(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := mustCreate(t, p, CreateRequest{Name: "pvc-thick", CapacityBytes: 1 << 20, Provisioning: ProvisioningThick})
-	if _, err := p.Expand(ctx, v.ID, c.FreeBytes+1<<30); !errors.Is(err, ErrNoSpace) {
+	if _, err := p.Expand(ctx, v.ID, c.FreeBytes+1<<30, 0); !errors.Is(err, ErrNoSpace) {
 		t.Fatalf("thick expansion beyond free space = %v, want ErrNoSpace", err)
 	}
 	if got, _ := p.Get(v.ID); got.CapacityBytes != 1<<20 || statT(t, p.ImagePath(v.ID)).Size != 1<<20 {
@@ -165,37 +165,5 @@ func TestOpenRepairsSnapshots(t *testing.T) {
 				t.Errorf("snapshot again: %v", err)
 			}
 		})
-	}
-}
-
-// TestFrozenMarks: marks are returned only to a pool opened alone (another
-// process's marks are freezes in flight, not leftovers).
-func TestFrozenMarks(t *testing.T) {
-	dir := testutil.Scratch(t, "pool")
-	p := openPool(t, dir, Options{})
-	id := VolumeID("pvc")
-	if m, err := p.FrozenMarks(); err != nil || len(m) != 0 {
-		t.Fatalf("FrozenMarks of a new pool = %v, %v", m, err)
-	}
-	if err := p.MarkFrozen(id); err != nil {
-		t.Fatal(err)
-	}
-	if m, _ := p.FrozenMarks(); len(m) != 1 || m[0] != id {
-		t.Errorf("FrozenMarks = %v", m)
-	}
-	if m, _ := openPool(t, dir, Options{}).FrozenMarks(); len(m) != 0 {
-		t.Errorf("a second process sees the first one's marks as leftovers: %v", m)
-	}
-	if err := p.UnmarkFrozen(id); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.UnmarkFrozen(id); err != nil {
-		t.Errorf("second UnmarkFrozen: %v", err)
-	}
-	if m, _ := p.FrozenMarks(); len(m) != 0 {
-		t.Errorf("FrozenMarks after UnmarkFrozen = %v", m)
-	}
-	if err := p.MarkFrozen("../x"); !errors.Is(err, ErrInvalidID) {
-		t.Errorf("MarkFrozen of a bad ID = %v", err)
 	}
 }

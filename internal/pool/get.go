@@ -1,11 +1,12 @@
 package pool
 
 import (
-	"errors"
 	"fmt"
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/filevol/filevol/internal/durable"
 )
 
 // imageExists is one stat(2), no allocation: NodeGetVolumeStats and
@@ -20,26 +21,14 @@ func (p *Pool) imageExists(id string) bool {
 
 // get reads the record of id from disk and refreshes the index with what
 // it found, including its absence.
-func (p *Pool) get(id string) (Volume, error) {
-	if err := validID(id); err != nil {
-		return Volume{}, err
-	}
-	v, err := p.readRecord(id)
-	switch {
-	case err == nil:
-		p.idx.put(v)
-	case errors.Is(err, ErrNotFound):
-		p.idx.remove(id)
-	}
-	return v, err
-}
+func (p *Pool) get(id string) (Volume, error) { return p.vols.Get(id) }
 
 // openImage opens the image of volume id with flags (O_CLOEXEC added):
 // ErrImageMissing when there is none.
 func (p *Pool) openImage(id string, flags int) (int, error) {
 	img := p.imagePath(id)
 	var fd int
-	if err := ignoringEINTR(func() (err error) {
+	if err := durable.IgnoringEINTR(func() (err error) {
 		fd, err = unix.Open(img, flags|unix.O_CLOEXEC, 0)
 		return err
 	}); err != nil {

@@ -2,18 +2,38 @@ package pool
 
 import (
 	"context"
+	"path/filepath"
+
 	"crypto/sha256"
 	"encoding/hex"
+	"github.com/filevol/filevol/internal/volid"
 	"os"
 	"slices"
 	"testing"
 )
 
-// openPool opens a pool in dir and closes it after the test.
+// testPoolID is the ID of every pool openPool opens, so that the tests
+// can name a volume's ID before its pool is open.
+const testPoolID = "7e57c0de"
+
+// VolumeID and SnapshotID are the IDs a pool of openPool gives names.
+func VolumeID(name string) string   { return volid.NewVolume(volid.KindImage, testPoolID, name) }
+func SnapshotID(name string) string { return volid.NewSnapshot(testPoolID, name) }
+
+// openPool opens a pool in dir, with the identity testPoolID if it is
+// new, and closes it after the test.
 func openPool(tb testing.TB, dir string, opts Options) *Pool {
 	tb.Helper()
 	if opts.NodeID == "" {
 		opts.NodeID = "node-1"
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		tb.Fatal(err)
+	}
+	ident := `{"version":1,"id":"` + testPoolID + `","createdAt":"2026-01-01T00:00:00Z"}`
+	if f, err := os.OpenFile(filepath.Join(dir, identityFile), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+		_, _ = f.WriteString(ident)
+		f.Close()
 	}
 	p, err := Open(dir, opts)
 	if err != nil {

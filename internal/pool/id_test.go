@@ -1,35 +1,61 @@
 package pool
 
 import (
+	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/filevol/filevol/internal/volid"
 )
 
-func TestVolumeID(t *testing.T) {
-	tests := []struct {
-		name, want string
-	}{
-		{"pvc-1", "fv-" + sha256Hex("pvc-1")[:32]},
-		{"", "fv-e3b0c44298fc1c149afbf4c8996fb924"}, // sha256sum </dev/null
-		{"ünïcode/../name", "fv-" + sha256Hex("ünïcode/../name")[:32]},
+// A pool mints version 1 IDs that carry its own ID, except for a name
+// that already has a volume under its version 0 ID (made before pools had
+// IDs): a create retried across the upgrade must find that volume.
+func TestPoolMintsIDs(t *testing.T) {
+	dir := t.TempDir()
+	p := openPool(t, dir, Options{})
+	v, err := volid.ParseVolume(p.VolumeID("pvc-1"))
+	if err != nil || v.Version != 1 || v.Pool != p.ID() || v.Kind != volid.KindImage {
+		t.Fatalf("VolumeID = %+v, %v; want version 1 in pool %s", v, err, p.ID())
 	}
-	for _, tt := range tests {
-		got := VolumeID(tt.name)
-		if got != tt.want {
-			t.Errorf("VolumeID(%q) = %q, want %q", tt.name, got, tt.want)
-		}
-		if err := ValidID(got); err != nil {
-			t.Errorf("ValidID(VolumeID(%q)): %v", tt.name, err)
-		}
-	}
-	if VolumeID("a") == VolumeID("b") {
+	if p.VolumeID("a") == p.VolumeID("b") {
 		t.Error("different names share an ID")
+	}
+	// The identity is the pool's, for good: reopened, the same IDs.
+	id := p.ID()
+	p.Close()
+	if again := openPool(t, dir, Options{}); again.ID() != id {
+		t.Errorf("reopened pool has ID %s, was %s", again.ID(), id)
+	}
+}
+
+func TestLegacyVolumeKeepsItsID(t *testing.T) {
+	dir := t.TempDir()
+	p := openPool(t, dir, Options{})
+	legacy := volid.LegacyVolume("old")
+	// A record exactly as a filevol before version 1 wrote it.
+	rec := `{"version":1,"id":"` + legacy + `","name":"old","capacityBytes":1048576,"fsType":"ext4","provisioning":"thin","node":"node-1","createdAt":"2026-01-01T00:00:00Z","imagePending":true}`
+	if err := os.WriteFile(filepath.Join(dir, "volumes", legacy+".json"), []byte(rec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	p = openPool(t, dir, Options{})
+	if got := p.VolumeID("old"); got != legacy {
+		t.Errorf("VolumeID of a legacy volume = %s, want %s", got, legacy)
+	}
+	if v, err := p.GetByName("old"); err != nil || v.ID != legacy {
+		t.Errorf("GetByName(old) = %+v, %v", v, err)
+	}
+	if _, err := p.Create(context.Background(), CreateRequest{Name: "old", CapacityBytes: 1 << 20, FSType: "ext4"}); !errors.Is(err, ErrAlreadyExists) {
+		t.Errorf("a create of the legacy volume's name = %v, want ErrAlreadyExists (the CSI layer then compares)", err)
 	}
 }
 
 func TestValidID(t *testing.T) {
-	good := VolumeID("pvc-0f1e2d3c")
+	good := volid.NewVolume(volid.KindImage, "3f9a0c2e", "pvc-0f1e2d3c")
 	tests := []struct {
 		id      string
 		ok      bool
@@ -38,15 +64,14 @@ func TestValidID(t *testing.T) {
 		{good, true, ""},
 		{"fv-0123456789abcdef0123456789abcdef", true, ""},
 		{"", false, "empty"},
-		{"fv-", false, "is 3 bytes"},
-		{good + "0", false, "is 36 bytes"},
-		{good[:34], false, "is 34 bytes"},
-		{"xx-0123456789abcdef0123456789abcdef", false, `does not start with "fv-"`},
+		{"fv-", false, "hex digits"},
+		{good + "0", false, "hex digits"},
+		{"xx-0123456789abcdef0123456789abcdef", false, `does not start with "fv1-"`},
 		{"fv-0123456789ABCDEF0123456789abcdef", false, "lowercase hex digit"},
 		{"fv-0123456789abcdef0123456789abcde/", false, "lowercase hex digit"},
 		{"fv-../../../../../../../../etc/pass", false, "lowercase hex digit"},
 		{"fv-0123456789abcdef0123456789abcde\x00", false, "lowercase hex digit"},
-		{strings.Repeat("a", 5000), false, "is 5000 bytes"},
+		{strings.Repeat("a", 5000), false, "does not start"},
 	}
 	for _, tt := range tests {
 		err := ValidID(tt.id)
@@ -90,8 +115,9 @@ func TestValidName(t *testing.T) {
 			}
 			continue
 		}
-		if !errors.Is(err, ErrInvalidID) || !strings.Contains(err.Error(), tt.message) {
-			t.Errorf("ValidName(%.20q) = %v, want ErrInvalidID saying %q", tt.name, err, tt.message)
+		// A bad name is a bad argument, never an unknown ID (NOT_FOUND).
+		if !errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrInvalidID) || !strings.Contains(err.Error(), tt.message) {
+			t.Errorf("ValidName(%.20q) = %v, want ErrInvalidArgument saying %q", tt.name, err, tt.message)
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/filevol/filevol/internal/durable"
 )
 
 // lockName is the lock file in the pool directory. Every open Pool holds a
@@ -21,7 +23,7 @@ const lockName = ".lock"
 // sharePool when done repairing.
 func lockPool(dir string) (fd int, exclusive bool, err error) {
 	path := dir + "/" + lockName
-	err = ignoringEINTR(func() (err error) {
+	err = durable.IgnoringEINTR(func() (err error) {
 		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
 		return err
 	})
@@ -50,5 +52,5 @@ func lockPool(dir string) (fd int, exclusive bool, err error) {
 // between and repair, but this Open has finished its own repair and
 // creates nothing until it returns, so there is nothing to break.
 func sharePool(fd int) error {
-	return ignoringEINTR(func() error { return unix.Flock(fd, unix.LOCK_SH) })
+	return durable.IgnoringEINTR(func() error { return unix.Flock(fd, unix.LOCK_SH) })
 }

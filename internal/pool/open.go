@@ -3,11 +3,13 @@ package pool
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
+
+	"github.com/filevol/filevol/internal/durable"
+	"github.com/filevol/filevol/internal/nodestate"
 )
 
 // open makes the layout, locks the pool, repairs interrupted operations
@@ -23,10 +25,6 @@ func open(dir string, opts Options) (_ *Pool, err error) {
 		sdir:   filepath.Join(dir, "snapshots"),
 		qdir:   filepath.Join(dir, "quarantine"),
 		opts:   opts,
-		idx:    newIndex(),
-		snaps:  newSnapIndex(),
-		vfd:    -1,
-		sfd:    -1,
 		lockFD: -1,
 	}
 	defer func() {
@@ -34,13 +32,13 @@ func open(dir string, opts Options) (_ *Pool, err error) {
 			_ = p.close()
 		}
 	}()
-	if err := ensureDir(dir); err != nil {
+	if err := durable.EnsureDir(dir); err != nil {
 		return nil, fmt.Errorf("open pool: %w", err)
 	}
 	// Before the subdirectories are made, where they are placed (placement.go).
 	markTopDir(dir)
-	for _, d := range []string{p.vdir, p.sdir, p.qdir, p.frozenDir()} {
-		if err := ensureDir(d); err != nil {
+	for _, d := range []string{p.vdir, p.sdir, p.qdir} {
+		if err := durable.EnsureDir(d); err != nil {
 			return nil, fmt.Errorf("open pool: %w", err)
 		}
 	}
@@ -49,23 +47,18 @@ func open(dir string, opts Options) (_ *Pool, err error) {
 		return nil, fmt.Errorf("open pool: %w", err)
 	}
 	p.lockFD = fd
-	p.alone = exclusive
-	if err := ignoringEINTR(func() (err error) {
-		p.vfd, err = unix.Open(p.vdir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		return err
-	}); err != nil {
-		p.vfd = -1
-		return nil, fmt.Errorf("open pool: %w", &os.PathError{Op: "open", Path: p.vdir, Err: err})
+	if p.ident, err = loadIdentity(dir); err != nil {
+		return nil, fmt.Errorf("open pool: %w", err)
 	}
-	if err := ignoringEINTR(func() (err error) {
-		p.sfd, err = unix.Open(p.sdir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		return err
-	}); err != nil {
-		p.sfd = -1
-		return nil, fmt.Errorf("open pool: %w", &os.PathError{Op: "open", Path: p.sdir, Err: err})
+	if p.node, err = nodestate.Open(dir, validID); err != nil {
+		return nil, fmt.Errorf("open pool: %w", err)
 	}
-	p.vsync = newDirSync(func() error { return fsync(p.vfd) })
-	p.ssync = newDirSync(func() error { return fsync(p.sfd) })
+	if p.vols, err = volumeStore(p.vdir); err != nil {
+		return nil, fmt.Errorf("open pool: %w", err)
+	}
+	if p.snaps, err = snapshotStore(p.sdir); err != nil {
+		return nil, fmt.Errorf("open pool: %w", err)
+	}
 	if !exclusive {
 		klog.InfoS("Pool is open in another process; leaving its temporary files alone", "dir", dir)
 	}
@@ -83,56 +76,17 @@ func open(dir string, opts Options) (_ *Pool, err error) {
 	return p, nil
 }
 
-// ensureDir makes dir with mode 0700 if missing, durably: the parent is
-// fsynced, or a crash could lose the directory and every file made in it.
-// An existing directory is left as it is (an operator may have chosen
-// other permissions).
-func ensureDir(dir string) error {
-	err := os.Mkdir(dir, 0o700)
-	if errors.Is(err, os.ErrExist) {
-		if fi, serr := os.Stat(dir); serr != nil || !fi.IsDir() {
-			return fmt.Errorf("%s exists and is not a directory", dir)
-		}
-		return nil
-	}
-	if errors.Is(err, os.ErrNotExist) {
-		// Parent missing: make it the same way (MkdirAll would not fsync).
-		if err := ensureDir(filepath.Dir(dir)); err != nil {
-			return err
-		}
-		err = os.Mkdir(dir, 0o700)
-	}
-	if err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(dir))
-}
-
-// syncDir fsyncs a directory by path, for the rare paths (Open, quarantine)
-// that are not worth holding a descriptor for.
-func syncDir(dir string) error {
-	var fd int
-	err := ignoringEINTR(func() (err error) {
-		fd, err = unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		return err
-	})
-	if err == nil {
-		err = fsync(fd)
-		_ = unix.Close(fd)
-	}
-	if err != nil {
-		return &os.PathError{Op: "sync", Path: dir, Err: err}
-	}
-	return nil
-}
-
 func (p *Pool) close() error {
 	var errs []error
-	for _, fd := range []*int{&p.vfd, &p.sfd, &p.lockFD} {
-		if *fd >= 0 {
-			errs = append(errs, unix.Close(*fd))
-			*fd = -1
-		}
+	if p.vols != nil {
+		errs = append(errs, p.vols.Close())
+	}
+	if p.snaps != nil {
+		errs = append(errs, p.snaps.Close())
+	}
+	if p.lockFD >= 0 {
+		errs = append(errs, unix.Close(p.lockFD))
+		p.lockFD = -1
 	}
 	return errors.Join(errs...)
 }

@@ -32,26 +32,26 @@ func (o Orphans) Count() int {
 // finding lock the volume and check again: an in-flight create briefly
 // shows a record whose image is still a temp file.
 func (p *Pool) FindOrphans() (Orphans, error) {
-	s, err := p.scan()
+	s, im, err := p.scanVolumes()
 	if err != nil {
 		return Orphans{}, err
 	}
 	var o Orphans
-	for id := range s.records {
+	for id := range s.Records {
 		// A pending volume has no image until its first use (pending.go).
-		if !s.images[id] && !s.tmpImages[id] && !p.pending(id) {
+		if !im.has(id) && !p.pending(id) {
 			o.RecordsWithoutImage = append(o.RecordsWithoutImage, id)
 		}
 	}
-	for id := range s.images {
-		if !s.records[id] {
+	for id := range im.present {
+		if !s.Records[id] {
 			o.ImagesWithoutRecord = append(o.ImagesWithoutRecord, id)
 		}
 	}
-	for id := range s.tmpImages {
+	for id := range im.tmp {
 		o.TempFiles = append(o.TempFiles, tmpPrefix+id+imgSuffix)
 	}
-	o.TempFiles = append(o.TempFiles, s.tmpRecords...)
+	o.TempFiles = append(o.TempFiles, s.TempRecords...)
 	entries, err := os.ReadDir(p.qdir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return Orphans{}, err
@@ -72,7 +72,7 @@ func (p *Pool) QuarantineImage(id string) error {
 	if err := validID(id); err != nil {
 		return err
 	}
-	if _, err := os.Stat(p.recordPath(id)); err == nil {
+	if _, err := os.Stat(p.vols.Path(id)); err == nil {
 		return nil // a record appeared: not an orphan
 	}
 	return p.quarantine(id + imgSuffix)

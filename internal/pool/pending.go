@@ -6,6 +6,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/filevol/filevol/internal/durable"
 )
 
 // A blank volume (a create without a content source) is pending until its
@@ -44,7 +46,7 @@ func (p *Pool) CommitImage(v Volume) (Volume, error) {
 	if err != nil {
 		return Volume{}, err
 	}
-	err = fsync(fd)
+	err = durable.Fsync(fd)
 	_ = unix.Close(fd)
 	if err != nil {
 		return Volume{}, wrapNoSpace(&os.PathError{Op: "sync", Path: img, Err: err})
@@ -52,7 +54,7 @@ func (p *Pool) CommitImage(v Volume) (Volume, error) {
 	v.ImagePending = false
 	// The rewrite ends with a directory fsync that starts after the image
 	// was made: it makes the image's name durable along with the record.
-	if err := p.rewriteRecord(v); err != nil {
+	if err := p.vols.Replace(v); err != nil {
 		return Volume{}, fmt.Errorf("commit image of volume %s: %w", v.ID, err)
 	}
 	return v, nil
@@ -82,7 +84,7 @@ func (p *Pool) materialize(v Volume) error {
 	if err := makeBlankImage(tmp, v); err != nil {
 		return fmt.Errorf("make the image of volume %s: %w", v.ID, err)
 	}
-	if err := renameNoReplace(tmp, img); err != nil {
+	if err := durable.RenameNoReplace(tmp, img); err != nil {
 		_ = unix.Unlink(tmp)
 		return &os.LinkError{Op: "rename", Old: tmp, New: img, Err: err}
 	}
@@ -98,7 +100,7 @@ func (p *Pool) imageLost(id string) bool { return !p.imageExists(id) && !p.pendi
 // index answers, or the record on disk for a volume the index does not
 // know yet (made by another process sharing the pool).
 func (p *Pool) pending(id string) bool {
-	v, ok := p.idx.get(id)
+	v, ok := p.vols.Cached(id)
 	if !ok {
 		var err error
 		if v, err = p.get(id); err != nil {

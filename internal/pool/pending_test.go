@@ -6,6 +6,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/filevol/filevol/internal/recordstore"
 	"github.com/filevol/filevol/internal/testutil"
 )
 
@@ -29,8 +30,8 @@ func TestCommitImage(t *testing.T) {
 	if committed.ImagePending || onDisk(t, p, v.ID).ImagePending {
 		t.Error("ImagePending still set after CommitImage")
 	}
-	// The index follows the record (sameVolume once ignored the mark and
-	// kept the pending copy).
+	// The index follows the record (a field-by-field compare once ignored
+	// the mark and kept the pending copy).
 	for _, l := range p.List() {
 		if l.ID == v.ID && l.ImagePending {
 			t.Error("List still shows the volume pending after CommitImage")
@@ -40,11 +41,11 @@ func TestCommitImage(t *testing.T) {
 		t.Errorf("committed image is %d bytes, want %d", fi.Size(), 1<<20)
 	}
 	// Once committed, nothing is rewritten: the record file stays the same.
-	before := stat(t, p.recordPath(v.ID))
+	before := stat(t, p.vols.Path(v.ID))
 	if _, err := p.CommitImage(committed); err != nil {
 		t.Fatal(err)
 	}
-	if after := stat(t, p.recordPath(v.ID)); !os.SameFile(before, after) {
+	if after := stat(t, p.vols.Path(v.ID)); !os.SameFile(before, after) {
 		t.Error("CommitImage of a committed volume rewrote its record")
 	}
 
@@ -53,7 +54,7 @@ func TestCommitImage(t *testing.T) {
 	if !p.ImageLost(v.ID) {
 		t.Error("ImageLost = false for a committed volume without its image")
 	}
-	if _, err := p.Expand(context.Background(), v.ID, 2<<20); !errors.Is(err, ErrImageMissing) {
+	if _, err := p.Expand(context.Background(), v.ID, 2<<20, 0); !errors.Is(err, ErrImageMissing) {
 		t.Errorf("Expand of a lost volume: %v, want ErrImageMissing", err)
 	}
 	if p.ImageExists(v.ID) {
@@ -102,7 +103,7 @@ func TestFirstUseMakesTheImage(t *testing.T) {
 	}
 
 	grown := mustCreate(t, p, CreateRequest{Name: "grown", CapacityBytes: 1 << 20})
-	if _, err := p.Expand(ctx, grown.ID, 3<<20); err != nil {
+	if _, err := p.Expand(ctx, grown.ID, 3<<20, 0); err != nil {
 		t.Fatal(err)
 	}
 	if fi := stat(t, p.imagePath(grown.ID)); fi.Size() != 3<<20 {
@@ -118,7 +119,7 @@ func TestFirstUseMakesTheImage(t *testing.T) {
 func TestPendingClearedByExpandNeverSetByClone(t *testing.T) {
 	p := openPool(t, testutil.Scratch(t, "pool-pending"), Options{})
 	v := mustCreate(t, p, CreateRequest{Name: "grown", CapacityBytes: 1 << 20})
-	if _, err := p.Expand(context.Background(), v.ID, 2<<20); err != nil {
+	if _, err := p.Expand(context.Background(), v.ID, 2<<20, 0); err != nil {
 		t.Fatal(err)
 	}
 	if onDisk(t, p, v.ID).ImagePending {
@@ -153,7 +154,11 @@ func TestDuplicateCreateKeepsTheImage(t *testing.T) {
 
 func onDisk(t *testing.T, p *Pool, id string) Volume {
 	t.Helper()
-	v, err := p.readRecord(id)
+	data, err := os.ReadFile(p.vols.Path(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := recordstore.Decode[Volume](p.vols.Path(id), "volume", id, recordVersion, data)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,10 @@
 // Package pool owns the storage pool: a directory holding one sparse image
-// file and one small JSON record per volume. The pool directory is the
-// source of truth; the in-memory index is only a cache of the records.
+// file and one small JSON record per volume (and per snapshot). The pool
+// directory is the source of truth; the records are kept by
+// internal/recordstore (one store for volumes, one for snapshots), whose
+// in-memory index is only a cache of them. What the pool adds is the
+// images: made, cloned, grown, published and repaired around the records'
+// commit points.
 //
 // Layout (all in one directory so one directory fsync covers a whole create):
 //
@@ -9,8 +13,9 @@
 //	<dir>/volumes/.tmp-*          files of an operation in progress
 //	<dir>/snapshots/<sid>.img     a snapshot: an independent copy of an image
 //	<dir>/snapshots/<sid>.json    its record (same commit rules as volumes)
-//	<dir>/volumes/<id>.growing    an offline filesystem growth in progress (grow_marker.go)
-//	<dir>/frozen/<id>             a filesystem frozen for a clone, not yet thawed (frozen.go)
+//	<dir>/volumes/<id>.formatting node markers (internal/nodestate); the pool
+//	<dir>/volumes/<id>.growing    only removes them with their volume
+//	<dir>/frozen/<id>             a filesystem frozen for a clone (nodestate)
 //	<dir>/quarantine/             images found without a record (never deleted)
 //	<dir>/.lock                   flock held by every open Pool (see below)
 //
@@ -21,7 +26,7 @@
 // (pending.go). Delete renames the image back to .tmp-<id>.img, removes the
 // record (the commit point), fsyncs the directory and unlinks the image.
 // Operations that wait for a directory fsync at the same time share one,
-// which must have started after their last change (dirsync.go). So a
+// which must have started after their last change (durable.DirSync). So a
 // crash at any instant leaves one of these states, which Open resolves:
 //
 //	record + .tmp-<id>.img, no <id>.img   roll forward: rename the image into place
@@ -33,25 +38,35 @@
 //	missing or short                      or grown, at first use (pending.go)
 //	record, no image at all               kept and logged; ImageExists is false
 //
-// Snapshots live in <dir>/snapshots under exactly the same rules: create,
-// delete and the table above apply there unchanged (snapshot.go). An
-// expansion grows the image before it rewrites the record, so the one
-// state it can leave is an image larger than its record, which Open rolls
-// forward by recording the image's size (expand.go): never shrinking a
-// file whose new space a filesystem may already use.
+// The records' rows of the table (unpublished records) are the record
+// store's to resolve, the images' the pool's (recover.go). Snapshots live
+// in <dir>/snapshots under exactly the same rules: create, delete and the
+// table above apply there unchanged, by the same code (recover.go,
+// delete.go). An expansion grows the image before it rewrites the record,
+// so the one state it can leave is an image larger than its record, which
+// Open rolls forward by recording the image's size (expand.go): never
+// shrinking a file whose new space a filesystem may already use.
 //
 // Open only repairs when it holds the pool lock alone (<dir>/.lock, flock):
 // a second process opening a pool in use must not take the first one's
 // in-flight temporary files for garbage.
 //
 // The package knows nothing of gRPC or CSI and must not import them, nor any
-// hostos package.
+// hostos package. It imports recordstore and durable, for its records and
+// files, and nodestate only to remove a deleted volume's markers and to
+// hand the node its markers (NodeState).
 package pool
 
 import (
 	"context"
 	"errors"
+	"maps"
 	"time"
+
+	"github.com/filevol/filevol/internal/nodestate"
+	"github.com/filevol/filevol/internal/recordstore"
+
+	"github.com/filevol/filevol/internal/volid"
 )
 
 // Sentinel errors; internal/csi/errors.go maps them to gRPC codes.
@@ -62,11 +77,13 @@ var (
 	ErrAlreadyExists = errors.New("volume already exists with different parameters")
 	// ErrNoSpace: the pool cannot hold the volume.
 	ErrNoSpace = errors.New("not enough space in the pool")
-	// ErrInvalidID: an ID or name that cannot safely become a path.
+	// ErrInvalidID: an ID that cannot be one (so it names nothing, and
+	// never becomes a path).
 	ErrInvalidID = errors.New("invalid volume ID")
-	// ErrInvalidArgument: a CreateRequest field out of range (capacity not
-	// positive, unknown provisioning, thick on a filesystem that cannot
-	// preallocate).
+	// ErrInvalidArgument: a request field out of range (a name empty, too
+	// long or not UTF-8, capacity not positive, unknown provisioning,
+	// thick on a filesystem that cannot preallocate, a content source of
+	// an unknown kind or larger than the volume).
 	ErrInvalidArgument = errors.New("invalid argument")
 )
 
@@ -87,13 +104,20 @@ const MaxNameLen = 1024
 type Volume struct {
 	// Version of the record format.
 	Version int `json:"version"`
-	// ID is the volume ID handed to the CO: "fv-" + 32 hex digits of
-	// sha256(Name), so a retried CreateVolume finds its volume without an index.
+	// ID is the volume ID handed to the CO (internal/volid): it names the
+	// pool and the kind of volume, and holds a hash of Name, so a retried
+	// CreateVolume finds its volume without an index.
 	ID string `json:"id"`
 	// Name is the CO's name for the volume (CreateVolumeRequest.name).
 	Name string `json:"name"`
 	// CapacityBytes is the size of the image file.
 	CapacityBytes int64 `json:"capacityBytes"`
+	// RequestedBytes is the size the CO asked for (rounded to the
+	// allocation unit), which may be less than CapacityBytes: a filesystem
+	// has a minimum (xfs 300 MiB). A snapshot reports it as its restore
+	// size, so a claim of the size its source claim asked for can restore
+	// it. 0 (records written before it existed): CapacityBytes.
+	RequestedBytes int64 `json:"requestedBytes,omitempty"`
 	// FSType is the filesystem made at first stage for mount access.
 	FSType string `json:"fsType"`
 	// Provisioning is "thin" (sparse) or "thick" (fallocated).
@@ -121,9 +145,12 @@ type Volume struct {
 type CreateRequest struct {
 	Name          string
 	CapacityBytes int64
-	FSType        string
-	Provisioning  string
-	Parameters    map[string]string
+	// RequestedBytes is what the CO asked for (0: CapacityBytes); see
+	// Volume.RequestedBytes.
+	RequestedBytes int64
+	FSType         string
+	Provisioning   string
+	Parameters     map[string]string
 	// Source, when set, makes the image a clone of a snapshot or volume of
 	// this pool (reflink, else a hole-preserving copy), grown to
 	// CapacityBytes, which must not be smaller than the source.
@@ -140,7 +167,7 @@ type Capacity struct {
 	// UnbackedBytes is what thick volumes were promised but do not hold
 	// exclusively: extents shared with a snapshot or clone (reflink), which
 	// the next write must copy, and holes punched by discard. The free
-	// space must keep it for them (issue 3: thick means reserved).
+	// space must keep it for them: thick means reserved.
 	UnbackedBytes int64
 	// AvailableBytes = FreeBytes - ReservedBytes - UnbackedBytes, never
 	// negative: what can still be promised.
@@ -165,22 +192,17 @@ type Pool struct {
 	sdir string // <dir>/snapshots
 	qdir string // <dir>/quarantine
 	opts Options
-	idx  *index
-	// snaps caches the snapshot records, as idx does the volumes'.
-	snaps *snapIndex
-	// sfd is <dir>/snapshots held open, as vfd is for volumes.
-	sfd int
-	// alone: no other process had the pool open when this one opened it,
-	// so what it finds left over (freeze marks) is a dead process's.
-	alone bool
-	// vfd is <dir>/volumes held open so each create costs one fsync(2) of
-	// the directory, not open+fsync+close.
-	vfd int
-	// vsync and ssync fsync vfd and sfd for the operations that change
-	// those directories, one fsync for all that wait at once (dirsync.go).
-	vsync, ssync *dirSync
+	// vols and snaps keep the records of <dir>/volumes and <dir>/snapshots;
+	// each holds its directory open and shares its fsyncs (recordstore),
+	// with the images beside the records too.
+	vols  *recordstore.Store[Volume]
+	snaps *recordstore.Store[Snapshot]
+	// node is the node-side markers kept in the pool directory.
+	node *nodestate.State
 	// lockFD holds the shared flock on <dir>/.lock for the pool's lifetime.
 	lockFD int
+	// ident is the pool's identity (identity.go).
+	ident identity
 }
 
 // Open creates the pool layout if missing (mode 0700), rolls forward or
@@ -195,7 +217,19 @@ func (p *Pool) Close() error { return p.close() }
 func (p *Pool) Dir() string { return p.dir }
 
 // VolumeID returns the ID that a volume named name has.
-func VolumeID(name string) string { return volumeID(name) }
+//
+// It is the version 1 ID (internal/volid) that names this pool, unless a
+// volume of that name was made before pools had IDs: then its version 0
+// ID, so that a create retried across an upgrade finds that volume.
+func (p *Pool) VolumeID(name string) string {
+	if legacy := volid.LegacyVolume(name); p.vols.Has(legacy) {
+		return legacy
+	}
+	return volid.NewVolume(volid.KindImage, p.ident.ID, name)
+}
+
+// ID is the pool's ID, which its volume and snapshot IDs carry.
+func (p *Pool) ID() string { return p.ident.ID }
 
 // ValidID reports whether id has the shape of a volume ID (so it can
 // become a path). It returns an error wrapping ErrInvalidID that says why.
@@ -203,7 +237,7 @@ func ValidID(id string) error { return validID(id) }
 
 // ValidName reports whether name is acceptable as a volume name: not empty,
 // at most MaxNameLen bytes, valid UTF-8, no NUL. It returns an error
-// wrapping ErrInvalidID that says why. Create checks it too.
+// wrapping ErrInvalidArgument that says why. Create checks it too.
 func ValidName(name string) error { return validName(name) }
 
 // ImagePath returns the path of the volume's image file. id must be valid.
@@ -228,10 +262,10 @@ func (p *Pool) Get(id string) (Volume, error) { return p.get(id) }
 // Known reports whether the index holds the volume id, without touching
 // the disk. The index can lag behind another process sharing the pool;
 // Create's exclusive commit (ErrAlreadyExists) is what settles a race.
-func (p *Pool) Known(id string) bool { return p.idx.has(id) }
+func (p *Pool) Known(id string) bool { return p.vols.Has(id) }
 
 // GetByName returns the volume created with that name, or ErrNotFound.
-func (p *Pool) GetByName(name string) (Volume, error) { return p.get(volumeID(name)) }
+func (p *Pool) GetByName(name string) (Volume, error) { return p.get(p.VolumeID(name)) }
 
 // Delete removes the volume's image and record. An unknown ID is not an
 // error (CSI spec: DeleteVolume of a missing volume MUST succeed).
@@ -240,7 +274,15 @@ func (p *Pool) Delete(ctx context.Context, id string) error { return p.delete(ct
 // List returns every volume known to the index (loaded by Open, kept up to
 // date by Create, Delete and Get), sorted by ID (stable order for
 // pagination). It does not touch the disk.
-func (p *Pool) List() []Volume { return p.idx.list() }
+func (p *Pool) List() []Volume {
+	vols := p.vols.List()
+	for i := range vols {
+		// The caller owns the result: changing it cannot race with, or
+		// corrupt, the index.
+		vols[i].Parameters = maps.Clone(vols[i].Parameters)
+	}
+	return vols
+}
 
 // Capacity reports what the pool can still hold.
 func (p *Pool) Capacity() (Capacity, error) { return p.capacity() }
@@ -253,3 +295,8 @@ func (p *Pool) ImageExists(id string) bool { return p.imageExists(id) }
 // ImageLost reports whether the volume's data is gone: no image file, and
 // the record does not say it is blank and made at first use.
 func (p *Pool) ImageLost(id string) bool { return p.imageLost(id) }
+
+// NodeState is the node-side markers kept in the pool directory (format,
+// grow, freeze: internal/nodestate). Their files are nodestate's; the pool
+// only removes a deleted volume's.
+func (p *Pool) NodeState() *nodestate.State { return p.node }

@@ -105,8 +105,8 @@ func TestCreateInvalid(t *testing.T) {
 		req  CreateRequest
 		want error
 	}{
-		{CreateRequest{Name: "", CapacityBytes: 1}, ErrInvalidID},
-		{CreateRequest{Name: "a\x00b", CapacityBytes: 1}, ErrInvalidID},
+		{CreateRequest{Name: "", CapacityBytes: 1}, ErrInvalidArgument},
+		{CreateRequest{Name: "a\x00b", CapacityBytes: 1}, ErrInvalidArgument},
 		{CreateRequest{Name: "zero", CapacityBytes: 0}, ErrInvalidArgument},
 		{CreateRequest{Name: "neg", CapacityBytes: -1}, ErrInvalidArgument},
 		{CreateRequest{Name: "prov", CapacityBytes: 1, Provisioning: "thickish"}, ErrInvalidArgument},
@@ -262,7 +262,7 @@ func TestPermissions(t *testing.T) {
 		dir + "/quarantine": os.ModeDir | 0o700,
 		dir + "/.lock":      0o600,
 		p.ImagePath(v.ID):   0o600,
-		p.recordPath(v.ID):  0o600,
+		p.vols.Path(v.ID):   0o600,
 		base + "/nested":    os.ModeDir | 0o700,
 	} {
 		fi, err := os.Stat(path)

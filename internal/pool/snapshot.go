@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/filevol/filevol/internal/volid"
 	"maps"
 	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/filevol/filevol/internal/durable"
+	"github.com/filevol/filevol/internal/recordstore"
 )
 
 // Snapshot is the record of one snapshot, stored as snapshots/<id>.json
@@ -25,9 +29,14 @@ type Snapshot struct {
 	Name string `json:"name"`
 	// SourceVolumeID is the volume it was cut from.
 	SourceVolumeID string `json:"sourceVolumeID"`
-	// SizeBytes is the size of the image: the smallest volume it restores
-	// into (CSI Snapshot.size_bytes).
+	// SizeBytes is the size of the image: every volume restored from it
+	// is at least this large.
 	SizeBytes int64 `json:"sizeBytes"`
+	// RestoreBytes is what the source volume's CO asked for when it is less
+	// than SizeBytes (0 otherwise): the restore size the CO is told, so a
+	// claim as large as the source claim restores it even where the
+	// filesystem's minimum made the image larger (RestoreSize).
+	RestoreBytes int64 `json:"restoreBytes,omitempty"`
 	// FSType is the source volume's filesystem type, which restores inherit.
 	FSType string `json:"fsType"`
 	// Engine is how the image was made: EngineReflink or EngineCopy.
@@ -47,8 +56,26 @@ type SnapshotRequest struct {
 	Parameters     map[string]string
 }
 
+// RestoreSize is the smallest request a restore of the snapshot honours
+// (CSI Snapshot.size_bytes): the source claim's request, which may be less
+// than the image; the restored volume is as large as the image anyway.
+func (s Snapshot) RestoreSize() int64 {
+	if s.RestoreBytes > 0 {
+		return s.RestoreBytes
+	}
+	return s.SizeBytes
+}
+
 // SnapshotID returns the ID that a snapshot named name has.
-func SnapshotID(name string) string { return snapshotID(name) }
+//
+// Like VolumeID: version 1, unless the snapshot was made before pools had
+// IDs.
+func (p *Pool) SnapshotID(name string) string {
+	if legacy := volid.LegacySnapshot(name); p.snaps.Has(legacy) {
+		return legacy
+	}
+	return volid.NewSnapshot(p.ident.ID, name)
+}
 
 // ValidSnapshotID reports whether id has the shape of a snapshot ID; the
 // error wraps ErrInvalidID and says why.
@@ -73,7 +100,7 @@ func (p *Pool) GetSnapshot(id string) (Snapshot, error) { return p.getSnapshot(i
 
 // GetSnapshotByName returns the snapshot made with that name.
 func (p *Pool) GetSnapshotByName(name string) (Snapshot, error) {
-	return p.getSnapshot(snapshotID(name))
+	return p.getSnapshot(p.SnapshotID(name))
 }
 
 // DeleteSnapshot removes the snapshot's image and record; an unknown ID is
@@ -83,13 +110,19 @@ func (p *Pool) DeleteSnapshot(ctx context.Context, id string) error {
 }
 
 // ListSnapshots returns every snapshot of the index, sorted by ID.
-func (p *Pool) ListSnapshots() []Snapshot { return p.snaps.list() }
+func (p *Pool) ListSnapshots() []Snapshot {
+	snaps := p.snaps.List()
+	for i := range snaps {
+		snaps[i].Parameters = maps.Clone(snaps[i].Parameters) // the caller's
+	}
+	return snaps
+}
 
 func (p *Pool) createSnapshot(ctx context.Context, req SnapshotRequest) (Snapshot, error) {
 	if err := validName(req.Name); err != nil {
 		return Snapshot{}, err
 	}
-	id := snapshotID(req.Name)
+	id := p.SnapshotID(req.Name)
 	if s, err := p.getSnapshot(id); err == nil {
 		return sameSnapshot(s, req)
 	} else if !errors.Is(err, ErrSnapshotNotFound) {
@@ -111,14 +144,7 @@ func (p *Pool) createSnapshot(ctx context.Context, req SnapshotRequest) (Snapsho
 	if !p.imageExists(src.ID) {
 		return Snapshot{}, fmt.Errorf("volume %s: %w (%s)", src.ID, ErrImageMissing, srcImg)
 	}
-	tmpImg, tmpRec := p.snapTmpImagePath(id), ""
-	abort := func(err error) (Snapshot, error) {
-		if tmpRec != "" {
-			_ = unix.Unlink(tmpRec)
-		}
-		_ = unix.Unlink(tmpImg)
-		return Snapshot{}, fmt.Errorf("snapshot %s of volume %s: %w", id, src.ID, wrapNoSpace(err))
-	}
+	tmpImg := p.snapTmpImagePath(id)
 	fd, engine, err := cloneImage(ctx, srcImg, tmpImg, 0, false)
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("snapshot %s of volume %s: %w", id, src.ID, err)
@@ -127,45 +153,65 @@ func (p *Pool) createSnapshot(ctx context.Context, req SnapshotRequest) (Snapsho
 	err = unix.Fstat(fd, &st)
 	s := Snapshot{
 		Version: recordVersion, ID: id, Name: req.Name, SourceVolumeID: src.ID,
-		SizeBytes: st.Size, FSType: src.FSType, Engine: engine,
+		SizeBytes: st.Size, RestoreBytes: requestedBytes(src.Requested(), st.Size),
+		FSType: src.FSType, Engine: engine,
 		Parameters: maps.Clone(req.Parameters), Node: p.opts.NodeID,
 		CreatedAt: time.Now().UTC(),
 	}
-	var data []byte
-	if err == nil {
-		data, err = encodeSnapshot(&s)
-	}
 	// As in create: the clone is fsynced while the record is written.
+	var draft *recordstore.Draft[Snapshot]
 	if err == nil {
-		tmpRec, err = writeTmpFileSyncing(p.sdir, id, data, fd, tmpImg)
+		draft, err = p.prepareSyncing(s, fd, tmpImg)
 	}
 	if cerr := unix.Close(fd); err == nil {
 		err = cerr
 	}
+	abort := func(err error) (Snapshot, error) {
+		if draft != nil {
+			draft.Abandon()
+		}
+		_ = unix.Unlink(tmpImg)
+		return Snapshot{}, fmt.Errorf("snapshot %s of volume %s: %w", id, src.ID, wrapNoSpace(err))
+	}
 	if err != nil {
 		return abort(err)
 	}
-	synced := p.ssync.mark()
-	if err := renameNoReplace(tmpRec, p.snapRecordPath(id)); err != nil {
-		if errors.Is(err, unix.EEXIST) {
-			return abort(fmt.Errorf("%w: snapshot %s (name %s) was created concurrently", ErrAlreadyExists, id, quoteShort(req.Name)))
+	if err := draft.Commit(); err != nil {
+		if errors.Is(err, ErrAlreadyExists) {
+			return abort(fmt.Errorf("%w (name %s) was created concurrently", err, quoteShort(req.Name)))
 		}
 		return abort(err)
 	}
 	// Committed: as in create, a failure from here undoes the commit.
-	if err := p.publishSnapImage(tmpImg, id); err != nil {
-		_ = unix.Unlink(p.snapRecordPath(id))
-		_ = unix.Unlink(tmpImg)
-		return Snapshot{}, fmt.Errorf("snapshot %s: %w", id, wrapNoSpace(err))
+	if err := p.publishImage(p.sdir, tmpImg, id); err != nil {
+		return abort(err)
 	}
-	if err := p.ssync.wait(synced); err != nil {
+	if err := draft.Durable(); err != nil {
 		_ = unix.Rename(p.snapImagePath(id), tmpImg)
-		_ = unix.Unlink(p.snapRecordPath(id))
-		_ = unix.Unlink(tmpImg)
-		return Snapshot{}, fmt.Errorf("snapshot %s: sync %s: %w", id, p.sdir, err)
+		return abort(err)
 	}
-	p.snaps.put(s)
 	return s, nil
+}
+
+// prepareSyncing writes the snapshot's temporary record while another
+// goroutine fsyncs its image open at imageFD (named imagePath in errors):
+// as in create, both must be durable before the commit point, and side by
+// side the two fsyncs overlap instead of adding up. It returns once both
+// have ended; on an error the temporary record is gone, and the image is
+// the caller's to remove.
+func (p *Pool) prepareSyncing(s Snapshot, imageFD int, imagePath string) (*recordstore.Draft[Snapshot], error) {
+	imageSynced := make(chan error, 1)
+	go func() { imageSynced <- durable.Fsync(imageFD) }()
+	draft, err := p.snaps.Prepare(s)
+	serr := <-imageSynced
+	if err != nil {
+		return nil, err
+	}
+	if serr != nil {
+		draft.Abandon()
+		return nil, &os.PathError{Op: "sync", Path: imagePath, Err: serr}
+	}
+	return draft, nil
 }
 
 // sameSnapshot answers a retried CreateSnapshot (CSI: same name and same
@@ -178,62 +224,5 @@ func sameSnapshot(s Snapshot, req SnapshotRequest) (Snapshot, error) {
 	return s, nil
 }
 
-// publishSnapImage renames the temporary image into place, never over a
-// file: a stray image there is quarantined first (it might hold data).
-func (p *Pool) publishSnapImage(tmp, id string) error {
-	img := p.snapImagePath(id)
-	err := renameNoReplace(tmp, img)
-	if errors.Is(err, unix.EEXIST) {
-		if err = p.quarantineFrom(p.sdir, id+imgSuffix); err == nil {
-			err = renameNoReplace(tmp, img)
-		}
-	}
-	return err
-}
-
-// deleteSnapshot follows delete's order (delete.go): image aside, record
-// gone (the commit point), directory fsync, image unlinked.
-func (p *Pool) deleteSnapshot(ctx context.Context, id string) error {
-	if err := validSnapshotID(id); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	img, tmp, rec := p.snapImagePath(id), p.snapTmpImagePath(id), p.snapRecordPath(id)
-	synced := p.ssync.mark()
-	err := unix.Rename(img, tmp)
-	moved := err == nil
-	if err != nil && err != unix.ENOENT {
-		return fmt.Errorf("delete snapshot %s: %w", id, &os.LinkError{Op: "rename", Old: img, New: tmp, Err: err})
-	}
-	if err := unix.Unlink(rec); err != nil && err != unix.ENOENT {
-		if moved {
-			_ = unix.Rename(tmp, img)
-		}
-		return fmt.Errorf("delete snapshot %s: %w", id, &os.PathError{Op: "remove", Path: rec, Err: err})
-	}
-	p.snaps.remove(id)
-	if err := p.ssync.wait(synced); err != nil {
-		return fmt.Errorf("delete snapshot %s: sync %s: %w", id, p.sdir, err)
-	}
-	if err := unix.Unlink(tmp); err != nil && err != unix.ENOENT {
-		return fmt.Errorf("delete snapshot %s: %w", id, &os.PathError{Op: "remove", Path: tmp, Err: err})
-	}
-	return nil
-}
-
 // getSnapshot reads the record from disk and refreshes the index.
-func (p *Pool) getSnapshot(id string) (Snapshot, error) {
-	if err := validSnapshotID(id); err != nil {
-		return Snapshot{}, err
-	}
-	s, err := p.readSnapshotRecord(id)
-	switch {
-	case err == nil:
-		p.snaps.put(s)
-	case errors.Is(err, ErrSnapshotNotFound):
-		p.snaps.remove(id)
-	}
-	return s, err
-}
+func (p *Pool) getSnapshot(id string) (Snapshot, error) { return p.snaps.Get(id) }

@@ -51,7 +51,7 @@ func TestSnapshotCreateGetListDelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.ID != SnapshotID("snap-1") || !strings.HasPrefix(s.ID, "fs-") || s.SizeBytes != 64<<20 ||
+	if s.ID != SnapshotID("snap-1") || !strings.HasPrefix(s.ID, "fs1-") || s.SizeBytes != 64<<20 ||
 		s.FSType != "xfs" || s.Node != "node-a" || s.SourceVolumeID != v.ID || s.Engine == "" {
 		t.Errorf("CreateSnapshot = %+v", s)
 	}

@@ -5,6 +5,8 @@ import (
 
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
+
+	"github.com/filevol/filevol/internal/durable"
 )
 
 // Thick volumes are fallocated, so statfs already counts their space as
@@ -13,8 +15,7 @@ import (
 // one: copy on write), and a discard (btrfs mounts with discard=async, an
 // fstrim) punches holes through the loop device. What a thick volume does
 // not hold exclusively must still be kept free for it, so GetCapacity
-// subtracts it (issue 3: "minus what thick volumes have reserved but not yet
-// written"). FIEMAP tells both apart: extents flagged SHARED, and the gaps.
+// subtracts what thick volumes have reserved but not yet written. FIEMAP tells both apart: extents flagged SHARED, and the gaps.
 
 // FS_IOC_FIEMAP and its structures (linux/fiemap.h); x/sys/unix has none.
 const (
@@ -48,7 +49,7 @@ type fiemapBuf struct {
 // too little than too much.
 func (p *Pool) unbackedBytes() int64 {
 	var total int64
-	for _, v := range p.idx.thick() {
+	for _, v := range p.thickVolumes() {
 		excl, err := exclusiveBytes(p.imagePath(v.ID))
 		if err == unix.ENOENT {
 			continue
@@ -66,7 +67,7 @@ func (p *Pool) unbackedBytes() int64 {
 // missing (tmpfs) so is reflink, and the allocated size is the answer.
 func exclusiveBytes(path string) (int64, error) {
 	var fd int
-	if err := ignoringEINTR(func() (err error) {
+	if err := durable.IgnoringEINTR(func() (err error) {
 		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		return err
 	}); err != nil {
@@ -107,16 +108,14 @@ func exclusiveBytes(path string) (int64, error) {
 	}
 }
 
-// thick returns the thick volumes of the index (no copy of Parameters:
-// only IDs and capacities are read).
-func (x *index) thick() []Volume {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
+// thickVolumes returns the thick volumes of the index (their Parameters
+// shared: only IDs and capacities are read).
+func (p *Pool) thickVolumes() []Volume {
 	var out []Volume
-	for _, v := range x.vols {
+	p.vols.Each(func(v Volume) {
 		if v.Provisioning == ProvisioningThick {
 			out = append(out, v)
 		}
-	}
+	})
 	return out
 }

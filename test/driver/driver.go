@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/filevol/filevol/internal/csi"
+	"github.com/filevol/filevol/internal/hostos"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
 	"github.com/filevol/filevol/internal/pool"
@@ -53,7 +54,7 @@ func Start(t testing.TB, dir string) *Driver {
 	svc := csi.New(csi.Config{
 		DriverName: "filevol.csi.io", Version: "test", NodeID: NodeID,
 		MaxVolumesPerNode: 100, Controller: true, Node: true, KubeletDir: dir,
-	}, p, csi.NewOSHost(p.Dir()))
+	}, p, hostos.New(p.Dir()))
 	d.Services = svc
 	lis, err := csi.Listen("unix://" + d.Socket)
 	if err != nil {
@@ -63,7 +64,9 @@ func Start(t testing.TB, dir string) *Driver {
 	svc.Register(srv)
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel, d.done = cancel, make(chan error, 1)
-	go func() { d.done <- csi.Serve(ctx, srv, lis, 10*time.Second) }()
+	agentDone := make(chan struct{})
+	go func() { svc.Freeze.Run(ctx); close(agentDone) }()
+	go func() { err := csi.Serve(ctx, srv, lis, 10*time.Second); <-agentDone; d.done <- err }()
 	d.conn, err = grpc.NewClient("unix://"+d.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatalf("dial: %v", err)
@@ -86,6 +89,9 @@ func (d *Driver) Stop(t testing.TB) {
 		t.Errorf("serve: %v", err)
 	}
 	// Release the pool's lock (and its directory fd) as a stopped process would.
+	if err := d.Services.Close(); err != nil {
+		t.Errorf("close services: %v", err)
+	}
 	if err := d.Pool.Close(); err != nil {
 		t.Errorf("close pool: %v", err)
 	}

@@ -99,12 +99,23 @@ func (s *stats) fail(format string, args ...any) {
 // each attempt with its own deadline, retryable codes after a short
 // jittered backoff, everything else returned. ok lists further codes that
 // count as success for this step (NOT_FOUND for a retried delete, say).
-func (s *stats) call(op, what string, fn func(ctx context.Context) error, ok ...codes.Code) error {
-	deadline := time.Now().Add(stepTimeout)
+// It gives up at once when the driver is down for good (proc.down: it
+// died and nothing will restart it), saying how it died; a step that times
+// out returns the driver's kernel stacks and goroutine dump.
+func (o *ops) call(op, what string, fn func(ctx context.Context) error, ok ...codes.Code) error {
+	s := o.st
+	attemptTimeout, step := o.attemptTimeout, o.stepTimeout
+	if attemptTimeout == 0 {
+		attemptTimeout = callTimeout
+	}
+	if step == 0 {
+		step = stepTimeout
+	}
+	deadline := time.Now().Add(step)
 	delay := 5 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		s.add(func(s *stats) { s.calls[op]++; s.inflight[op]++ })
-		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), attemptTimeout)
 		err := fn(ctx)
 		cancel()
 		s.add(func(s *stats) { s.inflight[op]-- })
@@ -112,8 +123,15 @@ func (s *stats) call(op, what string, fn func(ctx context.Context) error, ok ...
 		if err == nil || slices.Contains(ok, c) {
 			return nil
 		}
-		if !retryable(c) || time.Now().After(deadline) {
+		if !retryable(c) {
 			return fmt.Errorf("%s %s: attempt %d: %w", op, what, attempt, err)
+		}
+		if down := o.p.down(); down != nil {
+			return fmt.Errorf("%s %s: attempt %d: %w: %w", op, what, attempt, err, down)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s %s: attempt %d: no success in %s: %w\n%s", op, what, attempt, step, err,
+				o.p.diagnose(fmt.Sprintf("%s %s: no success in %s", op, what, step)))
 		}
 		s.add(func(s *stats) { s.retries[op+" "+c.String()]++ })
 		time.Sleep(delay/2 + rand.N(delay))

@@ -36,6 +36,7 @@ func checkInvariants(ctx context.Context, p *proc, f features, s state) []string
 	// with its image and every image with its record, exactly the volumes
 	// the test owns, each record readable and of the acknowledged size.
 	records, images := map[string]string{}, map[string]string{} // stem → path, per directory
+	inUse := map[string]string{}                                // volume ID → in-use record
 	err := filepath.WalkDir(p.pool, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -43,7 +44,14 @@ func checkInvariants(ctx context.Context, p *proc, f features, s state) []string
 		rel, _ := filepath.Rel(p.pool, path)
 		name := d.Name()
 		switch {
-		case name == ".lock" && rel == name:
+		case (name == ".lock" || name == "pool.json") && rel == name: // the lock, the pool's identity
+		case strings.HasPrefix(rel, "inuse/") && strings.HasSuffix(name, ".json"):
+			id, _, _ := strings.Cut(name, "@")
+			inUse[id] = path
+		case strings.HasPrefix(rel, "freeze/.owner-"):
+			// The running controller's owner lock (internal/freeze).
+		case strings.HasPrefix(rel, "freeze/") && !strings.HasPrefix(name, ".tmp-"):
+			add("LEAK freeze request or answer left behind (a filesystem may stay frozen, or the next snapshot wait): %s", path)
 		case strings.HasPrefix(rel, "quarantine/"):
 			add("LEAK image quarantined (an image without a record appeared): %s", path)
 		case strings.HasPrefix(name, ".tmp-"):
@@ -70,6 +78,18 @@ func checkInvariants(ctx context.Context, p *proc, f features, s state) []string
 	for stem, path := range images {
 		if _, ok := records[stem]; !ok {
 			add("LEAK image without record: %s", path)
+		}
+	}
+	// The node's in-use records say exactly which volumes are staged: the
+	// controller deletes a volume none names.
+	for id, path := range inUse {
+		if _, ok := s.published[id]; !ok {
+			add("LEAK in-use record of a volume that is not staged (DeleteVolume would refuse it): %s", path)
+		}
+	}
+	for id, v := range s.published {
+		if _, ok := inUse[id]; !ok {
+			add("LOST in-use record of staged volume %s (DeleteVolume would delete it)", v)
 		}
 	}
 	for stem, path := range records {

@@ -35,12 +35,21 @@ import (
 type watcher struct {
 	pool, kubelet string
 	st            *stats
-	pid           func() int
+	driver        func() *instance // the driver running now, nil if none
 
 	mu        sync.Mutex
 	armed     string
 	countdown int // for anyPoint: boundaries still to pass
-	fired     chan string
+	// target is the driver the point is armed for: a boundary seen once it
+	// is gone (the harness killed and restarted it, the events being the
+	// new driver's or the reboot's) cancels the point and kills nothing.
+	target *instance
+	// fired receives the point that fired, sent under mu: after disarm
+	// nothing arrives late, and arming empties it, so that a waiter never
+	// takes a kill of an earlier arming for its own.
+	fired chan string
+	// scans counts the passes of pollMounts, for drain.
+	scans atomic.Uint64
 	// barriers: the barrier files drain waits for, by name.
 	barriers map[string]chan struct{}
 	nBarrier int
@@ -54,8 +63,8 @@ type watcher struct {
 
 // watchKillPoints starts watching pool (which must exist) and the mounts
 // under kubelet.
-func watchKillPoints(poolDir, kubelet string, st *stats, pid func() int) (*watcher, error) {
-	w := &watcher{pool: poolDir, kubelet: kubelet, st: st, pid: pid, fired: make(chan string, 1), wds: map[int32]string{}, barriers: map[string]chan struct{}{}}
+func watchKillPoints(poolDir, kubelet string, st *stats, driver func() *instance) (*watcher, error) {
+	w := &watcher{pool: poolDir, kubelet: kubelet, st: st, driver: driver, fired: make(chan string, 1), wds: map[int32]string{}, barriers: map[string]chan struct{}{}}
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return nil, fmt.Errorf("inotify: %w", err)
@@ -108,12 +117,21 @@ const barrierPrefix = ".faults-barrier-"
 
 // drain returns once the watcher has taken in every event that happened
 // before it was called. It makes a file in the pool and waits for the
-// file's event to come through the same inotify queue. Arming starts from
-// there: otherwise events of the steps before the armed call, still
-// queued when the machine is busy (make test runs packages side by side),
-// would count as the call's own, and a kill would land early or, worse,
-// on the driver started after it.
+// file's event to come through the same inotify queue, then for a pass of
+// pollMounts that began after the call. Arming starts from there:
+// otherwise events of the steps before the armed call (the stage and
+// publish just done), still queued when the machine is busy (make test
+// runs packages side by side), would count as the call's own, and a kill
+// would land early.
 func (w *watcher) drain() {
+	scans := w.scans.Load()
+	defer func() {
+		// The pass running now may have read the table before the call;
+		// the one after it began after.
+		for end := time.Now().Add(10 * time.Second); w.scans.Load() < scans+2 && !w.stopped.Load() && time.Now().Before(end); {
+			time.Sleep(time.Millisecond)
+		}
+	}()
 	w.mu.Lock()
 	w.nBarrier++
 	name := fmt.Sprintf("%s%d", barrierPrefix, w.nBarrier)
@@ -133,13 +151,23 @@ func (w *watcher) drain() {
 	w.mu.Unlock()
 }
 
-// arm makes the next boundary called point kill the driver; fired
-// receives the name when it did.
+// arm makes the next boundary called point kill the driver running now;
+// fired receives the name when it did.
 func (w *watcher) arm(point string) {
 	w.drain()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.armed = point
+	w.armLocked(point, 0)
+}
+
+// armLocked arms point for the driver running now, dropping a fire of an
+// earlier arming that nobody took.
+func (w *watcher) armLocked(point string, countdown int) {
+	select {
+	case <-w.fired:
+	default:
+	}
+	w.armed, w.countdown, w.target = point, countdown, w.driver()
 }
 
 // anyPoint armed with armNth fires at the nth boundary of any kind.
@@ -151,14 +179,16 @@ func (w *watcher) armNth(n int) {
 	w.drain()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.armed, w.countdown = anyPoint, n
+	w.armLocked(anyPoint, n)
 }
 
-// disarm cancels an armed point that did not fire.
+// disarm cancels an armed point that did not fire. A point that fired
+// before is in fired: disarm and a look at fired, in this order, tell
+// for certain whether it fired.
 func (w *watcher) disarm() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.armed = ""
+	w.armed, w.target = "", nil
 }
 
 func (w *watcher) hit(point string) {
@@ -168,23 +198,29 @@ func (w *watcher) hit(point string) {
 		w.countdown--
 		fire = w.countdown == 0
 	}
-	if fire {
-		killPID(w.pid())
-		w.armed = ""
+	if w.armed != "" && (w.target == nil || w.target.exited()) {
+		// The driver it was armed for is gone: the harness killed it (the
+		// call ended, or a delay ran out) and the boundary belongs to the
+		// reboot or to the next driver, which it must not kill.
+		fire = false
+		w.armed, w.target = "", nil
 	}
-	w.mu.Unlock()
-	w.st.add(func(s *stats) { s.points[point]++ })
 	if fire {
+		w.target.kill(fmt.Sprintf("the watcher, at the kill point %q", point))
+		w.armed, w.target = "", nil
 		select {
 		case w.fired <- point:
 		default:
 		}
 	}
+	w.mu.Unlock()
+	w.st.add(func(s *stats) { s.points[point]++ })
 }
 
 var (
-	reVolumeID = regexp.MustCompile(`fv-[0-9a-f]{32}`)
-	reSnapID   = regexp.MustCompile(`fs-[0-9a-f]{32}`)
+	// Both versions of IDs (internal/volid).
+	reVolumeID = regexp.MustCompile(`fv(1-[a-z]+-[0-9a-f]{8})?-[0-9a-f]{32}`)
+	reSnapID   = regexp.MustCompile(`fs(1-[0-9a-f]{8})?-[0-9a-f]{32}`)
 	reRandom   = regexp.MustCompile(`\.json\.[0-9a-z]+$`)
 	reHex      = regexp.MustCompile(`[0-9a-f]{16,}`)
 	reStamp    = regexp.MustCompile(`\d{8}T[\d.]+Z`)
@@ -256,7 +292,7 @@ func (w *watcher) pollMounts(mi *os.File) {
 	defer w.wg.Done()
 	defer mi.Close()
 	prev := w.mountsUnder(mi)
-	for !w.stopped.Load() {
+	for ; !w.stopped.Load(); w.scans.Add(1) {
 		fds := []unix.PollFd{{Fd: int32(mi.Fd()), Events: unix.POLLPRI | unix.POLLERR}}
 		n, err := unix.Poll(fds, 100)
 		if err != nil && !errors.Is(err, unix.EINTR) {

@@ -54,11 +54,12 @@ type proc struct {
 	bin, dir, pool, kubelet, sock string
 	logPath                       string
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	curPID atomic.Int64 // the running driver's PID, 0 when none; read without mu
-	exited chan struct{}
+	mu     sync.Mutex // serializes start, kill and stop
+	cur    atomic.Pointer[instance]
 	starts int
+	// downSince is when the last driver was found gone (gone); read by
+	// down without mu.
+	downSince atomic.Pointer[time.Time]
 
 	conn     *grpc.ClientConn
 	ctrl     csipb.ControllerClient
@@ -98,12 +99,14 @@ func newProc(t testing.TB, bin, dir string) *proc {
 	return p
 }
 
-// start starts the driver and waits until Probe answers.
+// start starts the driver and waits until Probe answers. A driver that
+// exited although the harness did not kill it is not started again: start
+// returns how it died, so that the test fails with the cause.
 func (p *proc) start() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cmd != nil {
-		return nil
+	if i := p.cur.Load(); i != nil {
+		return i.died()
 	}
 	log, err := os.OpenFile(p.logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
@@ -115,17 +118,17 @@ func (p *proc) start() error {
 	cmd := exec.Command(p.bin, "--endpoint", "unix://"+p.sock, "--pool-dir", p.pool,
 		"--node-id", nodeID, "--kubelet-dir", p.kubelet, "--v", "2")
 	cmd.Stdout, cmd.Stderr = log, log
+	// Every goroutine in the dump that SIGQUIT (diagnose) or a crash prints.
+	cmd.Env = append(os.Environ(), "GOTRACEBACK=all")
 	// PID 1 of a new PID namespace: when it dies, the kernel kills every
 	// process in the namespace and reaps them before the driver's own exit
 	// is reported. Killed with the test should the test process die first.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	i, err := launch(cmd, p.starts, p.logPath)
+	if err != nil {
 		return err
 	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	p.cmd, p.exited = cmd, exited
-	p.curPID.Store(int64(cmd.Process.Pid))
+	p.cur.Store(i)
 
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -135,67 +138,115 @@ func (p *proc) start() error {
 		if err == nil {
 			return nil
 		}
-		select {
-		case <-exited:
-			p.cmd = nil
-			p.curPID.Store(0)
-			return fmt.Errorf("driver exited during start (%v); log:\n%s", cmd.ProcessState, p.logTail())
-		default:
+		if i.exited() {
+			p.gone()
+			return fmt.Errorf("%w; log:\n%s", i.died(), p.logTail())
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("driver not ready after 20s: %v; log:\n%s", err, p.logTail())
+			diag := i.diagnose("not ready after 20s") // which ends it
+			p.gone()
+			return fmt.Errorf("driver not ready after 20s: %v\n%s", err, diag)
 		}
 	}
 }
 
-// kill sends SIGKILL to the driver's process group and waits for it to be
-// gone. It reports whether a driver was running.
+// kill sends SIGKILL to the driver (and so to its PID namespace) and waits
+// for it to be gone. It reports whether a driver was running.
 func (p *proc) kill() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cmd == nil {
+	i := p.cur.Load()
+	if i == nil {
 		return false
 	}
-	_ = syscall.Kill(p.cmd.Process.Pid, syscall.SIGKILL)
+	i.kill("the harness (restart or reboot)")
 	// Wait returns once the namespace is empty: the kernel kills and reaps
 	// every process in it before the init's exit is reported.
-	<-p.exited
-	p.cmd = nil
-	p.curPID.Store(0)
+	<-i.done
+	p.gone()
 	return true
 }
 
-// pid is the driver's process ID, 0 when it is not running.
-func (p *proc) pid() int { return int(p.curPID.Load()) }
+// gone records that no driver runs; under mu, the current one reaped.
+func (p *proc) gone() {
+	p.cur.Store(nil)
+	now := time.Now()
+	p.downSince.Store(&now)
+}
 
-// killPID kills the driver (and so its PID namespace); for the
-// kill-point watcher, which must act without waiting on p.mu.
-func killPID(pid int) {
-	if pid > 0 {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+// current is the driver started last and not yet killed by kill, nil when
+// none; it may have exited. Read without mu: the kill-point watcher and
+// the killers act while start or kill waits.
+func (p *proc) current() *instance { return p.cur.Load() }
+
+// killNow SIGKILLs the current driver, if any, without waiting; why says
+// who kills it, for the report should a test then fail.
+func (p *proc) killNow(why string) {
+	if i := p.current(); i != nil {
+		i.kill(why)
 	}
+}
+
+// downGrace is how long calls may find no driver before a step gives up:
+// the harness restarts a driver it killed within a second or two (a
+// simulated reboot included); a driver still down after this will not
+// come back.
+const downGrace = 30 * time.Second
+
+// down returns why no driver can answer and none will, nil while one runs
+// or one is being restarted: the current driver exited though the harness
+// did not kill it, or no driver has run for downGrace. A step that
+// retries UNAVAILABLE stops at once on it instead of dialling a dead
+// socket until its timeout.
+func (p *proc) down() error {
+	i := p.current()
+	switch {
+	case i == nil:
+		if since := p.downSince.Load(); since != nil && time.Since(*since) > downGrace {
+			return fmt.Errorf("no driver has run for %s: the harness killed the last one and did not start another", time.Since(*since).Round(time.Second))
+		}
+	case !i.exited():
+	case i.killedBy() == "" || time.Since(i.exitedAt) > downGrace:
+		return i.died()
+	}
+	return nil
+}
+
+// diagnose describes the current driver when a step timed out; see
+// instance.diagnose.
+func (p *proc) diagnose(why string) string {
+	i := p.current()
+	if i == nil {
+		return "no driver running"
+	}
+	return i.diagnose(why)
 }
 
 // stop stops the driver the way Kubernetes does (SIGTERM), for the end.
 func (p *proc) stop() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cmd == nil {
+	i := p.cur.Load()
+	if i == nil {
 		return nil
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(40 * time.Second):
-		_ = syscall.Kill(p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.exited
+	if i.exited() {
+		p.gone()
+		return fmt.Errorf("before SIGTERM: %w", i.died())
 	}
-	err := error(nil)
-	if st := p.cmd.ProcessState; st != nil && !st.Success() {
+	i.signal(syscall.SIGTERM, "SIGTERM from the harness (stop)")
+	var err error
+	select {
+	case <-i.done:
+	case <-time.After(40 * time.Second):
+		err = fmt.Errorf("driver still running 40s after SIGTERM\n%s", i.diagnose("still running 40s after SIGTERM"))
+		i.kill("the harness, 40s after SIGTERM")
+		<-i.done
+	}
+	if st := i.state; err == nil && !st.Success() {
 		err = fmt.Errorf("driver exited with %v after SIGTERM", st)
 	}
-	p.cmd = nil
-	p.curPID.Store(0)
+	p.gone()
 	return err
 }
 

@@ -35,7 +35,7 @@ func (m midOp) String() string {
 	return fmt.Sprintf("%s%s kill after %s", m.kind, where, m.delay)
 }
 
-// TestRebootMidOperation is issue 5's reboot test for the operations that
+// TestRebootMidOperation is the reboot test for the operations that
 // change a volume in place: a volume mid-expansion and one mid-snapshot.
 // The driver is SIGKILLed inside the call (at a step boundary the watcher
 // sees, or after a delay), then the node "reboots" (no mounts, no loop
@@ -60,7 +60,7 @@ func TestRebootMidOperation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := watchKillPoints(p.pool, p.kubelet, st, p.pid)
+	w, err := watchKillPoints(p.pool, p.kubelet, st, p.current)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,8 +242,8 @@ func (m *midRun) run(t *testing.T, op string, c midOp) {
 		}
 	} else {
 		time.Sleep(c.delay)
-		killPID(m.p.pid())
 		point = fmt.Sprintf("%s into the call", c.delay)
+		m.p.killNow(fmt.Sprintf("the test, %s", point))
 	}
 	m.p.kill()
 	callErr := <-callDone

@@ -118,10 +118,13 @@ type ops struct {
 	p  *proc
 	st *stats
 	f  features
+	// attemptTimeout and stepTimeout, when not zero, replace callTimeout
+	// and stepTimeout (the harness's own tests wait less).
+	attemptTimeout, stepTimeout time.Duration
 }
 
 func (o *ops) create(v *volume, src *csipb.VolumeContentSource) error {
-	return o.st.call("CreateVolume", v.String(), func(ctx context.Context) error {
+	return o.call("CreateVolume", v.String(), func(ctx context.Context) error {
 		resp, err := o.p.ctrl.CreateVolume(ctx, &csipb.CreateVolumeRequest{
 			Name: v.name, VolumeCapabilities: []*csipb.VolumeCapability{v.capability()},
 			CapacityRange: &csipb.CapacityRange{RequiredBytes: v.size}, VolumeContentSource: src,
@@ -137,7 +140,7 @@ func (o *ops) create(v *volume, src *csipb.VolumeContentSource) error {
 }
 
 func (o *ops) stage(v *volume) error {
-	return o.st.call("NodeStageVolume", v.String(), func(ctx context.Context) error {
+	return o.call("NodeStageVolume", v.String(), func(ctx context.Context) error {
 		_, err := o.p.node.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{
 			VolumeId: v.id, StagingTargetPath: v.staging, VolumeCapability: v.capability(),
 		})
@@ -146,7 +149,7 @@ func (o *ops) stage(v *volume) error {
 }
 
 func (o *ops) publish(v *volume) error {
-	return o.st.call("NodePublishVolume", v.String(), func(ctx context.Context) error {
+	return o.call("NodePublishVolume", v.String(), func(ctx context.Context) error {
 		_, err := o.p.node.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{
 			VolumeId: v.id, StagingTargetPath: v.staging, TargetPath: v.target, VolumeCapability: v.capability(),
 		})
@@ -155,21 +158,21 @@ func (o *ops) publish(v *volume) error {
 }
 
 func (o *ops) unpublish(v *volume) error {
-	return o.st.call("NodeUnpublishVolume", v.String(), func(ctx context.Context) error {
+	return o.call("NodeUnpublishVolume", v.String(), func(ctx context.Context) error {
 		_, err := o.p.node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: v.id, TargetPath: v.target})
 		return err
 	})
 }
 
 func (o *ops) unstage(v *volume) error {
-	return o.st.call("NodeUnstageVolume", v.String(), func(ctx context.Context) error {
+	return o.call("NodeUnstageVolume", v.String(), func(ctx context.Context) error {
 		_, err := o.p.node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: v.id, StagingTargetPath: v.staging})
 		return err
 	})
 }
 
 func (o *ops) delete(v *volume) error {
-	return o.st.call("DeleteVolume", v.String(), func(ctx context.Context) error {
+	return o.call("DeleteVolume", v.String(), func(ctx context.Context) error {
 		_, err := o.p.ctrl.DeleteVolume(ctx, &csipb.DeleteVolumeRequest{VolumeId: v.id})
 		return err
 	}, codes.NotFound)
@@ -192,7 +195,7 @@ func (o *ops) unpublishAndUnstage(v *volume) error {
 // takeSnapshot snapshots v (CreateSnapshot, retried; polled until ready).
 func (o *ops) takeSnapshot(v *volume) error {
 	s := &snapshot{name: "snap-" + v.name, size: v.size, seed: v.seed, length: v.length, sum: v.sum, kind: v.kind, source: v.id}
-	err := o.st.call("CreateSnapshot", s.name, func(ctx context.Context) error {
+	err := o.call("CreateSnapshot", s.name, func(ctx context.Context) error {
 		resp, err := o.p.ctrl.CreateSnapshot(ctx, &csipb.CreateSnapshotRequest{SourceVolumeId: v.id, Name: s.name})
 		if err != nil {
 			return err
@@ -208,7 +211,7 @@ func (o *ops) takeSnapshot(v *volume) error {
 	})
 	for i := 0; errors.Is(err, errNotReady) && i < 600; i++ {
 		time.Sleep(100 * time.Millisecond)
-		err = o.st.call("ListSnapshots", s.name, func(ctx context.Context) error {
+		err = o.call("ListSnapshots", s.name, func(ctx context.Context) error {
 			resp, err := o.p.ctrl.ListSnapshots(ctx, &csipb.ListSnapshotsRequest{SnapshotId: s.id})
 			if err != nil {
 				return err
@@ -231,7 +234,7 @@ func (o *ops) takeSnapshot(v *volume) error {
 var errNotReady = errors.New("snapshot not ready to use")
 
 func (o *ops) deleteSnapshot(s *snapshot) error {
-	return o.st.call("DeleteSnapshot", s.name, func(ctx context.Context) error {
+	return o.call("DeleteSnapshot", s.name, func(ctx context.Context) error {
 		_, err := o.p.ctrl.DeleteSnapshot(ctx, &csipb.DeleteSnapshotRequest{SnapshotId: s.id})
 		return err
 	}, codes.NotFound)
@@ -292,7 +295,7 @@ func (o *ops) expand(v *volume) error {
 // success v.size is want. It returns node_expansion_required.
 func (o *ops) controllerExpand(v *volume, want int64) (bool, error) {
 	nodeNeeded, got := false, want
-	err := o.st.call("ControllerExpandVolume", v.String(), func(ctx context.Context) error {
+	err := o.call("ControllerExpandVolume", v.String(), func(ctx context.Context) error {
 		resp, err := o.p.ctrl.ControllerExpandVolume(ctx, &csipb.ControllerExpandVolumeRequest{
 			VolumeId: v.id, CapacityRange: &csipb.CapacityRange{RequiredBytes: want}, VolumeCapability: v.capability(),
 		})
@@ -314,7 +317,7 @@ func (o *ops) controllerExpand(v *volume, want int64) (bool, error) {
 }
 
 func (o *ops) nodeExpand(v *volume) error {
-	return o.st.call("NodeExpandVolume", v.String(), func(ctx context.Context) error {
+	return o.call("NodeExpandVolume", v.String(), func(ctx context.Context) error {
 		resp, err := o.p.node.NodeExpandVolume(ctx, &csipb.NodeExpandVolumeRequest{
 			VolumeId: v.id, VolumePath: v.target, StagingTargetPath: v.staging,
 			CapacityRange: &csipb.CapacityRange{RequiredBytes: v.size}, VolumeCapability: v.capability(),

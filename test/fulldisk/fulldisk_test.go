@@ -1,5 +1,4 @@
-// Package fulldisk runs filevol on a pool that fills up (issue 5, "Full
-// disk"): the pool directory is a small ext4 filesystem the test makes
+// Package fulldisk runs filevol on a pool that fills up: the pool directory is a small ext4 filesystem the test makes
 // (a 256 MiB image file on a loop device, mounted at <scratch>/pool), so
 // running out of space is quick and touches nothing else on the machine.
 //
@@ -37,6 +36,7 @@ import (
 	"github.com/filevol/filevol/internal/hostos/fs"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
+	"github.com/filevol/filevol/internal/inuse"
 	"github.com/filevol/filevol/internal/testutil"
 	"github.com/filevol/filevol/test/driver"
 )
@@ -186,7 +186,7 @@ func (h *harness) poolFiles() []string {
 		if fi.IsDir() && rel == "lost+found" {
 			return filepath.SkipDir
 		}
-		if !fi.IsDir() && rel != ".lock" {
+		if !fi.IsDir() && rel != ".lock" && rel != "pool.json" { // the lock and the pool's identity
 			out = append(out, rel)
 		}
 		return nil
@@ -198,16 +198,19 @@ func (h *harness) poolFiles() []string {
 }
 
 // expectFiles fails unless the pool holds exactly the image and record of
-// each of vols.
+// each of vols, besides what a staged volume and a controller that asked
+// for a freeze keep there: the node's in-use record of each of vols, and
+// the controller's freeze owner lock.
 func (h *harness) expectFiles(when string, vols ...*vol) {
 	h.t.Helper()
-	want := map[string]bool{}
+	want, may := map[string]bool{}, map[string]bool{}
 	for _, v := range vols {
 		want["volumes/"+v.id+".img"], want["volumes/"+v.id+".json"] = true, true
+		may["inuse/"+v.id+"@"+inuse.NodeKey(driver.NodeID)+".json"] = true
 	}
 	got := h.poolFiles()
 	for _, f := range got {
-		if !want[f] {
+		if !want[f] && !may[f] && !strings.HasPrefix(f, "freeze/.owner-") {
 			h.t.Errorf("%s: left behind in the pool: %s", when, f)
 		}
 		delete(want, f)

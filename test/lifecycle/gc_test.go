@@ -11,7 +11,6 @@ import (
 	spec "github.com/container-storage-interface/spec/lib/go/csi"
 
 	"github.com/filevol/filevol/internal/hostos/loop"
-	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/testutil"
 	"github.com/filevol/filevol/test/driver"
 )
@@ -66,7 +65,7 @@ func TestGCFindsAndCleansOrphans(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An image whose record vanished, and a record whose image vanished.
-	strayID := pool.VolumeID("gc-stray")
+	strayID := d.Pool.VolumeID("gc-stray")
 	if err := os.WriteFile(d.Pool.ImagePath(strayID), []byte("maybe data"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +120,7 @@ func TestGCFindsAndCleansOrphans(t *testing.T) {
 	if r2, err := d.Services.Node.GC(ctx); err != nil || len(r2.DetachedLoops)+len(r2.Quarantined) != 0 {
 		t.Errorf("second sweep: %+v %v", r2, err)
 	}
-	teardown(t, d, []*volume{staged[pool.VolumeID("gc-fs")], staged[pool.VolumeID("gc-block")]})
+	teardown(t, d, []*volume{staged[d.Pool.VolumeID("gc-fs")], staged[d.Pool.VolumeID("gc-block")]})
 	for _, id := range []string{leakedID, lostID} {
 		if _, err := d.Controller.DeleteVolume(ctx, &spec.DeleteVolumeRequest{VolumeId: id}); err != nil {
 			t.Errorf("delete %s: %v", id, err)

@@ -14,7 +14,7 @@ import (
 	"github.com/filevol/filevol/test/driver"
 )
 
-// The issue 3 figures (hack/bench-snapshot.sh runs these with -benchtime=1x:
+// The snapshot figures (hack/bench-snapshot.sh runs these with -benchtime=1x:
 // each benchmark takes its own samples after one expensive setup and
 // reports percentiles; ns/op is the whole run and means nothing).
 //

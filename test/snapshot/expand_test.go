@@ -277,11 +277,11 @@ func TestExt4GrowAfterInterruptedResize(t *testing.T) {
 		VolumeId: v.id, CapacityRange: &csipb.CapacityRange{RequiredBytes: 512 << 20}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Pool.BeginGrow(v.id); err != nil { // what the killed stage left
+	if err := d.Pool.NodeState().Grow.Set(v.id); err != nil { // what the killed stage left
 		t.Fatal(err)
 	}
 	up(t, d, v)
-	if d.Pool.GrowInterrupted(v.id) {
+	if d.Pool.NodeState().Grow.IsSet(v.id) {
 		t.Error("the growth mark outlived a successful growth")
 	}
 	if total := statfsTotal(t, v.target); total < 450<<20 {

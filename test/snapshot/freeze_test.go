@@ -20,7 +20,7 @@ func TestThawLeftovers(t *testing.T) {
 	v := create(t, d, "frozen", 512<<20, driver.MountCap("xfs"), nil, nil)
 	up(t, d, v)
 	// What a kill inside CreateSnapshot leaves behind.
-	if err := d.Pool.MarkFrozen(v.id); err != nil {
+	if err := d.Pool.NodeState().Frozen.Set(v.id); err != nil {
 		t.Fatal(err)
 	}
 	if err := fs.Freeze(v.staging); err != nil {
@@ -36,7 +36,7 @@ func TestThawLeftovers(t *testing.T) {
 		_ = fs.Thaw(v.staging)
 		t.Fatalf("the restarted driver did not thaw the filesystem its predecessor froze: %v", err)
 	}
-	if marks, err := d.Pool.FrozenMarks(); err != nil || len(marks) != 0 {
+	if marks, err := d.Pool.NodeState().Frozen.IDs(); err != nil || len(marks) != 0 {
 		t.Errorf("freeze marks after the thaw: %v, %v", marks, err)
 	}
 

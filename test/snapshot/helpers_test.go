@@ -1,4 +1,4 @@
-// Package snapshot tests snapshots, restores, clones and expansion (issue 3)
+// Package snapshot tests snapshots, restores, clones and expansion
 // on the real kernel: a real driver over its socket (test/driver), pools on
 // xfs with reflink and on ext4 made by the tests on loop files, real loop
 // devices, filesystems and mounts. Root only.

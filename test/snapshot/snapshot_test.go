@@ -125,7 +125,7 @@ func TestCloneMountedXFS(t *testing.T) {
 			// A clone of a missing volume is NOT_FOUND (spec), one smaller
 			// than its source OUT_OF_RANGE.
 			_, err := d.Controller.CreateVolume(ctx, &csipb.CreateVolumeRequest{Name: "x", VolumeCapabilities: []*csipb.VolumeCapability{c},
-				VolumeContentSource: fromVolume(pool.VolumeID("nope"))})
+				VolumeContentSource: fromVolume(d.Pool.VolumeID("nope"))})
 			if status.Code(err) != codes.NotFound {
 				t.Errorf("clone of a missing volume = %v, want NOT_FOUND", err)
 			}
@@ -145,7 +145,7 @@ func TestSnapshotThawsOnError(t *testing.T) {
 	d := startOn(t, poolXFS, 4<<30)
 	src := create(t, d, "src", 256<<20, driver.MountCap("ext4"), nil, nil)
 	up(t, d, src)
-	sid := pool.SnapshotID("snap")
+	sid := d.Pool.SnapshotID("snap")
 	squat := filepath.Join(d.PoolDir, "snapshots", ".tmp-"+sid+".img")
 	if err := os.MkdirAll(filepath.Join(squat, "x"), 0o700); err != nil {
 		t.Fatal(err)

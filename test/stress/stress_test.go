@@ -1,5 +1,5 @@
 // Package stress hammers a few volumes with many concurrent callers
-// (issue 5, "Races"): 64 goroutines send random create, stage, publish,
+// to find races: 64 goroutines send random create, stage, publish,
 // unpublish, unstage and delete calls (expand and snapshot calls too when
 // the driver advertises them) for the same four volume names to the real
 // services in-process (test/driver: real pool, loop devices and mounts).
@@ -166,7 +166,7 @@ func TestConcurrentCallers(t *testing.T) {
 	t.Logf("seed %d, %d callers, %s", seed, *callersFlag, *durationFlag)
 	have := capabilities(t, d)
 
-	vols := makeVolumes(dir)
+	vols := makeVolumes(d.Pool, dir)
 	var enabled []op
 	for _, o := range ops {
 		if slices.Contains(strings.Split(*skipFlag, ","), o.name) {
@@ -237,12 +237,12 @@ func TestConcurrentCallers(t *testing.T) {
 		res.total, res.succeeded, len(res.improper), len(samplerErrs))
 }
 
-func makeVolumes(dir string) []*vol {
+func makeVolumes(p *pool.Pool, dir string) []*vol {
 	kinds := []string{"ext4", "xfs", "block", "ext4"}
 	var vols []*vol
 	for i, k := range kinds {
 		v := &vol{name: fmt.Sprintf("stress-%d-%s", i, k), size: 64 << 20, block: k == "block"}
-		v.id = pool.VolumeID(v.name) // README: the ID is a hash of the name
+		v.id = p.VolumeID(v.name) // the pool's ID and a hash of the name (internal/volid)
 		am := &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}
 		if v.block {
 			v.cap = &csipb.VolumeCapability{AccessMode: am, AccessType: &csipb.VolumeCapability_Block{Block: &csipb.VolumeCapability_BlockVolume{}}}

@@ -68,6 +68,17 @@ func ChartDir() (string, error) {
 // Render renders the chart in chartDir as release name in namespace with the
 // given values (YAML, merged over values.yaml like `helm install -f`).
 func Render(chartDir, name, namespace, valuesYAML string) (*Result, error) {
+	kv, err := chartutil.ParseKubeVersion(KubeVersion)
+	if err != nil {
+		return nil, err
+	}
+	return renderWith(chartDir, name, namespace, valuesYAML, nil, func(i *action.Install) { i.KubeVersion = kv })
+}
+
+// renderWith renders like Render with cfg (nil: an empty one) and the
+// install action as setup leaves it. Without setup the render is `helm
+// template` with no flags: client-only, the SDK's default capabilities.
+func renderWith(chartDir, name, namespace, valuesYAML string, cfg *action.Configuration, setup func(*action.Install)) (*Result, error) {
 	chrt, err := loader.Load(chartDir)
 	if err != nil {
 		return nil, err
@@ -76,15 +87,18 @@ func Render(chartDir, name, namespace, valuesYAML string) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("values: %w", err)
 	}
-	kv, err := chartutil.ParseKubeVersion(KubeVersion)
-	if err != nil {
-		return nil, err
+	if cfg == nil {
+		cfg = &action.Configuration{}
 	}
-	cfg := &action.Configuration{Log: func(string, ...any) {}}
+	if cfg.Log == nil {
+		cfg.Log = func(string, ...any) {}
+	}
 	inst := action.NewInstall(cfg)
 	inst.DryRun, inst.ClientOnly = true, true
 	inst.ReleaseName, inst.Namespace = name, namespace
-	inst.KubeVersion = kv
+	if setup != nil {
+		setup(inst)
+	}
 	rel, err := inst.Run(chrt, vals)
 	if err != nil {
 		return nil, err

@@ -17,9 +17,12 @@ import (
 )
 
 const (
-	// stderrTail is how much of a failed program's stderr an ExitError
-	// keeps: enough for mkfs's or resize2fs's last complaint, small enough
-	// for a gRPC status message and a Kubernetes event.
+	// stderrHead and stderrTail are how much of a failed program's stderr
+	// an ExitError keeps, from its start and from its end: the first
+	// complaint (mkfs.xfs says what is wrong, then prints its whole usage
+	// text) and the last (resize2fs), small enough for a gRPC status
+	// message and a Kubernetes event.
+	stderrHead = 256
 	stderrTail = 512
 	// waitDelay bounds how long Wait waits for the output pipes after the
 	// program was killed (a child it left behind may still hold them).
@@ -72,7 +75,7 @@ func run(ctx context.Context, program string, args ...string) ([]byte, error) {
 	cmd.Args[0] = program // as given: it is what the program prints in its messages
 	cmd.Env = []string{"LC_ALL=C", "PATH=" + strings.Join(dirs, ":")}
 	var stdout bytes.Buffer
-	stderr := &tailBuffer{max: stderrTail}
+	stderr := &headTailBuffer{head: stderrHead, max: stderrTail}
 	cmd.Stdout, cmd.Stderr = &stdout, stderr
 	// Its own process group, so that a cancel kills whatever the program
 	// started too, and nothing survives the request that ran it.
@@ -135,15 +138,23 @@ func exitErrorString(e *ExitError) string {
 	return b.String()
 }
 
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
+// headTailBuffer keeps the first head bytes written to it, and the last
+// max bytes of what came after.
+type headTailBuffer struct {
+	head      int
+	first     []byte
 	max       int
 	buf       []byte
 	truncated bool
 }
 
-func (t *tailBuffer) Write(p []byte) (int, error) {
+func (t *headTailBuffer) Write(p []byte) (int, error) {
 	n := len(p)
+	if room := t.head - len(t.first); room > 0 {
+		k := min(room, len(p))
+		t.first = append(t.first, p[:k]...)
+		p = p[k:]
+	}
 	if len(p) > t.max {
 		p = p[len(p)-t.max:]
 		t.truncated = true
@@ -156,9 +167,9 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-func (t *tailBuffer) String() string {
+func (t *headTailBuffer) String() string {
 	if t.truncated {
-		return "..." + string(t.buf)
+		return string(t.first) + " [...] " + string(t.buf)
 	}
-	return string(t.buf)
+	return string(t.first) + string(t.buf)
 }

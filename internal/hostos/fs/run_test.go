@@ -49,9 +49,9 @@ func TestRunStderrTail(t *testing.T) {
 	if !errors.As(err, &exitErr) {
 		t.Fatalf("err = %v, want *ExitError", err)
 	}
-	if len(exitErr.Stderr) > stderrTail+3 || !strings.HasPrefix(exitErr.Stderr, "...") ||
-		!strings.HasSuffix(exitErr.Stderr, "No such file or directory\n") {
-		t.Errorf("stderr tail (%d bytes) = %q", len(exitErr.Stderr), exitErr.Stderr)
+	if len(exitErr.Stderr) > stderrHead+len(" [...] ")+stderrTail || !strings.HasPrefix(exitErr.Stderr, "ls: cannot access") ||
+		!strings.Contains(exitErr.Stderr, " [...] ") || !strings.HasSuffix(exitErr.Stderr, "No such file or directory\n") {
+		t.Errorf("stderr head and tail (%d bytes) = %q", len(exitErr.Stderr), exitErr.Stderr)
 	}
 }
 
@@ -106,20 +106,22 @@ func TestExitErrorString(t *testing.T) {
 	}
 }
 
-func TestTailBuffer(t *testing.T) {
-	b := &tailBuffer{max: 5}
+// mkfs.xfs says what is wrong first, then prints its usage text: both the
+// first complaint and the last lines are kept.
+func TestHeadTailBuffer(t *testing.T) {
+	b := &headTailBuffer{head: 3, max: 5}
 	for _, s := range []string{"ab", "cd", "ef", "ghijklmn", "o"} {
 		if n, err := b.Write([]byte(s)); n != len(s) || err != nil {
 			t.Fatalf("Write = %d, %v", n, err)
 		}
 	}
-	if got := b.String(); got != "...klmno" {
-		t.Errorf("tail = %q", got)
+	if got := b.String(); got != "abc [...] klmno" {
+		t.Errorf("head and tail = %q", got)
 	}
-	short := &tailBuffer{max: 5}
-	short.Write([]byte("abc"))
-	if got := short.String(); got != "abc" {
-		t.Errorf("short tail = %q", got)
+	short := &headTailBuffer{head: 3, max: 5}
+	short.Write([]byte("abcdefgh"))
+	if got := short.String(); got != "abcdefgh" {
+		t.Errorf("short = %q", got)
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 // directory, and the same name relative to the mount. Names in a filevol
 // pool carry 128-bit random IDs, so that is unambiguous there.
 //
-// The candidate is stat'ed before the device is opened: ListLoops resolves
+// The candidate is stat'ed before the device is opened: Loops.List resolves
 // every device not under the pool this way, and most of them (other
 // software's) name no file there, so they are never opened.
 func foreignMatch(d Device, path string) bool {

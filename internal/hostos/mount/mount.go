@@ -40,8 +40,8 @@ func has(list []string, s string) bool {
 // Table is a parsed snapshot of the mount table.
 type Table []Info
 
-// Read parses /proc/self/mountinfo.
-func Read() (Table, error) { return readMountInfo("/proc/self/mountinfo") }
+// Read parses the process's mountinfo (/proc/thread-self/mountinfo).
+func Read() (Table, error) { return read() }
 
 // Parse parses mountinfo text (exported for tests and fuzzing).
 func Parse(data []byte) (Table, error) { return parse(data) }
@@ -49,6 +49,16 @@ func Parse(data []byte) (Table, error) { return parse(data) }
 // At returns the mounts whose mount point is path (after filepath.Clean),
 // bottom-most first; empty when path is not a mount point.
 func (t Table) At(path string) []Info { return t.at(path) }
+
+// Top returns the uppermost mount at path (after filepath.Clean), the one
+// a process opening path reaches; false when path is not a mount point.
+func (t Table) Top(path string) (Info, bool) {
+	ms := t.at(path)
+	if len(ms) == 0 {
+		return Info{}, false
+	}
+	return ms[len(ms)-1], true
+}
 
 // OfDevice returns every mount of the block device major:minor, including
 // bind mounts of directories inside it.

@@ -2,177 +2,111 @@ package mount
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
+
+	"github.com/moby/sys/mountinfo"
 )
 
-// readMountInfo reads a mountinfo file whole, then parses it.
-func readMountInfo(path string) (Table, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read mount table: %w", err)
+// read returns this thread's mount table (the process's: filevol never
+// unshares a thread's mount namespace), parsed by moby/sys/mountinfo.
+//
+// The file is read with one read(2) into a buffer large enough for all of
+// it: the kernel then renders the whole table under one lock, a
+// consistent snapshot. Read in small pieces, as a line scanner does, a
+// table that other calls change meanwhile can come back without a mount
+// that was there all along, and a publish that does not see its own
+// earlier bind mounts a second one.
+func read() (Table, error) {
+	for size := 64 << 10; ; size *= 4 {
+		data, full, err := readOnce("/proc/thread-self/mountinfo", size)
+		if err != nil {
+			return nil, fmt.Errorf("read mount table: %w", err)
+		}
+		if !full {
+			return parseReader(bytes.NewReader(data))
+		}
+		if size > 64<<20 {
+			return nil, fmt.Errorf("read mount table: larger than %d bytes", size)
+		}
 	}
-	return parse(data)
+}
+
+// readOnce reads path with one read of size bytes; full says the buffer
+// filled up, so the table may be longer.
+func readOnce(path string, size int) ([]byte, bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, false, err
+	}
+	defer f.Close()
+	buf := make([]byte, size)
+	n, err := f.Read(buf)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, false, err
+	}
+	return buf[:n], n == size, nil
 }
 
 // parse parses mountinfo text as described in proc_pid_mountinfo(5):
 //
 //	36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue
 //
-// Empty lines are skipped; any other malformed line fails the whole parse,
-// so a caller never acts on half a table.
+// Empty lines are skipped (the kernel writes none; test input may). A
+// malformed line fails the whole parse, so a caller never acts on half a
+// table.
 func parse(data []byte) (Table, error) {
-	var t Table
-	for n := 1; len(data) > 0; n++ {
-		var line []byte
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			line, data = data[:i], data[i+1:]
-		} else {
-			line, data = data, nil
+	var kept [][]byte
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		if len(line) > 0 {
+			kept = append(kept, line)
 		}
-		if len(line) == 0 {
-			continue
+	}
+	return parseReader(bytes.NewReader(bytes.Join(kept, []byte("\n"))))
+}
+
+func parseReader(r io.Reader) (Table, error) {
+	infos, err := mountinfo.GetMountsFromReader(r, nil)
+	if err != nil {
+		return nil, fmt.Errorf("parse mount table: %w", err)
+	}
+	return fromLibrary(infos)
+}
+
+// fromLibrary maps the library's entries to Info. The library unescapes
+// root, mount point, fstype and source; options are split at commas and
+// kept as the kernel writes them (a comma inside a value stays \054):
+// filevol only compares whole words such as ro. Entries the kernel never
+// writes (no mount point, no fstype) fail the table.
+func fromLibrary(infos []*mountinfo.Info) (Table, error) {
+	t := make(Table, 0, len(infos))
+	for _, i := range infos {
+		if i.Mountpoint == "" || i.FSType == "" || i.Root == "" {
+			return nil, fmt.Errorf("parse mount table: mount %d has an empty root, mount point or fstype", i.ID)
 		}
-		info, err := parseLine(string(line))
-		if err != nil {
-			return nil, fmt.Errorf("mountinfo line %d: %w", n, err)
+		if i.Major < 0 || i.Minor < 0 || uint64(i.Major) > 1<<32-1 || uint64(i.Minor) > 1<<32-1 {
+			return nil, fmt.Errorf("parse mount table: mount %d: device %d:%d out of range", i.ID, i.Major, i.Minor)
 		}
-		t = append(t, info)
+		t = append(t, Info{
+			ID: i.ID, ParentID: i.Parent, Major: uint32(i.Major), Minor: uint32(i.Minor),
+			Root: i.Root, MountPoint: i.Mountpoint, Options: splitList(i.Options),
+			FSType: i.FSType, Source: i.Source, SuperOptions: splitList(i.VFSOptions),
+		})
 	}
 	return t, nil
 }
 
-func parseLine(line string) (Info, error) {
-	// Fields are separated by exactly one space. The kernel escapes spaces
-	// inside fields, so splitting is safe, and an empty field (a mount
-	// whose source is "") stays an empty field instead of shifting the rest.
-	f := strings.Split(line, " ")
-	// The separator "-" can only come after the six fixed fields; no
-	// optional field (shared:N, master:N, propagate_from:N, unbindable)
-	// is "-", so the first one found is the separator.
-	sep := -1
-	for i := 6; i < len(f); i++ {
-		if f[i] == "-" {
-			sep = i
-			break
-		}
-	}
-	if sep < 0 {
-		return Info{}, fmt.Errorf("no \"-\" separator after six fields")
-	}
-	if len(f)-sep-1 != 3 {
-		return Info{}, fmt.Errorf("want 3 fields after \"-\", have %d", len(f)-sep-1)
-	}
-	var (
-		info Info
-		err  error
-	)
-	if info.ID, err = parseID(f[0]); err != nil {
-		return Info{}, fmt.Errorf("mount ID: %w", err)
-	}
-	if info.ParentID, err = parseID(f[1]); err != nil {
-		return Info{}, fmt.Errorf("parent ID: %w", err)
-	}
-	if info.Major, info.Minor, err = parseDev(f[2]); err != nil {
-		return Info{}, err
-	}
-	if info.Root, err = unescape(f[3]); err != nil {
-		return Info{}, fmt.Errorf("root: %w", err)
-	}
-	if info.MountPoint, err = unescape(f[4]); err != nil {
-		return Info{}, fmt.Errorf("mount point: %w", err)
-	}
-	if info.MountPoint == "" || info.Root == "" {
-		return Info{}, fmt.Errorf("empty root or mount point")
-	}
-	if info.Options, err = splitList(f[5]); err != nil {
-		return Info{}, fmt.Errorf("mount options: %w", err)
-	}
-	if info.FSType, err = unescape(f[sep+1]); err != nil {
-		return Info{}, fmt.Errorf("fstype: %w", err)
-	}
-	if info.FSType == "" {
-		return Info{}, fmt.Errorf("empty fstype")
-	}
-	if info.Source, err = unescape(f[sep+2]); err != nil {
-		return Info{}, fmt.Errorf("source: %w", err)
-	}
-	if info.SuperOptions, err = splitList(f[sep+3]); err != nil {
-		return Info{}, fmt.Errorf("super options: %w", err)
-	}
-	return info, nil
-}
-
-// parseID parses a mount ID; bitSize 31 keeps it inside int on every arch.
-func parseID(s string) (int, error) {
-	v, err := strconv.ParseUint(s, 10, 31)
-	if err != nil {
-		return 0, fmt.Errorf("%q is not a mount ID", s)
-	}
-	return int(v), nil
-}
-
-func parseDev(s string) (major, minor uint32, err error) {
-	ma, mi, ok := strings.Cut(s, ":")
-	a, errA := strconv.ParseUint(ma, 10, 32)
-	b, errB := strconv.ParseUint(mi, 10, 32)
-	if !ok || errA != nil || errB != nil {
-		return 0, 0, fmt.Errorf("%q is not major:minor", s)
-	}
-	return uint32(a), uint32(b), nil
-}
-
-// splitList splits a comma-separated option field. The kernel escapes a
-// comma inside an option value (seq_show_option), so unescaping comes after
-// splitting.
-func splitList(s string) ([]string, error) {
+func splitList(s string) []string {
 	if s == "" {
-		return nil, nil
+		return nil
 	}
-	parts := strings.Split(s, ",")
-	for i, p := range parts {
-		u, err := unescape(p)
-		if err != nil {
-			return nil, err
-		}
-		parts[i] = u
-	}
-	return parts, nil
+	return strings.Split(s, ",")
 }
-
-// unescape reverses the kernel's mangling of mountinfo fields: a byte from
-// the escape set (space, tab, newline, backslash, and comma in options) is
-// written as a backslash and three octal digits. The kernel always escapes
-// the backslash itself, so any other use of one means a malformed line.
-func unescape(s string) (string, error) {
-	i := strings.IndexByte(s, '\\')
-	if i < 0 {
-		return s, nil
-	}
-	var b strings.Builder
-	b.Grow(len(s))
-	for ; i >= 0; i = strings.IndexByte(s, '\\') {
-		b.WriteString(s[:i])
-		if len(s) < i+4 || !isOctal(s[i+1]) || !isOctal(s[i+2]) || !isOctal(s[i+3]) {
-			return "", fmt.Errorf("bad escape in %q", s)
-		}
-		v := (s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0')
-		if s[i+1] > '3' || v == 0 {
-			// Over 0377 does not fit a byte; NUL cannot be in a path.
-			return "", fmt.Errorf("bad escape in %q", s)
-		}
-		b.WriteByte(v)
-		s = s[i+4:]
-	}
-	b.WriteString(s)
-	return b.String(), nil
-}
-
-func isOctal(c byte) bool { return c >= '0' && c <= '7' }
 
 func (t Table) at(path string) []Info {
 	path = filepath.Clean(path)

@@ -134,13 +134,13 @@ for n in /run/netns/cni-*; do [ -e "$n" ] && { rm -f "$n"; did=1; }; done
 # ---- 5. loop devices backed by our files ----------------------------------------------
 # Ours: backed by a file under the state dir or the kubelet dir, or attached by a filevol
 # pod. Such a device shows its backing file relative to that pod's mount of the pool
-# ("/volumes/fv-<id>.img"), which no host path names once the pod is gone: the driver
+# ("/volumes/<volume ID>.img"), which no host path names once the pod is gone: the driver
 # finds those by inode, but if it never got to unstage them (a killed run), they are
 # recognised here by filevol's image names on the state directory's filesystem.
 state_fs=$(stat -c '%d' "$STATE_DIR" 2>/dev/null || echo none)
 # pod_image DEV_MAJ:MIN BACKING: is this a filevol image seen through a pod's mount?
 pod_image() {
-  [[ $2 =~ ^/(.+/)?volumes/(\.tmp-)?fv-[0-9a-f]{32}\.img(\ \(deleted\))?$ ]] || return 1
+  [[ $2 =~ ^/(.+/)?volumes/(\.tmp-)?fv(1-[a-z]+-[0-9a-f]{8})?-[0-9a-f]{32}\.img(\ \(deleted\))?$ ]] || return 1
   # MAJ:MIN as the kernel encodes a dev_t for stat(2) (new_encode_dev).
   local ma=${1%%:*} mi=${1##*:}
   [ "$(( (mi & 0xff) | (ma << 8) | ((mi & ~0xff) << 12) ))" = "$state_fs" ]

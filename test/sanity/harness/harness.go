@@ -68,6 +68,13 @@ func checkNoLeaks(t *testing.T, dir string, p *pool.Pool) {
 			t.Errorf("file left in the pool: %s/%s", sub, e.Name())
 		}
 	}
+	CheckKernelClean(t, dir)
+}
+
+// CheckKernelClean asserts that no loop device is backed by a file under
+// dir and nothing is mounted under it.
+func CheckKernelClean(t *testing.T, dir string) {
+	t.Helper()
 	devs, err := loop.List()
 	if err != nil {
 		t.Errorf("list loop devices: %v", err)

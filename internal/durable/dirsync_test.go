@@ -1,4 +1,4 @@
-package pool
+package durable
 
 import (
 	"errors"
@@ -64,7 +64,7 @@ func gatedDir() *fakeDir {
 }
 
 // waiters waits until the queued fsync of d serves n callers.
-func waiters(t *testing.T, d *dirSync, n int) {
+func waiters(t *testing.T, d *DirSync, n int) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		d.mu.Lock()
@@ -85,7 +85,7 @@ func waiters(t *testing.T, d *dirSync, n int) {
 // it was released by an fsync that started after its change.
 func TestDirSyncNeverCoveredByEarlierFsync(t *testing.T) {
 	f := &fakeDir{}
-	d := newDirSync(f.fsync)
+	d := NewDirSync(f.fsync)
 	const callers, rounds = 16, 200
 	var wg sync.WaitGroup
 	var bad atomic.Int64
@@ -94,9 +94,9 @@ func TestDirSyncNeverCoveredByEarlierFsync(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range rounds {
-				m := d.mark()
+				m := d.Mark()
 				v := f.change()
-				if err := d.wait(m); err != nil {
+				if err := d.Wait(m); err != nil {
 					t.Error(err)
 					return
 				}
@@ -126,12 +126,12 @@ func TestDirSyncNeverCoveredByEarlierFsync(t *testing.T) {
 // callers that arrive meanwhile share the next one.
 func TestDirSyncWaitsForAnFsyncThatStartsLater(t *testing.T) {
 	f := gatedDir()
-	d := newDirSync(f.fsync)
+	d := NewDirSync(f.fsync)
 	done := make(chan int, 4)
 	call := func(i int) {
-		m := d.mark()
+		m := d.Mark()
 		f.change()
-		if err := d.wait(m); err != nil {
+		if err := d.Wait(m); err != nil {
 			t.Error(err)
 		}
 		done <- i
@@ -174,24 +174,24 @@ func TestDirSyncErrors(t *testing.T) {
 		}
 		return nil
 	}
-	d := newDirSync(f.fsync)
+	d := NewDirSync(f.fsync)
 	errs := make(chan error, 2)
-	go func() { m := d.mark(); f.change(); errs <- d.wait(m) }()
+	go func() { m := d.Mark(); f.change(); errs <- d.Wait(m) }()
 	<-f.started // fsync 1 (fails) runs
 	// Marked and changed while fsync 1 runs; waits after it ended.
-	late := d.mark()
+	late := d.Mark()
 	f.change()
 	f.gate <- struct{}{}
 	if err := <-errs; !errors.Is(err, eio) {
 		t.Fatalf("caller of the failed fsync: %v, want %v", err, eio)
 	}
-	go func() { errs <- d.wait(late) }()
+	go func() { errs <- d.Wait(late) }()
 	<-f.started // fsync 2 (succeeds)
 	f.gate <- struct{}{}
 	if err := <-errs; !errors.Is(err, eio) {
 		t.Errorf("caller whose change a failed fsync may have dropped: %v, want %v", err, eio)
 	}
-	go func() { m := d.mark(); f.change(); errs <- d.wait(m) }()
+	go func() { m := d.Mark(); f.change(); errs <- d.Wait(m) }()
 	<-f.started
 	f.gate <- struct{}{}
 	if err := <-errs; err != nil {

@@ -1,11 +1,11 @@
-package pool
+package durable
 
 import (
 	"fmt"
 	"sync"
 )
 
-// dirSync shares fsync(2) of one pool directory among the operations that
+// DirSync shares fsync(2) of one directory among the operations that
 // wait for it at the same time (group commit). The directory fsync is the
 // one fsync that concurrent creates, deletes and snapshot creates can
 // share: one fsync of the directory makes every change made to it before
@@ -18,7 +18,7 @@ import (
 //
 // The rule that keeps the contract ("nothing is acknowledged before its
 // directory entry is durable"): a caller is released only by an fsync that
-// STARTED after it called wait, hence after its rename or unlink. An fsync
+// STARTED after it called Wait, hence after its rename or unlink. An fsync
 // already running when it calls may have written the directory before the
 // change, so the caller waits for it to end, then for the next one, which
 // it shares with everyone who arrived meanwhile: at most two fsyncs of
@@ -27,11 +27,11 @@ import (
 // Errors follow the kernel's errseq_t rule, not just "the fsync I shared
 // failed": an fsync that fails may have dropped dirty directory blocks that
 // held another caller's change, and the next fsync then finds nothing to
-// write and succeeds. So a caller samples the failure count with mark
-// before it changes the directory, and wait fails if any fsync that ended
+// write and succeeds. So a caller samples the failure count with Mark
+// before it changes the directory, and Wait fails if any fsync that ended
 // since then failed. A spurious error only makes create undo a volume;
 // a missed one would acknowledge a volume that is not on disk.
-type dirSync struct {
+type DirSync struct {
 	// fsync makes the directory durable: fsync(2) of its descriptor, or a
 	// stand-in in tests.
 	fsync func() error
@@ -53,24 +53,26 @@ type syncRound struct {
 	callers int           // how many callers it serves (for tests)
 }
 
-// syncMark is a caller's sample of the failure count, taken before it
+// SyncMark is a caller's sample of the failure count, taken before it
 // changes the directory.
-type syncMark uint64
+type SyncMark uint64
 
-func newDirSync(fsync func() error) *dirSync { return &dirSync{fsync: fsync} }
+// NewDirSync shares fsync, which makes the directory durable (fsync(2) of
+// a descriptor held open, or a stand-in in tests).
+func NewDirSync(fsync func() error) *DirSync { return &DirSync{fsync: fsync} }
 
-// mark samples the failure count. Call it before the change that wait is
+// Mark samples the failure count. Call it before the change that Wait is
 // to make durable.
-func (d *dirSync) mark() syncMark {
+func (d *DirSync) Mark() SyncMark {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return syncMark(d.failures)
+	return SyncMark(d.failures)
 }
 
-// wait returns once an fsync of the directory that started after wait was
+// Wait returns once an fsync of the directory that started after Wait was
 // called has ended. It returns an error if any fsync that ended after m
 // was sampled failed: the caller's change may not be durable.
-func (d *dirSync) wait(m syncMark) error {
+func (d *DirSync) Wait(m SyncMark) error {
 	d.mu.Lock()
 	if d.queued == nil {
 		d.queued = &syncRound{done: make(chan struct{})}
@@ -104,7 +106,7 @@ func (d *dirSync) wait(m syncMark) error {
 		d.mu.Lock()
 	}
 	defer d.mu.Unlock()
-	if syncMark(d.failures) != m {
+	if SyncMark(d.failures) != m {
 		return fmt.Errorf("an fsync of the directory failed since this change began: %w", d.lastErr)
 	}
 	return nil

@@ -1,0 +1,199 @@
+// Package fake is a stateful, in-memory hostos.Host for unit tests that
+// must run without root: loop devices attached to backing files, a mount
+// table that mounting, binding and unmounting keep consistent, filesystems
+// "made" on images, freeze state, and errors injected per operation. Every
+// operation is logged (Log), as k8s.io/mount-utils' FakeMounter does.
+//
+// It keeps the kernel's rules that the driver depends on, so a test of the
+// driver's logic sees what a real node would show:
+//   - a device is /dev/loopN (7:N), lowest free N, backed by the file with
+//     symlinks resolved, sized like the file; Find reports it Deleted once
+//     the file is gone;
+//   - a filesystem lives in the backing file (a re-attached image still
+//     carries it); mkfs on a read-only device fails;
+//   - a mount of a device shows the device's major:minor (btrfs an
+//     anonymous 0:N, with the device as source); a bind of a mount shares
+//     its device, superblock and root (a bind of a directory inside it has
+//     that directory as root); a bind of a device node shows as devtmpfs
+//     with root /loopN;
+//   - Detach of a device whose filesystem is mounted fails with
+//     loop.ErrBusy and changes nothing; a device held open (HoldOpen) is
+//     marked Detaching and goes at its last close; a bind of the node holds
+//     nothing;
+//   - unmounting a mount with mounts below it fails with EBUSY;
+//   - mount points must exist on disk (the test's temporary directory):
+//     a directory for a filesystem, a file for a device node.
+//
+// It never touches the kernel: the only system calls are stat(2) on the
+// test's files.
+package fake
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/filevol/filevol/internal/hostos"
+	"github.com/filevol/filevol/internal/hostos/fs"
+	"github.com/filevol/filevol/internal/hostos/loop"
+	"github.com/filevol/filevol/internal/hostos/mount"
+)
+
+// Device numbers the fake hands out, as on Linux.
+const (
+	loopMajor     = 7
+	devtmpfsMinor = 5 // devtmpfs is 0:5 on most nodes
+	anonFirst     = 40
+	rootMountID   = 1
+)
+
+// Host is the fake kernel. The zero value is not usable; call New.
+type Host struct {
+	mu       sync.Mutex
+	devices  map[int]*device
+	table    mount.Table
+	nextID   int
+	nextAnon uint32
+	anon     map[string]uint32      // superblock key -> anonymous minor (btrfs, tmpfs)
+	fs       map[string]*filesystem // backing file -> what mkfs made there
+	stats    map[string]fs.Stats    // backing file -> statfs override
+	frozen   map[string]bool        // superblock key
+	fail     map[string]failure
+	log      []string
+}
+
+type device struct {
+	loop.Device
+	holders int // processes holding it open (HoldOpen)
+}
+
+type filesystem struct {
+	Type string
+	Size int64
+}
+
+type failure struct {
+	err  error
+	once bool
+}
+
+// New returns a fake with an empty loop list and a mount table holding
+// only the root filesystem.
+func New() *Host {
+	return &Host{
+		devices: map[int]*device{},
+		table: mount.Table{{ID: rootMountID, ParentID: rootMountID, Major: 8, Minor: 1, Root: "/", MountPoint: "/",
+			Options: []string{"rw"}, FSType: "ext4", Source: "/dev/root", SuperOptions: []string{"rw"}}},
+		nextID: 100,
+		anon:   map[string]uint32{},
+		fs:     map[string]*filesystem{},
+		stats:  map[string]fs.Stats{},
+		frozen: map[string]bool{},
+		fail:   map[string]failure{},
+	}
+}
+
+// Host returns the fake as the three seams the driver takes.
+func (h *Host) Host() hostos.Host { return hostos.Host{Loops: h, Mounts: h, FS: h} }
+
+// Fail makes every later call of op (a method name: "Attach", "Mount",
+// "Format", ...) fail with err, before it changes anything; a nil err
+// clears it.
+func (h *Host) Fail(op string, err error) { h.setFail(op, failure{err: err}) }
+
+// FailOnce makes the next call of op fail with err.
+func (h *Host) FailOnce(op string, err error) { h.setFail(op, failure{err: err, once: true}) }
+
+func (h *Host) setFail(op string, f failure) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if f.err == nil {
+		delete(h.fail, op)
+		return
+	}
+	h.fail[op] = f
+}
+
+// Log returns the operations done so far, one line each ("mount /dev/loop0
+// /stage ext4 [nosuid nodev]"); a failed one ends with ": " and the error.
+func (h *Host) Log() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.log)
+}
+
+// Calls counts the logged operations op ("mount", "attach", ...),
+// failed ones included.
+func (h *Host) Calls(op string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, l := range h.log {
+		if strings.HasPrefix(l, op+" ") {
+			n++
+		}
+	}
+	return n
+}
+
+// begin logs op and returns its injected error, if any. Held: h.mu.
+func (h *Host) begin(op, name string, args ...any) error {
+	line := name
+	for _, a := range args {
+		line += " " + fmt.Sprint(a)
+	}
+	if f, ok := h.fail[op]; ok {
+		if f.once {
+			delete(h.fail, op)
+		}
+		h.log = append(h.log, line+": "+f.err.Error())
+		return f.err
+	}
+	h.log = append(h.log, line)
+	return nil
+}
+
+// done records the outcome of an operation begin logged. Held: h.mu.
+func (h *Host) done(err error) error {
+	if err != nil {
+		h.log[len(h.log)-1] += ": " + err.Error()
+	}
+	return err
+}
+
+// resolve names a file the way the kernel reports it: symlinks resolved
+// where it exists.
+func resolve(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return filepath.Clean(p)
+}
+
+func devNumber(path string) (int, bool) {
+	n, err := strconv.Atoi(strings.TrimPrefix(path, "/dev/loop"))
+	return n, err == nil && strings.HasPrefix(path, "/dev/loop") && n >= 0
+}
+
+// AddDevice shows d as attached, unchecked: a picture of a node set up
+// before the test (another driver's device, a foreign one).
+func (h *Host) AddDevice(d loop.Device) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.devices[d.Number] = &device{Device: d}
+}
+
+// AddMount adds m to the mount table as it is, unchecked, with a fresh ID
+// when it has none: a mount made before the test, or by someone else.
+func (h *Host) AddMount(m mount.Info) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if m.ID == 0 {
+		h.add(m)
+		return
+	}
+	h.table = append(h.table, m)
+}

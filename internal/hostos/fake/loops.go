@@ -1,0 +1,186 @@
+package fake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/filevol/filevol/internal/hostos/loop"
+)
+
+// Find implements hostos.Loops.
+func (h *Host) Find(backingFile string) ([]loop.Device, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.begin("Find", "find", backingFile); err != nil {
+		return nil, err
+	}
+	return h.find(resolve(backingFile)), nil
+}
+
+func (h *Host) find(backing string) []loop.Device {
+	var out []loop.Device
+	for _, d := range h.sorted() {
+		if d.BackingFile == backing {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// List implements hostos.Loops.
+func (h *Host) List() ([]loop.Device, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.begin("List", "list"); err != nil {
+		return nil, err
+	}
+	return h.sorted(), nil
+}
+
+// sorted returns the devices in number order as sysfs would show them now.
+func (h *Host) sorted() []loop.Device {
+	var out []loop.Device
+	for _, d := range h.devices {
+		x := d.Device
+		if _, err := os.Stat(x.BackingFile); errors.Is(err, os.ErrNotExist) {
+			x.Deleted = true
+		}
+		out = append(out, x)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Number < out[b].Number })
+	return out
+}
+
+// Attach implements hostos.Loops: the lowest free /dev/loopN.
+func (h *Host) Attach(ctx context.Context, backingFile string, opts loop.Options) (loop.Device, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.begin("Attach", "attach", backingFile, fmt.Sprintf("ro=%v", opts.ReadOnly)); err != nil {
+		return loop.Device{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return loop.Device{}, h.done(err)
+	}
+	st, err := os.Stat(backingFile)
+	if err != nil {
+		return loop.Device{}, h.done(fmt.Errorf("open %s: %w", backingFile, err))
+	}
+	n := 0
+	for h.devices[n] != nil {
+		n++
+	}
+	d := loop.Device{Path: fmt.Sprintf("/dev/loop%d", n), Number: n, BackingFile: resolve(backingFile),
+		ReadOnly: opts.ReadOnly, DirectIO: opts.DirectIO, SizeBytes: st.Size(), Major: loopMajor, Minor: uint32(n)}
+	h.devices[n] = &device{Device: d}
+	h.log[len(h.log)-1] += " -> " + d.Path
+	return d, nil
+}
+
+// Detach implements hostos.Loops.
+func (h *Host) Detach(dev string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.begin("Detach", "detach", dev); err != nil {
+		return err
+	}
+	return h.done(h.detach(dev))
+}
+
+func (h *Host) detach(dev string) error {
+	n, ok := devNumber(dev)
+	if !ok {
+		return fmt.Errorf("%s: %w", dev, loop.ErrNotFound)
+	}
+	d := h.devices[n]
+	if d == nil {
+		return nil // already detached
+	}
+	if h.fsMounted(d.Device) {
+		return fmt.Errorf("detach %s: mounted: %w", dev, loop.ErrBusy)
+	}
+	if d.holders > 0 {
+		d.Detaching = true
+		return fmt.Errorf("detach %s: held open, detaches at last close: %w", dev, loop.ErrBusy)
+	}
+	delete(h.devices, n)
+	return nil
+}
+
+// DetachFile implements hostos.Loops.
+func (h *Host) DetachFile(backingFile string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.begin("DetachFile", "detach-file", backingFile); err != nil {
+		return err
+	}
+	var errs []error
+	for _, d := range h.find(resolve(backingFile)) {
+		errs = append(errs, h.detach(d.Path))
+	}
+	return h.done(errors.Join(errs...))
+}
+
+// SetCapacity implements hostos.Loops: the device takes its file's size.
+func (h *Host) SetCapacity(dev string) (int64, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.begin("SetCapacity", "set-capacity", dev); err != nil {
+		return 0, err
+	}
+	d, err := h.device(dev)
+	if err != nil {
+		return 0, h.done(err)
+	}
+	st, err := os.Stat(d.BackingFile)
+	if err != nil {
+		return 0, h.done(err)
+	}
+	d.SizeBytes = st.Size()
+	return d.SizeBytes, nil
+}
+
+func (h *Host) device(dev string) (*device, error) {
+	if n, ok := devNumber(dev); ok && h.devices[n] != nil {
+		return h.devices[n], nil
+	}
+	return nil, fmt.Errorf("%s: %w", dev, loop.ErrNotFound)
+}
+
+// HoldOpen makes dev held by another process: Detach then only marks it
+// Detaching, and it goes at Release.
+func (h *Host) HoldOpen(dev string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if d, err := h.device(dev); err == nil {
+		d.holders++
+	}
+}
+
+// Release closes a HoldOpen; the last close of a device marked Detaching
+// detaches it.
+func (h *Host) Release(dev string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d, err := h.device(dev)
+	if err != nil || d.holders == 0 {
+		return
+	}
+	if d.holders--; d.holders == 0 && d.Detaching {
+		delete(h.devices, d.Number)
+	}
+}
+
+// blockDevice answers for a path that must be an attached device (ENXIO
+// otherwise, as opening a detached loop node does).
+func (h *Host) blockDevice(dev string) (*device, error) {
+	d, err := h.device(dev)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", dev, unix.ENXIO)
+	}
+	return d, nil
+}

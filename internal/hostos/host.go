@@ -1,0 +1,73 @@
+package hostos
+
+import (
+	"context"
+
+	"github.com/filevol/filevol/internal/hostos/fs"
+	"github.com/filevol/filevol/internal/hostos/loop"
+	"github.com/filevol/filevol/internal/hostos/mount"
+)
+
+// Loops is what the driver asks of loop devices (package loop documents
+// each operation). Split from the mounts and the filesystem tools so that a
+// test replaces only what it needs, and a reader sees which kernel object a
+// call touches.
+type Loops interface {
+	// Find returns the devices backed by the file (see loop.Find).
+	Find(backingFile string) ([]loop.Device, error)
+	// List returns every attached device (see loop.List).
+	List() ([]loop.Device, error)
+	Attach(ctx context.Context, backingFile string, opts loop.Options) (loop.Device, error)
+	Detach(dev string) error
+	// DetachFile detaches every device backed by the file; it checks the
+	// backing file under an exclusive open, so a device number reused by
+	// another volume in between is never detached by mistake.
+	DetachFile(backingFile string) error
+	// SetCapacity makes a device re-read its backing file's size.
+	SetCapacity(dev string) (int64, error)
+}
+
+// Mounter is the mount table: reading it and changing it (package mount).
+type Mounter interface {
+	// Table is a snapshot of this process's mount table.
+	Table() (mount.Table, error)
+	Mount(source, target, fstype string, options []string) error
+	Bind(source, target string, readOnly bool, options []string) error
+	// UnmountAll unmounts every mount stacked at target; none is no error.
+	UnmountAll(target string) error
+}
+
+// FSTools is what the driver asks of filesystems and block devices
+// (package fs): probing, making and growing filesystems, sizes, usage and
+// freezing.
+type FSTools interface {
+	// Probe returns the signature type on dev, "" when it carries none.
+	Probe(ctx context.Context, dev string) (string, error)
+	// Format makes fstype on dev; callers Probe first (it never checks).
+	Format(ctx context.Context, dev, fstype string) error
+	// Size is the size the fstype superblock on dev says it covers.
+	Size(dev, fstype string) (int64, error)
+	Grow(ctx context.Context, dev, mountPoint, fstype string) error
+	GrowOffline(ctx context.Context, dev, fstype string, repair bool) error
+	StatFS(path string) (fs.Stats, error)
+	BlockDeviceSize(dev string) (int64, error)
+	Freeze(mountPoint string) error
+	Thaw(mountPoint string) error
+}
+
+// Host bundles the three seams the CSI services and the node view use.
+// The services ask it on every request instead of caching, so they always
+// act on what the kernel shows now (after a restart, a reboot, or
+// somebody's manual umount). New returns the real one; package fake has a
+// stateful one for unit tests that run without root.
+type Host struct {
+	Loops  Loops
+	Mounts Mounter
+	FS     FSTools
+}
+
+// New returns the Host backed by the real kernel and programs, for the pool
+// at poolDir (see OSLoops.PoolDir).
+func New(poolDir string) Host {
+	return Host{Loops: OSLoops{PoolDir: poolDir}, Mounts: OSMounter{}, FS: OSFS{Tools: fs.Tools{R: fs.Exec{}}}}
+}

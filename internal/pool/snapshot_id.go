@@ -1,0 +1,18 @@
+package pool
+
+import (
+	"fmt"
+
+	"github.com/filevol/filevol/internal/volid"
+)
+
+// validSnapshotID accepts the snapshot IDs of every version (volid).
+func validSnapshotID(id string) error {
+	if _, err := volid.ParseSnapshot(id); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidID, err)
+	}
+	return nil
+}
+
+func (p *Pool) snapImagePath(id string) string    { return imagePath(p.sdir, id) }
+func (p *Pool) snapTmpImagePath(id string) string { return tmpImagePath(p.sdir, id) }
