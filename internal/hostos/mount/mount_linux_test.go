@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -282,5 +284,40 @@ func TestBtrfsDeviceNumbers(t *testing.T) {
 		t.Logf("this kernel shows btrfs with the device's own number %d:%d", m.Major, m.Minor)
 	} else {
 		t.Logf("btrfs on %s (%d:%d) is listed as %d:%d", dev.Path, dev.Major, dev.Minor, m.Major, m.Minor)
+	}
+}
+
+// TestReadSeesATableLongerThanOneRead: the kernel hands out mountinfo a
+// page at a time, so a table of many mounts needs several reads. Every
+// one of 120 binds (well over 4 KiB of lines) must be in the table, the
+// last one made included.
+func TestReadSeesATableLongerThanOneRead(t *testing.T) {
+	dir := scratch(t)
+	src := mkdir(t, filepath.Join(dir, "src"))
+	var targets []string
+	for i := range 120 {
+		target := mkdir(t, filepath.Join(dir, "binds", "a-long-enough-name-to-fill-pages", strconv.Itoa(i)))
+		if err := Bind(src, target, false, nil); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = UnmountAll(target) })
+		targets = append(targets, target)
+	}
+	raw, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) <= 8<<10 {
+		t.Fatalf("mountinfo is %d bytes: too short to need several reads", len(raw))
+	}
+	table, err := Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range targets {
+		if _, ok := table.Top(target); !ok {
+			t.Fatalf("Read misses the bind at %s (%d of %d mounts seen, mountinfo %d bytes)",
+				target, len(table), strings.Count(string(raw), "\n"), len(raw))
+		}
 	}
 }

@@ -2,7 +2,6 @@ package mount
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -16,41 +15,20 @@ import (
 // read returns this thread's mount table (the process's: filevol never
 // unshares a thread's mount namespace), parsed by moby/sys/mountinfo.
 //
-// The file is read with one read(2) into a buffer large enough for all of
-// it: the kernel then renders the whole table under one lock, a
-// consistent snapshot. Read in small pieces, as a line scanner does, a
-// table that other calls change meanwhile can come back without a mount
-// that was there all along, and a publish that does not see its own
-// earlier bind mounts a second one.
+// The file is read to its end. One read(2) is not the whole table: the
+// kernel's seq_file hands out at most one buffer (a page) of lines per
+// read, so a table longer than 4 KiB comes in several reads. Taking the
+// first read for the whole table loses every mount after it, and a
+// publish that does not see its own earlier bind mounts a second one.
+// Since Linux 5.8 the kernel keeps a cursor in the namespace's mount list
+// between reads, so a mount present all along is never skipped by reads
+// in pieces, whatever other calls mount and unmount meanwhile.
 func read() (Table, error) {
-	for size := 64 << 10; ; size *= 4 {
-		data, full, err := readOnce("/proc/thread-self/mountinfo", size)
-		if err != nil {
-			return nil, fmt.Errorf("read mount table: %w", err)
-		}
-		if !full {
-			return parseReader(bytes.NewReader(data))
-		}
-		if size > 64<<20 {
-			return nil, fmt.Errorf("read mount table: larger than %d bytes", size)
-		}
-	}
-}
-
-// readOnce reads path with one read of size bytes; full says the buffer
-// filled up, so the table may be longer.
-func readOnce(path string, size int) ([]byte, bool, error) {
-	f, err := os.Open(path)
+	data, err := os.ReadFile("/proc/thread-self/mountinfo")
 	if err != nil {
-		return nil, false, err
+		return nil, fmt.Errorf("read mount table: %w", err)
 	}
-	defer f.Close()
-	buf := make([]byte, size)
-	n, err := f.Read(buf)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, false, err
-	}
-	return buf[:n], n == size, nil
+	return parseReader(bytes.NewReader(data))
 }
 
 // parse parses mountinfo text as described in proc_pid_mountinfo(5):
