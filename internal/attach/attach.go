@@ -1,0 +1,324 @@
+// Package attach keeps, in a shared pool, which nodes a volume is attached
+// to: the controller's half of ControllerPublishVolume and
+// ControllerUnpublishVolume. EBS and Cinder keep this in their cloud's
+// API; filevol keeps it beside the volume, in the pool every node and
+// every controller replica mounts, so that whoever leads after a hand-over
+// reads the same answer.
+//
+// Layout: <pool>/attach/<volume ID>.json holds the volume's attachments;
+// <pool>/attach/<volume ID>.lock is locked (an OFD write lock, which a
+// network filesystem carries to its server) while a controller reads and
+// changes the record, so that two controllers during a leader hand-over
+// never both attach one single-node volume to two nodes.
+//
+// Every attachment carries an epoch: a number the record hands out once
+// and never again. ControllerPublishVolume returns it in the
+// publish_context, and NodeStageVolume checks that the record still
+// holds that epoch for its node: a node that was detached (a force-detach
+// of a node that went away) and comes back with an old publish_context is
+// refused, even if the same node was attached again meanwhile.
+//
+// A change is durable when the call returns: written to a temporary file,
+// fsynced, renamed over the record, and the directory fsynced.
+//
+// The package knows nothing of CSI, gRPC or the kernel's devices.
+package attach
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/filevol/filevol/internal/durable"
+)
+
+// DirName is the directory of the records inside the pool.
+const DirName = "attach"
+
+const recordVersion = 1
+
+// Sentinel errors; callers test them with errors.Is.
+var (
+	// ErrAttachedElsewhere: a single-node volume is attached to another node.
+	ErrAttachedElsewhere = errors.New("attached to another node")
+	// ErrIncompatible: attached to this node, but not as asked (read-only
+	// against read-write, single-node against multi-node).
+	ErrIncompatible = errors.New("attached to this node with other options")
+	// ErrNotAttached: the record does not hold the attachment a node names.
+	ErrNotAttached = errors.New("not attached to this node")
+	// ErrCorrupt: a record that cannot be read; never taken for "none".
+	ErrCorrupt = errors.New("attachment record unreadable")
+)
+
+// Attachment is one node's attachment of a volume.
+type Attachment struct {
+	Node     string `json:"node"`
+	ReadOnly bool   `json:"readOnly,omitempty"`
+	// SingleNode: the access mode allows this node alone (SINGLE_NODE_*).
+	SingleNode bool      `json:"singleNode,omitempty"`
+	Epoch      uint64    `json:"epoch"`
+	Since      time.Time `json:"since"`
+}
+
+// Detachment is the last detach of a node, kept for messages: a refused
+// attach says which node had the volume last and when it left.
+type Detachment struct {
+	Node  string    `json:"node"`
+	Epoch uint64    `json:"epoch"`
+	At    time.Time `json:"at"`
+}
+
+// Record is a volume's attachments.
+type Record struct {
+	Version  int    `json:"version"`
+	VolumeID string `json:"volumeID"`
+	// LastEpoch is the last epoch handed out; the next is LastEpoch+1.
+	LastEpoch   uint64       `json:"lastEpoch"`
+	Attachments []Attachment `json:"attachments,omitempty"`
+	LastDetach  *Detachment  `json:"lastDetach,omitempty"`
+}
+
+// Find returns node's attachment.
+func (r Record) Find(node string) (Attachment, bool) {
+	for _, a := range r.Attachments {
+		if a.Node == node {
+			return a, true
+		}
+	}
+	return Attachment{}, false
+}
+
+// Nodes lists the attached nodes in the record's order.
+func (r Record) Nodes() []string {
+	out := make([]string, 0, len(r.Attachments))
+	for _, a := range r.Attachments {
+		out = append(out, a.Node)
+	}
+	return out
+}
+
+// Request is what ControllerPublishVolume asks for.
+type Request struct {
+	VolumeID   string
+	Node       string
+	ReadOnly   bool
+	SingleNode bool
+}
+
+// Store is the attachment records of one pool, safe for concurrent use by
+// any number of processes that share the pool.
+type Store struct {
+	dir string
+	now func() time.Time
+}
+
+// New returns the store of the pool at poolDir; its directory is made by
+// the first attach.
+func New(poolDir string) *Store {
+	return &Store{dir: filepath.Join(poolDir, DirName), now: func() time.Time { return time.Now().UTC() }}
+}
+
+func (s *Store) recordPath(id string) string { return filepath.Join(s.dir, id+".json") }
+func (s *Store) lockPath(id string) string   { return filepath.Join(s.dir, id+".lock") }
+
+// Attach records req's attachment and returns it. Idempotent: the same
+// request again returns the attachment it made, epoch included.
+func (s *Store) Attach(req Request) (Attachment, error) {
+	var out Attachment
+	err := s.change(req.VolumeID, func(r *Record) (bool, error) {
+		if a, ok := r.Find(req.Node); ok {
+			if a.ReadOnly != req.ReadOnly || a.SingleNode != req.SingleNode {
+				return false, fmt.Errorf("volume %s on node %s (read-only %v, single-node %v; asked read-only %v, single-node %v): %w",
+					req.VolumeID, req.Node, a.ReadOnly, a.SingleNode, req.ReadOnly, req.SingleNode, ErrIncompatible)
+			}
+			out = a
+			return false, nil
+		}
+		for _, a := range r.Attachments {
+			if req.SingleNode || a.SingleNode {
+				return false, &ElsewhereError{VolumeID: req.VolumeID, Node: a.Node, Since: a.Since}
+			}
+		}
+		r.LastEpoch++
+		out = Attachment{Node: req.Node, ReadOnly: req.ReadOnly, SingleNode: req.SingleNode, Epoch: r.LastEpoch, Since: s.now()}
+		r.Attachments = append(r.Attachments, out)
+		return true, nil
+	})
+	return out, err
+}
+
+// Detach drops node's attachment of the volume. Idempotent: a volume or
+// node without one is not an error.
+func (s *Store) Detach(volumeID, node string) error {
+	return s.change(volumeID, func(r *Record) (bool, error) {
+		i := slices.IndexFunc(r.Attachments, func(a Attachment) bool { return a.Node == node })
+		if i < 0 {
+			return false, nil
+		}
+		r.LastDetach = &Detachment{Node: node, Epoch: r.Attachments[i].Epoch, At: s.now()}
+		r.Attachments = slices.Delete(r.Attachments, i, i+1)
+		return true, nil
+	})
+}
+
+// Check says whether node holds the attachment of epoch: ErrNotAttached
+// when it does not (never attached, detached since, or attached again
+// under a later epoch).
+func (s *Store) Check(volumeID, node string, epoch uint64) error {
+	r, err := s.Of(volumeID)
+	if err != nil {
+		return err
+	}
+	a, ok := r.Find(node)
+	switch {
+	case !ok:
+		return fmt.Errorf("volume %s, node %s: %w (attached to %v)", volumeID, node, ErrNotAttached, r.Nodes())
+	case a.Epoch != epoch:
+		return fmt.Errorf("volume %s, node %s: %w under epoch %d; it is attached under epoch %d since %s",
+			volumeID, node, ErrNotAttached, epoch, a.Epoch, a.Since.Format(time.RFC3339))
+	}
+	return nil
+}
+
+// Of returns the volume's record; a volume never attached has an empty one.
+func (s *Store) Of(volumeID string) (Record, error) {
+	data, err := os.ReadFile(s.recordPath(volumeID))
+	if errors.Is(err, fs.ErrNotExist) {
+		return Record{Version: recordVersion, VolumeID: volumeID}, nil
+	}
+	if err != nil {
+		return Record{}, fmt.Errorf("read attachments of volume %s: %w", volumeID, err)
+	}
+	var r Record
+	if err := json.Unmarshal(data, &r); err != nil || r.Version != recordVersion || r.VolumeID != volumeID {
+		return Record{}, fmt.Errorf("%w: %s (version %d, volume %q, %v): restore it or remove it once no node uses the volume",
+			ErrCorrupt, s.recordPath(volumeID), r.Version, r.VolumeID, err)
+	}
+	return r, nil
+}
+
+// Forget removes the volume's record, for DeleteVolume once the volume is
+// gone. Idempotent.
+func (s *Store) Forget(volumeID string) error {
+	return s.withLock(volumeID, func() error {
+		if err := os.Remove(s.recordPath(volumeID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove attachments of volume %s: %w", volumeID, err)
+		}
+		// The lock file goes too; a concurrent attach that opened it
+		// before this removal holds a lock on an unlinked file, which is
+		// why change re-checks that its lock file is still the one linked.
+		if err := os.Remove(s.lockPath(volumeID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove attachment lock of volume %s: %w", volumeID, err)
+		}
+		return nil
+	})
+}
+
+// change applies fn to the volume's record under its lock and, when fn
+// says it changed something, writes the record durably.
+func (s *Store) change(volumeID string, fn func(*Record) (bool, error)) error {
+	return s.withLock(volumeID, func() error {
+		r, err := s.Of(volumeID)
+		if err != nil {
+			return err
+		}
+		changed, err := fn(&r)
+		if err != nil || !changed {
+			return err
+		}
+		return s.write(r)
+	})
+}
+
+func (s *Store) write(r Record) error {
+	r.Version = recordVersion
+	data, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(s.dir, "."+r.VolumeID+".tmp-"+strconv.Itoa(os.Getpid()))
+	if err := writeSynced(tmp, data); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("record attachments of volume %s: %w", r.VolumeID, err)
+	}
+	if err := os.Rename(tmp, s.recordPath(r.VolumeID)); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("record attachments of volume %s: %w", r.VolumeID, err)
+	}
+	if err := durable.SyncDir(s.dir); err != nil {
+		return fmt.Errorf("record attachments of volume %s: %w", r.VolumeID, err)
+	}
+	return nil
+}
+
+func writeSynced(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	return errors.Join(err, f.Close())
+}
+
+// withLock runs fn holding the volume's lock file's OFD write lock. It
+// waits for another holder: attach calls are short, and the sidecar's
+// call has its own deadline. A lock file that was unlinked (Forget) while
+// we waited is not the volume's lock any more: take the new one.
+func (s *Store) withLock(volumeID string, fn func() error) error {
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return fmt.Errorf("attachments of volume %s: %w", volumeID, err)
+	}
+	for {
+		f, err := os.OpenFile(s.lockPath(volumeID), os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return fmt.Errorf("lock attachments of volume %s: %w", volumeID, err)
+		}
+		lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0}
+		err = durable.IgnoringEINTR(func() error { return unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLKW, &lk) })
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("lock attachments of volume %s: %w", volumeID, err)
+		}
+		if !sameFile(f, s.lockPath(volumeID)) {
+			f.Close()
+			continue
+		}
+		err = fn()
+		f.Close() // releases the OFD lock
+		return err
+	}
+}
+
+func sameFile(f *os.File, path string) bool {
+	a, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	b, err := os.Stat(path)
+	return err == nil && os.SameFile(a, b)
+}
+
+// ElsewhereError says which node holds a single-node volume.
+type ElsewhereError struct {
+	VolumeID string
+	Node     string
+	Since    time.Time
+}
+
+func (e *ElsewhereError) Error() string {
+	return fmt.Sprintf("volume %s is attached to node %s since %s: %v", e.VolumeID, e.Node, e.Since.Format(time.RFC3339), ErrAttachedElsewhere)
+}
+
+// Is makes errors.Is(err, ErrAttachedElsewhere) true.
+func (e *ElsewhereError) Is(target error) bool { return target == ErrAttachedElsewhere }

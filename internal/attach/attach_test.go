@@ -1,0 +1,196 @@
+package attach
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+const vol = "fv1-img-3f9a0c2e-0123456789abcdef0123456789abcdef"
+
+func TestAttachIsIdempotentAndDurable(t *testing.T) {
+	dir := t.TempDir()
+	s := New(dir)
+	a, err := s.Attach(Request{VolumeID: vol, Node: "node-a", SingleNode: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Epoch != 1 || a.Node != "node-a" {
+		t.Fatalf("first attach = %+v, want node-a under epoch 1", a)
+	}
+	again, err := New(dir).Attach(Request{VolumeID: vol, Node: "node-a", SingleNode: true})
+	if err != nil || again != a {
+		t.Fatalf("repeated attach (another store on the same pool) = %+v, %v; want %+v", again, err, a)
+	}
+	r, err := New(dir).Of(vol)
+	if err != nil || len(r.Attachments) != 1 || r.LastEpoch != 1 {
+		t.Fatalf("record = %+v, %v", r, err)
+	}
+}
+
+func TestSingleNodeVolumeRefusesASecondNode(t *testing.T) {
+	s := New(t.TempDir())
+	if _, err := s.Attach(Request{VolumeID: vol, Node: "node-a", SingleNode: true}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Attach(Request{VolumeID: vol, Node: "node-b", SingleNode: true})
+	var e *ElsewhereError
+	if !errors.Is(err, ErrAttachedElsewhere) || !errors.As(err, &e) || e.Node != "node-a" {
+		t.Fatalf("second node's attach = %v, want ErrAttachedElsewhere naming node-a", err)
+	}
+	if !strings.Contains(err.Error(), "node-a") {
+		t.Fatalf("message %q does not name the node that holds it", err)
+	}
+	// A multi-node attach of a volume a node holds alone is refused too.
+	if _, err := s.Attach(Request{VolumeID: vol, Node: "node-c", ReadOnly: true}); !errors.Is(err, ErrAttachedElsewhere) {
+		t.Fatalf("multi-node attach beside a single-node one = %v", err)
+	}
+}
+
+func TestIncompatibleReattachIsRefused(t *testing.T) {
+	s := New(t.TempDir())
+	if _, err := s.Attach(Request{VolumeID: vol, Node: "node-a", SingleNode: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Attach(Request{VolumeID: vol, Node: "node-a", SingleNode: true, ReadOnly: true}); !errors.Is(err, ErrIncompatible) {
+		t.Fatalf("read-only attach over a read-write one = %v, want ErrIncompatible", err)
+	}
+}
+
+func TestMultiNodeReaders(t *testing.T) {
+	s := New(t.TempDir())
+	for i, n := range []string{"node-a", "node-b", "node-c"} {
+		a, err := s.Attach(Request{VolumeID: vol, Node: n, ReadOnly: true})
+		if err != nil || a.Epoch != uint64(i+1) {
+			t.Fatalf("attach %s = %+v, %v", n, a, err)
+		}
+	}
+	if _, err := s.Attach(Request{VolumeID: vol, Node: "node-d", SingleNode: true}); !errors.Is(err, ErrAttachedElsewhere) {
+		t.Fatalf("single-node attach beside readers = %v", err)
+	}
+	r, _ := s.Of(vol)
+	if got := strings.Join(r.Nodes(), ","); got != "node-a,node-b,node-c" {
+		t.Fatalf("nodes = %s", got)
+	}
+}
+
+// TestEpochsAreNeverReused: a node detached (force-detach) and attached
+// again gets a new epoch, so its old publish_context fails Check.
+func TestEpochsAreNeverReused(t *testing.T) {
+	s := New(t.TempDir())
+	old, err := s.Attach(Request{VolumeID: vol, Node: "node-a", SingleNode: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Check(vol, "node-a", old.Epoch); err != nil {
+		t.Fatalf("check of the live attachment: %v", err)
+	}
+	if err := s.Detach(vol, "node-a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Check(vol, "node-a", old.Epoch); !errors.Is(err, ErrNotAttached) {
+		t.Fatalf("check after detach = %v, want ErrNotAttached", err)
+	}
+	if _, err := s.Attach(Request{VolumeID: vol, Node: "node-b", SingleNode: true}); err != nil {
+		t.Fatalf("attach elsewhere after the detach: %v", err)
+	}
+	if err := s.Detach(vol, "node-b"); err != nil {
+		t.Fatal(err)
+	}
+	back, err := s.Attach(Request{VolumeID: vol, Node: "node-a", SingleNode: true})
+	if err != nil || back.Epoch <= old.Epoch+1 {
+		t.Fatalf("reattach = %+v, %v; want an epoch after %d", back, err, old.Epoch+1)
+	}
+	if err := s.Check(vol, "node-a", old.Epoch); !errors.Is(err, ErrNotAttached) {
+		t.Fatalf("old epoch after reattach = %v, want ErrNotAttached", err)
+	}
+	r, _ := s.Of(vol)
+	if r.LastDetach == nil || r.LastDetach.Node != "node-b" {
+		t.Fatalf("last detach = %+v, want node-b", r.LastDetach)
+	}
+}
+
+func TestDetachAndForgetAreIdempotent(t *testing.T) {
+	s := New(t.TempDir())
+	for range 2 {
+		if err := s.Detach(vol, "never-attached"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Forget(vol); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Attach(Request{VolumeID: vol, Node: "node-a"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Forget(vol); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Of(vol); err != nil || len(r.Attachments) != 0 {
+		t.Fatalf("after forget: %+v, %v", r, err)
+	}
+	if names, _ := os.ReadDir(s.dir); len(names) != 0 {
+		t.Fatalf("forget left %d files", len(names))
+	}
+}
+
+func TestCorruptRecordIsNeverNone(t *testing.T) {
+	s := New(t.TempDir())
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(s.dir, vol+".json"), []byte("{half"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Attach(Request{VolumeID: vol, Node: "node-a", SingleNode: true}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("attach over a corrupt record = %v, want ErrCorrupt", err)
+	}
+	if err := s.Check(vol, "node-a", 1); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("check of a corrupt record = %v, want ErrCorrupt", err)
+	}
+}
+
+// TestRacingControllersAttachOneNode: stores that share only the pool
+// directory (as two controller replicas during a hand-over do) race to
+// attach a single-node volume to different nodes; exactly one wins, and
+// the record names the winner.
+func TestRacingControllersAttachOneNode(t *testing.T) {
+	dir := t.TempDir()
+	const racers = 16
+	var wg sync.WaitGroup
+	wins := make(chan string, racers)
+	errs := make(chan error, racers)
+	for i := range racers {
+		wg.Go(func() {
+			node := fmt.Sprintf("node-%d", i)
+			_, err := New(dir).Attach(Request{VolumeID: vol, Node: node, SingleNode: true})
+			switch {
+			case err == nil:
+				wins <- node
+			case !errors.Is(err, ErrAttachedElsewhere):
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(wins)
+	close(errs)
+	for err := range errs {
+		t.Errorf("unexpected error: %v", err)
+	}
+	var won []string
+	for n := range wins {
+		won = append(won, n)
+	}
+	r, err := New(dir).Of(vol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(won) != 1 || len(r.Attachments) != 1 || r.Attachments[0].Node != won[0] {
+		t.Fatalf("winners %v, record %+v: want exactly one, the same", won, r.Attachments)
+	}
+}
