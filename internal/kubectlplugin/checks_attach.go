@@ -1,0 +1,55 @@
+package kubectlplugin
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// multiAttach reports kubelet's or the attach/detach controller's word for
+// a ReadWriteOnce volume that another node still has: Kubernetes'
+// "Multi-Attach error", or filevol's own refusal of ControllerPublishVolume
+// ("is attached to node").
+func multiAttach(msg string) bool {
+	return strings.Contains(msg, "Multi-Attach error") ||
+		(hasCode(msg, "FailedPrecondition") && strings.Contains(msg, "is attached to node"))
+}
+
+// fenced reports filevol's refusal to attach a volume whose image another
+// node's loop device may still write (the fencing lock is held).
+func fenced(msg string) bool { return strings.Contains(msg, "still holds the image") }
+
+// attachCauses explains why pv cannot be attached to node: which other
+// node holds it, whether a pod there still uses it, and the way out,
+// including for a node that is gone or down (force-detach).
+func (c *cluster) attachCauses(pv *corev1.PersistentVolume, node string) (cause, fix string) {
+	var causes, fixes []string
+	for _, va := range c.attachmentsOf(pv.Name) {
+		other := va.Spec.NodeName
+		if other == node {
+			continue
+		}
+		state := vaState(va)
+		switch pods := c.runningOn(c.claimPods(pv), other); {
+		case !c.nodeExists(other):
+			causes = append(causes, fmt.Sprintf("VolumeAttachment %s attaches %s to node %s (%s), and node %s no longer exists", va.Name, pv.Name, other, state, other))
+			fixes = append(fixes, fmt.Sprintf("kubectl delete volumeattachment %s: the csi-attacher detaches it, and the pod's node attaches it", va.Name))
+		case len(pods) > 0:
+			causes = append(causes, fmt.Sprintf("the volume is ReadWriteOnce and VolumeAttachment %s attaches it to node %s (%s), where pod %s still uses it",
+				va.Name, other, state, strings.Join(pods, ", ")))
+			fixes = append(fixes, fmt.Sprintf("a ReadWriteOnce volume follows its pod once the old pod is gone: delete pod %s on node %s (or scale its owner down) first", strings.Join(pods, ", "), other))
+		case strings.HasPrefix(c.nodeStatus(other), "NotReady"):
+			causes = append(causes, fmt.Sprintf("VolumeAttachment %s attaches %s to node %s (%s), which is NotReady: kubelet there cannot confirm the unmount, so Kubernetes waits 6 minutes before it force-detaches",
+				va.Name, pv.Name, other, state))
+			fixes = append(fixes, fmt.Sprintf("if node %s is really down (powered off, not merely cut off), kubectl taint node %s node.kubernetes.io/out-of-service=nodeshutdown:NoExecute: the volume is detached at once; filevol still refuses the new attach for as long as node %s's loop device holds the image", other, other, other))
+		default:
+			causes = append(causes, fmt.Sprintf("VolumeAttachment %s attaches %s to node %s (%s); no pod uses it there any more, so the csi-attacher should detach it", va.Name, pv.Name, other, state))
+			fixes = append(fixes, fmt.Sprintf("read the csi-attacher's log for %s and kubelet's on node %s (an unmount that fails keeps it attached)", va.Name, other))
+		}
+	}
+	if len(causes) == 0 {
+		return "", ""
+	}
+	return strings.Join(causes, "\n"), strings.Join(fixes, "\n")
+}

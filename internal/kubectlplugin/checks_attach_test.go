@@ -1,0 +1,58 @@
+package kubectlplugin
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// multiAttachStory: pod db-1 on node-2 waits for a ReadWriteOnce volume
+// that VolumeAttachment csi-a1 still attaches to node-1.
+func multiAttachStory(msg string, onNode1 ...runtime.Object) []runtime.Object {
+	va := &storagev1.VolumeAttachment{
+		ObjectMeta: metav1.ObjectMeta{Name: "csi-a1"},
+		Spec: storagev1.VolumeAttachmentSpec{Attacher: driver, NodeName: "node-1",
+			Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: ptr("pvc-db")}},
+		Status: storagev1.VolumeAttachmentStatus{Attached: true},
+	}
+	objs := []runtime.Object{node("node-2"), csiNode("node-2"),
+		pv("pvc-db", "fv1-img-3f9a0c2e-00000000000000000000000000000001", "node-1", "app", "db"),
+		pvc("app", "db", "1Gi", "pvc-db"), va,
+		creatingPod("app", "db-1", "node-2", "db"),
+		event("Pod", "app", "db-1", "Warning", "FailedAttachVolume", msg, 30*time.Second)}
+	return append(objs, onNode1...)
+}
+
+const k8sMultiAttach = `Multi-Attach error for volume "pvc-db" Volume is already exclusively attached to one node and can't be attached to another`
+
+func TestDoctorMultiAttach(t *testing.T) {
+	t.Run("the old pod still runs on the other node", func(t *testing.T) {
+		out := run(t, nil, []string{"doctor"}, append(base(), multiAttachStory(k8sMultiAttach, pod("app", "db-0", "node-1", "db"))...)...)
+		mustContain(t, out,
+			"ERROR   pod/db-1 -n app: stuck in ContainerCreating",
+			"cause: the volume is ReadWriteOnce and VolumeAttachment csi-a1 attaches it to node node-1 (attached: true), where pod app/db-0 still uses it",
+			"kubelet on node node-2 (FailedAttachVolume, 30s ago): Multi-Attach error",
+			"fix:   a ReadWriteOnce volume follows its pod once the old pod is gone: delete pod app/db-0 on node node-1")
+	})
+	t.Run("filevol's own refusal, the other node down", func(t *testing.T) {
+		down := node("node-1")
+		down.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}
+		msg := `AttachVolume.Attach failed for volume "pvc-db" : rpc error: code = FailedPrecondition desc = volume fv1-img-3f9a0c2e-00000000000000000000000000000001 is attached to node node-1 since 2026-11-24T10:00:00Z`
+		objs := append([]runtime.Object{csiDriver(), storageClass(), down, csiNode("node-1")}, multiAttachStory(msg)...)
+		out := run(t, nil, []string{"doctor"}, objs...)
+		mustContain(t, out,
+			"which is NotReady: kubelet there cannot confirm the unmount, so Kubernetes waits 6 minutes before it force-detaches",
+			"kubectl taint node node-1 node.kubernetes.io/out-of-service=nodeshutdown:NoExecute")
+	})
+	t.Run("fencing refuses while the old node's device holds the image", func(t *testing.T) {
+		msg := `AttachVolume.Attach failed for volume "pvc-db" : rpc error: code = FailedPrecondition desc = node node-1 still holds the image of volume fv1-img-3f9a0c2e-00000000000000000000000000000001 open for writing`
+		out := run(t, nil, []string{"doctor"}, append(base(), multiAttachStory(msg)...)...)
+		mustContain(t, out,
+			"cause: filevol refuses the attach: another node's loop device still holds the image and could write to it (fencing)",
+			"no pod uses it there any more, so the csi-attacher should detach it")
+	})
+}
