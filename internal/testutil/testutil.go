@@ -224,18 +224,34 @@ func unmountUnder(under func(string) bool, lazy bool) error {
 // through loop.DetachFile so that a device number reused meanwhile is left
 // alone. With wait, ErrBusy is retried for a second: a filesystem just
 // unmounted lazily keeps its device claimed until its last reference goes.
+//
+// It detaches first the devices backed by files that live on those
+// devices' filesystems (a pool filesystem's volumes), found by the
+// backing file's device number: once such a pool filesystem has been
+// unmounted lazily, its volumes' backing paths no longer resolve under
+// root ("/volumes/..."), yet they keep the pool filesystem, and so its
+// loop device, busy for as long as they stay attached.
 func detachUnder(under func(string) bool, wait bool) error {
 	devs, err := loop.List()
 	if err != nil {
 		return err
 	}
 	var files []string
+	ours := map[uint64]bool{} // device numbers of the devices to detach
 	for _, d := range devs {
-		if under(d.BackingFile) && !slices.Contains(files, d.BackingFile) {
-			files = append(files, d.BackingFile)
+		if under(d.BackingFile) {
+			ours[unix.Mkdev(d.Major, d.Minor)] = true
+			if !slices.Contains(files, d.BackingFile) {
+				files = append(files, d.BackingFile)
+			}
 		}
 	}
 	var errs []error
+	for _, d := range backedByOurs(devs, ours) {
+		if err := detachIfBackedBy(d, ours); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for _, f := range files {
 		err := loop.DetachFile(f)
 		for i := 0; wait && errors.Is(err, loop.ErrBusy) && i < 20; i++ {
@@ -247,6 +263,55 @@ func detachUnder(under func(string) bool, wait bool) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// backedByOurs returns the devices whose backing file lives on one of the
+// ours devices, transitively (adding each to ours), the most dependent
+// first: the order to detach them in.
+func backedByOurs(devs []loop.Device, ours map[uint64]bool) []loop.Device {
+	var out []loop.Device
+	for found := true; found; {
+		found = false
+		for _, d := range devs {
+			self := unix.Mkdev(d.Major, d.Minor)
+			if ours[self] {
+				continue
+			}
+			if backing, ok := backingDev(d.Path); ok && ours[backing] {
+				ours[self], found = true, true
+				out = append(out, d)
+			}
+		}
+	}
+	slices.Reverse(out)
+	return out
+}
+
+// detachIfBackedBy detaches d if its backing file still lives on one of
+// the ours devices (the number may have been freed and reused meanwhile).
+func detachIfBackedBy(d loop.Device, ours map[uint64]bool) error {
+	if backing, ok := backingDev(d.Path); !ok || !ours[backing] {
+		return nil
+	}
+	if err := loop.Detach(d.Path); err != nil && !errors.Is(err, loop.ErrNotFound) {
+		return fmt.Errorf("detach %s, backed by a file on a device being cleaned up: %w", d.Path, err)
+	}
+	return nil
+}
+
+// backingDev is the device number of the filesystem holding the backing
+// file of the loop device at path (LOOP_GET_STATUS64's lo_device).
+func backingDev(path string) (uint64, bool) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, false
+	}
+	defer unix.Close(fd)
+	info, err := unix.IoctlLoopGetStatus64(fd)
+	if err != nil {
+		return 0, false
+	}
+	return info.Device, true
 }
 
 // fiThaw is FITHAW, _IOWR('X', 120, int) from linux/fs.h (x/sys/unix lacks

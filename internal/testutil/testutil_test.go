@@ -140,3 +140,64 @@ func TestScratch(t *testing.T) {
 		t.Errorf("subtest scratch %s survives its test (stat: %v)", a, err)
 	}
 }
+
+// TestCleanLeftoversAfterALazyUnmount: what a run whose own cleanup gave up
+// half-way leaves: a pool filesystem on a loop device, unmounted lazily
+// while a volume's loop device, backed by an image in it, stayed attached.
+// That volume's backing path no longer resolves under root ("/vol.img"),
+// yet it keeps the pool filesystem, and so the pool's device, busy; every
+// later run of the package failed to detach the pool's device.
+func TestCleanLeftoversAfterALazyUnmount(t *testing.T) {
+	testutil.RequireRoot(t)
+	root := testutil.Scratch(t, scratchName)
+	poolImg := filepath.Join(root, "testutil-pool.img")
+	if err := os.WriteFile(poolImg, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(poolImg, 64<<20); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mkfs.ext4", "-F", "-q", poolImg).CombinedOutput(); err != nil {
+		t.Skipf("mkfs.ext4: %v: %s", err, out)
+	}
+	poolDev, err := loop.Attach(t.Context(), poolImg, loop.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := filepath.Join(root, "pool")
+	if err := os.MkdirAll(pool, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(poolDev.Path, pool, "ext4", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	volImg := filepath.Join(pool, "testutil-vol.img")
+	if err := os.WriteFile(volImg, make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	volDev, err := loop.Attach(t.Context(), volImg, loop.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Unmount(pool, unix.MNT_DETACH); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := testutil.CleanLeftovers(root); err != nil {
+		t.Errorf("CleanLeftovers: %v", err)
+	}
+	all, err := loop.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range all {
+		if (d.Number == volDev.Number && d.BackingFile == "/testutil-vol.img") ||
+			(d.Number == poolDev.Number && strings.HasSuffix(d.BackingFile, "testutil-pool.img")) {
+			t.Errorf("leaked: %s → %s", d.Path, d.BackingFile)
+		}
+	}
+	if t.Failed() { // the volume's device first: it holds the pool's
+		_ = loop.Detach(volDev.Path)
+		_ = loop.Detach(poolDev.Path)
+	}
+}
