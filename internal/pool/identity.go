@@ -45,8 +45,8 @@ func openIdentity(dir string, shared bool) (identity, error) {
 	case err != nil:
 		return identity{}, err
 	case id.Shared && !shared:
-		return identity{}, fmt.Errorf("pool %s is shared by several hosts (%q in %s): open it as shared (--pool-shared); "+
-			"if no other host uses it any more, remove that field by hand first", dir, `"shared": true`, identityFile)
+		return identity{}, fmt.Errorf(`pool %s is shared by several hosts ("shared":true in %s): open it as shared (--pool-shared); `+
+			"if no other host uses it any more, remove that field by hand first", dir, identityFile)
 	case shared && !id.Shared:
 		id.Shared = true
 		if err := writeIdentity(dir, id, true); err != nil {

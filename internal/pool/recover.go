@@ -149,8 +149,9 @@ func loadStore[T record](p *Pool, st *recordstore.Store[T], kind string, valid f
 			changed = true
 		default:
 			// The record is the commit point: the create or the rollback of
-			// a delete completes. (Two of our own are never made; the
-			// others, if any, are kept.)
+			// a delete completes. (An operation makes one temporary image;
+			// only a pool with a mixed past, node-local and shared, can
+			// hold two of one ID: the rest go to quarantine.)
 			tmp, img := dir+"/"+own[0], imagePath(dir, id)
 			if err := unix.Rename(tmp, img); err != nil {
 				return &os.LinkError{Op: "rename", Old: tmp, New: img, Err: err}
