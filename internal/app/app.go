@@ -31,7 +31,7 @@ const shutdownGrace = 30 * time.Second
 // Run serves until ctx is cancelled, then stops accepting, finishes
 // in-flight calls and removes the socket.
 func Run(ctx context.Context, o options.Options) error {
-	p, err := pool.Open(o.PoolDir, pool.Options{NodeID: o.NodeID, ReservedBytes: int64(o.ReservedCapacity)})
+	p, err := pool.Open(o.PoolDir, poolOptions(o))
 	if err != nil {
 		return fmt.Errorf("open pool %s: %w", o.PoolDir, err)
 	}
@@ -94,6 +94,18 @@ func Run(ctx context.Context, o options.Options) error {
 	err = csi.Serve(ctx, srv, lis, shutdownGrace)
 	klog.InfoS("filevol stopped")
 	return err
+}
+
+// poolOptions is how this process opens its pool. On a shared pool the
+// process says who it is: a node by its node ID, a controller by its ID
+// under "controller/", which no Kubernetes node name can hold, so that
+// no node ever takes a controller's files for its own.
+func poolOptions(o options.Options) pool.Options {
+	po := pool.Options{NodeID: o.NodeID, ReservedBytes: int64(o.ReservedCapacity), Shared: o.PoolShared}
+	if o.Mode == options.ModeController {
+		po.Owner = "controller/" + o.ControllerID
+	}
+	return po
 }
 
 // register serves kubelet's plugin registration socket. The CSI socket

@@ -16,6 +16,7 @@ import (
 	"github.com/filevol/filevol/internal/metrics"
 	"github.com/filevol/filevol/internal/nodeview"
 	"github.com/filevol/filevol/internal/nodeview/api"
+	"github.com/filevol/filevol/internal/options"
 	"github.com/filevol/filevol/internal/pool"
 )
 
@@ -68,5 +69,22 @@ func TestHTTPEndpoint(t *testing.T) {
 	if len(r.Volumes) != 1 || len(r.Volumes[0].Health) != 1 || r.Volumes[0].Health[0].Reason != csi.ReasonImageMissing ||
 		r.Volumes[0].Health[0].Status != "DATA_LOSS" {
 		t.Errorf("/debug/volumes = %+v, want one volume with ImageMissing (DATA_LOSS)", r.Volumes)
+	}
+}
+
+// A node opens a shared pool as its node, a controller as its controller
+// ID, apart from every node's; a node-local pool as it always was.
+func TestPoolOptions(t *testing.T) {
+	o := options.Options{NodeID: "n1", ControllerID: "main", Mode: options.ModeNode, PoolShared: true, ReservedCapacity: 42}
+	if po := poolOptions(o); !po.Shared || po.Owner != "" || po.NodeID != "n1" || po.ReservedBytes != 42 {
+		t.Errorf("node: %+v", po)
+	}
+	o.Mode = options.ModeController
+	if po := poolOptions(o); po.Owner != "controller/main" {
+		t.Errorf("controller: %+v", po)
+	}
+	o.Mode, o.PoolShared = options.ModeAll, false
+	if po := poolOptions(o); po.Shared || po.Owner != "" {
+		t.Errorf("node-local: %+v", po)
 	}
 }

@@ -36,7 +36,10 @@ func (r GCReport) Orphans() int {
 
 // GC sweeps the node for orphans. Every action on a volume is taken under
 // that volume's lock, so a sweep never races a stage or a create; a busy
-// volume is skipped until the next sweep.
+// volume is skipped until the next sweep. On a pool that several hosts
+// share it touches only what is this node's, or nobody's: loop devices of
+// this host's kernel (the backing file says which volume), in-use records
+// of this node, and images without a record too old to be in flight.
 func (s *NodeService) GC(ctx context.Context) (GCReport, error) {
 	var r GCReport
 	if err := s.gcLoops(ctx, &r); err != nil {
@@ -48,13 +51,20 @@ func (s *NodeService) GC(ctx context.Context) (GCReport, error) {
 	if err != nil {
 		return r, err
 	}
+	// On a shared pool the pool lists, and moves, only images too old to
+	// be another host's create whose record this host does not see yet
+	// (pool.Pool.QuarantineImage): the volume's lock is this process's
+	// and serialises nothing on the other hosts.
 	for _, id := range o.ImagesWithoutRecord {
 		s.withLock(id, func() {
-			if err := s.pool.QuarantineImage(id); err != nil {
+			moved, err := s.pool.QuarantineImage(id)
+			if err != nil {
 				klog.ErrorS(err, "quarantine image without record", "volumeID", id)
 				return
 			}
-			r.Quarantined = append(r.Quarantined, id)
+			if moved {
+				r.Quarantined = append(r.Quarantined, id)
+			}
 		})
 	}
 	for _, id := range o.RecordsWithoutImage {

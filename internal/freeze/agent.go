@@ -16,7 +16,11 @@ import (
 
 // Marks are the node's durable freeze marks: one per filesystem it froze
 // and has not thawed yet, so that a node killed while a filesystem is
-// frozen thaws it when it starts again.
+// frozen thaws it when it starts again. They must be this node's alone:
+// ThawLeftovers drops every mark whose filesystem is not mounted here, so
+// on a pool that several nodes share, marks kept for all of them would
+// lose another node's, and that node, killed, would never thaw what it
+// froze (internal/nodestate keeps them per node there).
 type Marks interface {
 	Mark(volumeID string) error
 	Unmark(volumeID string) error
@@ -74,7 +78,10 @@ func NewAgent(poolDir, node string) *Agent {
 
 // ThawLeftovers thaws what the marks name: filesystems this node froze
 // before it was killed. Run calls it first; callers that serve before Run
-// starts may call it earlier.
+// starts may call it earlier. Of the request directory's files it removes
+// only its own node's answers, and the owner and temporary files of
+// processes whose owner lock is free (owner.go): a live process anywhere
+// holds its lock, on every filesystem the protocol runs on.
 func (a *Agent) ThawLeftovers() {
 	ids, err := a.Marks.List()
 	if err != nil {

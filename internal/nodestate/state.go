@@ -1,6 +1,7 @@
 package nodestate
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 
@@ -18,7 +19,7 @@ const (
 	FrozenDir = "frozen"
 )
 
-// State is the node-side state kept in one pool directory.
+// State is the node-side state of one node kept in a pool directory.
 type State struct {
 	// Format marks a volume whose first mkfs is in progress. mkfs is not
 	// atomic: a crash in the middle can leave a device whose signature is
@@ -53,21 +54,72 @@ type State struct {
 	// filesystem by rebooting, and a mark left over then names a
 	// filesystem that is not frozen, which thawing leaves alone.
 	Frozen *Marker
+
+	// legacyFrozen is <pool>/frozen on a shared pool, whose marks
+	// AdoptLegacyFrozen hands to their node; nil on a node-local pool.
+	legacyFrozen *Marker
 }
 
-// Open returns the state of the pool at poolDir, whose volumes/ exists,
-// and makes its frozen/ directory if missing. valid accepts the volume
-// IDs (every other name is none of this package's).
+// Open returns the state of the node-local pool at poolDir, whose
+// volumes/ exists, and makes its frozen/ directory if missing. valid
+// accepts the volume IDs (every other name is none of this package's).
 func Open(poolDir string, valid func(id string) error) (*State, error) {
-	vdir, fdir := filepath.Join(poolDir, "volumes"), filepath.Join(poolDir, FrozenDir)
-	if err := durable.EnsureDir(fdir); err != nil {
+	return open(poolDir, filepath.Join(poolDir, FrozenDir), valid)
+}
+
+// OpenShared is Open for a pool that several hosts share: the node's
+// freeze marks live in nodeDir, the directory the pool keeps for this
+// node (<pool>/owners/<node key>), made if missing, so that no node sees,
+// thaws or drops another's (see the package doc).
+func OpenShared(poolDir, nodeDir string, valid func(id string) error) (*State, error) {
+	s, err := open(poolDir, filepath.Join(nodeDir, FrozenDir), valid)
+	if err != nil {
+		return nil, err
+	}
+	s.legacyFrozen = &Marker{dir: filepath.Join(poolDir, FrozenDir), valid: valid}
+	return s, nil
+}
+
+func open(poolDir, frozenDir string, valid func(id string) error) (*State, error) {
+	vdir := filepath.Join(poolDir, "volumes")
+	if err := durable.EnsureDir(frozenDir); err != nil {
 		return nil, fmt.Errorf("node state: %w", err)
 	}
 	return &State{
 		Format: &Marker{dir: vdir, suffix: formatSuffix, durable: true, valid: valid},
 		Grow:   &Marker{dir: vdir, suffix: growSuffix, durable: true, valid: valid},
-		Frozen: &Marker{dir: fdir, durable: false, valid: valid},
+		Frozen: &Marker{dir: frozenDir, durable: false, valid: valid},
 	}, nil
+}
+
+// AdoptLegacyFrozen moves into this node's directory the freeze marks
+// that the pool's node-local layout holds (<pool>/frozen) and that mine
+// says are this node's: a shared pool that was node-local once keeps the
+// marks its only node left, and that node, restarted on the shared pool,
+// must still thaw what they name. The others are left where they are,
+// for their node. A no-op on a node-local pool, whose marks are there.
+func (s *State) AdoptLegacyFrozen(mine func(id string) bool) error {
+	if s.legacyFrozen == nil {
+		return nil
+	}
+	ids, err := s.legacyFrozen.IDs()
+	if err != nil {
+		return fmt.Errorf("node state: %w", err)
+	}
+	for _, id := range ids {
+		if !mine(id) {
+			continue
+		}
+		// No replace: a mark of our own is there already, the same fact.
+		err := durable.RenameNoReplace(s.legacyFrozen.Path(id), s.Frozen.Path(id))
+		if errors.Is(err, unix.EEXIST) {
+			err = s.legacyFrozen.Clear(id)
+		}
+		if err != nil && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("node state: adopt the freeze mark of volume %s: %w", id, err)
+		}
+	}
+	return nil
 }
 
 // ForgetVolume removes the markers a deleted volume may have left in

@@ -132,3 +132,75 @@ func TestMarkerNoSpace(t *testing.T) {
 		t.Errorf("Set with no inode left = %v, want ErrNoSpace wrapping ENOSPC", err)
 	}
 }
+
+// On a shared pool each node's freeze marks are its own: a node lists,
+// and clears, only the marks it set. The format and grow markers stay
+// beside the volume, where any node that stages it sees them.
+func TestSharedPoolKeepsEachNodesFreezeMarks(t *testing.T) {
+	dir := t.TempDir()
+	openAt(t, dir) // the pool's volumes/
+	shared := func(node string) *State {
+		s, err := OpenShared(dir, dir+"/owners/"+node, validTestID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	a, b := shared("aaaa"), shared("bbbb")
+	if err := a.Frozen.Set("fv-1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir + "/owners/aaaa/frozen/fv-1"); err != nil {
+		t.Fatalf("a's mark is not in a's directory: %v", err)
+	}
+	if ids, err := b.Frozen.IDs(); err != nil || len(ids) != 0 {
+		t.Errorf("b's marks = %v, %v: b sees a's", ids, err)
+	}
+	if b.Frozen.IsSet("fv-1") {
+		t.Error("b reads a's mark as its own")
+	}
+	if err := b.Frozen.Clear("fv-1"); err != nil || !a.Frozen.IsSet("fv-1") {
+		t.Errorf("b's Clear dropped a's mark (%v)", err)
+	}
+	if err := a.Format.Set("fv-1"); err != nil {
+		t.Fatal(err)
+	}
+	if !b.Format.IsSet("fv-1") || a.Format.Path("fv-1") != dir+"/volumes/fv-1.formatting" {
+		t.Error("the format marker is not beside the volume, where every node sees it")
+	}
+}
+
+// A shared pool that was node-local once: the marks of its node-local
+// layout are adopted by the node they are, and only by it; the rest stay.
+func TestSharedPoolAdoptsLegacyFreezeMarks(t *testing.T) {
+	dir := t.TempDir()
+	local := openAt(t, dir)
+	for _, id := range []string{"fv-mine", "fv-theirs", "fv-both"} {
+		if err := local.Frozen.Set(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := OpenShared(dir, dir+"/owners/aaaa", validTestID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Frozen.Set("fv-both"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AdoptLegacyFrozen(func(id string) bool { return id != "fv-theirs" }); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := s.Frozen.IDs()
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"fv-both", "fv-mine"}) {
+		t.Errorf("own marks after adoption = %v", got)
+	}
+	left, _ := local.Frozen.IDs()
+	if !slices.Equal(left, []string{"fv-theirs"}) {
+		t.Errorf("node-local layout after adoption holds %v, want another node's mark only", left)
+	}
+	// On a node-local pool there is nothing to adopt.
+	if err := local.AdoptLegacyFrozen(func(string) bool { return true }); err != nil || !local.Frozen.IsSet("fv-theirs") {
+		t.Errorf("AdoptLegacyFrozen on a node-local pool: %v", err)
+	}
+}

@@ -36,6 +36,22 @@ type Options struct {
 	DriverName string
 	// PoolDir is the storage pool directory (created 0700 if missing).
 	PoolDir string
+	// PoolShared says that several hosts open PoolDir (a filesystem every
+	// node mounts, with a controller Deployment beside the nodes). Nobody
+	// then holds the pool alone: at start each process repairs only the
+	// interrupted operations of its own owner (its node ID, or
+	// ControllerID), the node's freeze marks are its own, and the garbage
+	// collector quarantines an image without a record only once it is old.
+	// Default false: a node-local pool, repaired whole by the process that
+	// holds it alone. A pool once opened shared refuses node-local opens.
+	PoolShared bool
+	// ControllerID names a --mode controller process among the owners of
+	// a shared pool: the key that tags its temporary files, which only a
+	// controller of that ID repairs. Every replica of one controller
+	// Deployment uses the same ID (one repairs only while no other runs),
+	// so that a replica that starts elsewhere resolves what a killed one
+	// left. A node (--mode node or all) is its node ID.
+	ControllerID string
 	// Mode selects the services served: all, controller or node.
 	Mode string
 	// MaxVolumesPerNode is reported by NodeGetInfo; 0 means no limit.
@@ -82,6 +98,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DriverName, "driver-name", DefaultDriverName, "CSI driver name")
 	fs.StringVar(&o.PoolDir, "pool-dir", "/var/lib/filevol/pool", "storage pool directory")
 	fs.StringVar(&o.Mode, "mode", ModeAll, "services to serve: all, controller or node")
+	fs.BoolVar(&o.PoolShared, "pool-shared", false, "the pool directory is shared by several hosts: each process repairs, collects and thaws only what it made (default: node-local)")
+	fs.StringVar(&o.ControllerID, "controller-id", "controller", "with --mode controller on a shared pool: this controller's name among the pool's owners, the same for every replica")
 	fs.Int64Var(&o.MaxVolumesPerNode, "max-volumes-per-node", 0, "maximum volumes per node reported to the CO (0: no limit)")
 	fs.Var(&o.ReservedCapacity, "reserved-capacity", "pool space never promised to volumes (e.g. 1Gi)")
 	fs.StringVar(&o.KubeletDir, "kubelet-dir", "/var/lib/kubelet", "staging and target paths must be inside this directory (empty: no check, for tests only)")
@@ -122,6 +140,9 @@ func (o *Options) Validate() error {
 		if network, addr, _ := ParseEndpoint(o.Endpoint); network != "unix" && o.KubeletRegistrationPath == "" {
 			return fmt.Errorf("--registration-dir with the tcp endpoint %s needs --kubelet-registration-path", addr)
 		}
+	}
+	if strings.TrimSpace(o.ControllerID) == "" || len(o.ControllerID) > 253 {
+		return fmt.Errorf("--controller-id %q must be 1 to 253 characters", o.ControllerID)
 	}
 	if o.GCInterval < time.Second {
 		return fmt.Errorf("--gc-interval %s must be at least 1s", o.GCInterval)

@@ -30,6 +30,7 @@ func TestValidate(t *testing.T) {
 		"driver name":  func(o *Options) { o.DriverName = "" },
 		"unix no path": func(o *Options) { o.Endpoint = "unix://" },
 		"monitor":      func(o *Options) { o.MonitorInterval = -1 },
+		"controller":   func(o *Options) { o.ControllerID = " " },
 	}
 	for name, mutate := range bad {
 		o := base()

@@ -18,7 +18,7 @@ func (p *Pool) delete(ctx context.Context, id string) error {
 	}
 	// A volume's node markers go with it, before its record: a format
 	// marker must never outlive its volume (nodestate.ForgetVolume).
-	return deleteRecord(ctx, p.vols, "volume", id, func() { p.node.ForgetVolume(id) })
+	return deleteRecord(ctx, p.vols, "volume", id, p.tag, func() { p.node.ForgetVolume(id) })
 }
 
 // deleteSnapshot removes a snapshot the same way (CSI: DeleteSnapshot of
@@ -27,7 +27,7 @@ func (p *Pool) deleteSnapshot(ctx context.Context, id string) error {
 	if err := validSnapshotID(id); err != nil {
 		return err
 	}
-	return deleteRecord(ctx, p.snaps, "snapshot", id, nil)
+	return deleteRecord(ctx, p.snaps, "snapshot", id, p.tag, nil)
 }
 
 // deleteRecord moves the image aside, removes the record (the commit
@@ -37,13 +37,14 @@ func (p *Pool) deleteSnapshot(ctx context.Context, id string) error {
 // after leaves a .tmp image without record, which is certainly garbage.
 // The fsync before the unlink is what rules out the one bad state: a
 // record whose image is gone for good. before, if set, runs just before
-// the record goes (its changes to the directory share the fsync).
-func deleteRecord[T record](ctx context.Context, st *recordstore.Store[T], kind, id string, before func()) error {
+// the record goes (its changes to the directory share the fsync). tag
+// names this process's owner in the temporary image (owner.go).
+func deleteRecord[T record](ctx context.Context, st *recordstore.Store[T], kind, id, tag string, before func()) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	dir := st.Dir()
-	img, tmp := imagePath(dir, id), tmpImagePath(dir, id)
+	img, tmp := imagePath(dir, id), dir+"/"+tmpImageName(id, tag)
 	synced := st.Mark()
 	// ENOENT: already gone (a retried delete, or a record without image).
 	err := unix.Rename(img, tmp)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/klog/v2"
 
 	"github.com/filevol/filevol/internal/durable"
 	"github.com/filevol/filevol/internal/volid"
@@ -27,12 +28,40 @@ type identity struct {
 	Version   int       `json:"version"`
 	ID        string    `json:"id"`
 	CreatedAt time.Time `json:"createdAt"`
+	// Shared: the pool was opened as one that several hosts share
+	// (Options.Shared), at its first open or since. From then on it is
+	// refused to a node-local open: that one would repair the whole pool
+	// whenever its host's flock says it is alone, and delete the other
+	// hosts' writes in flight. Set once, never cleared by filevol.
+	Shared bool `json:"shared,omitempty"`
+}
+
+// openIdentity is loadIdentity for an open that says whether the pool is
+// shared: a shared open marks the pool shared, a node-local open of a
+// shared pool is refused.
+func openIdentity(dir string, shared bool) (identity, error) {
+	id, err := loadIdentity(dir, shared)
+	switch {
+	case err != nil:
+		return identity{}, err
+	case id.Shared && !shared:
+		return identity{}, fmt.Errorf(`pool %s is shared by several hosts ("shared":true in %s): open it as shared (--pool-shared); `+
+			"if no other host uses it any more, remove that field by hand first", dir, identityFile)
+	case shared && !id.Shared:
+		id.Shared = true
+		if err := writeIdentity(dir, id, true); err != nil {
+			return identity{}, fmt.Errorf("mark pool %s shared: %w", dir, err)
+		}
+		klog.InfoS("Pool marked shared: from now on every process opens it as shared", "dir", dir)
+	}
+	return id, nil
 }
 
 // loadIdentity reads the pool's identity, making it if the pool has none
-// yet. Two processes opening a new pool at once agree: the identity is
-// published with a no-replace rename, and the loser reads the winner's.
-func loadIdentity(dir string) (identity, error) {
+// yet (shared as told). Two processes opening a new pool at once agree:
+// the identity is published with a no-replace rename, and the loser reads
+// the winner's.
+func loadIdentity(dir string, shared bool) (identity, error) {
 	path := filepath.Join(dir, identityFile)
 	for range 2 {
 		data, err := os.ReadFile(path)
@@ -49,20 +78,31 @@ func loadIdentity(dir string) (identity, error) {
 		if !errors.Is(err, fs.ErrNotExist) {
 			return identity{}, err
 		}
-		if err := makeIdentity(dir, path); err != nil && !errors.Is(err, unix.EEXIST) {
+		if err := makeIdentity(dir, shared); err != nil && !errors.Is(err, unix.EEXIST) {
 			return identity{}, err
 		}
 	}
 	return identity{}, fmt.Errorf("pool identity %s: made, then not found", path)
 }
 
-func makeIdentity(dir, path string) error {
+func makeIdentity(dir string, shared bool) error {
 	var b [4]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return err
 	}
-	data, err := json.Marshal(identity{Version: recordVersion, ID: hex.EncodeToString(b[:]), CreatedAt: time.Now().UTC()})
+	return writeIdentity(dir, identity{Version: recordVersion, ID: hex.EncodeToString(b[:]), CreatedAt: time.Now().UTC(), Shared: shared}, false)
+}
+
+// writeIdentity publishes id as the pool's identity, durably: over the
+// one there when replace is set, else only where there is none (EEXIST).
+func writeIdentity(dir string, id identity, replace bool) error {
+	path := filepath.Join(dir, identityFile)
+	data, err := json.Marshal(id)
 	if err != nil {
+		return err
+	}
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
 		return err
 	}
 	tmp := path + ".tmp-" + hex.EncodeToString(b[:])
@@ -77,7 +117,11 @@ func makeIdentity(dir, path string) error {
 	if cerr := unix.Close(fd); err == nil {
 		err = cerr
 	}
-	if err == nil {
+	switch {
+	case err != nil:
+	case replace:
+		err = unix.Rename(tmp, path)
+	default:
 		err = durable.RenameNoReplace(tmp, path)
 	}
 	_ = os.Remove(tmp)

@@ -18,6 +18,8 @@
 //	<dir>/frozen/<id>             a filesystem frozen for a clone (nodestate)
 //	<dir>/quarantine/             images found without a record (never deleted)
 //	<dir>/.lock                   flock held by every open Pool (see below)
+//	<dir>/pool.json               the pool's identity (identity.go)
+//	<dir>/owners/<key>/           a shared pool's owners (owner.go)
 //
 // Create writes the image as .tmp-<id>.img, then the record (renamed into
 // place: the commit point), then renames the image to <id>.img and fsyncs the
@@ -50,6 +52,15 @@
 // Open only repairs when it holds the pool lock alone (<dir>/.lock, flock):
 // a second process opening a pool in use must not take the first one's
 // in-flight temporary files for garbage.
+//
+// A pool that several hosts share (Options.Shared) is never held alone,
+// and no flock of this host sees the others. There every temporary file
+// carries its owner's key (.tmp-<id>@<key>.img, .tmp-<id>@<key>.json.*:
+// a node, or a controller), and the table above is applied by each owner
+// to its own files, when no other process of that owner has the pool
+// open (owner.go); the node's freeze marks are its own (nodestate), and
+// an image without a record is quarantined only by the garbage collector,
+// once it is too old to be a create another host is making (orphans.go).
 //
 // The package knows nothing of gRPC or CSI and must not import them, nor any
 // hostos package. It imports recordstore and durable, for its records and
@@ -182,7 +193,36 @@ type Options struct {
 	NodeID string
 	// ReservedBytes is kept free and never promised.
 	ReservedBytes int64
+	// Shared: several hosts open the pool directory (a filesystem every
+	// node mounts). Nobody then holds the pool alone, so repair at open
+	// touches only this process's owner's temporary files (owner.go), the
+	// node's freeze marks are its own (internal/nodestate), and an image
+	// without a record is quarantined only once it has not changed for
+	// OrphanGrace. False (the default): a node-local pool, repaired whole
+	// by the process that holds it alone, as it always was. Opening a
+	// pool as shared marks it so (pool.json): node-local opens of it are
+	// refused from then on.
+	Shared bool
+	// Owner names this process among those that open a shared pool: the
+	// node ID for a node (the default when empty), a controller's identity
+	// for a controller. Its key (OwnerKey) tags the temporary files of the
+	// process's operations and names the node's directory of state. Two
+	// processes of one owner never repair at once (an owner lock); an
+	// owner's leftovers are repaired only by a later open of that owner.
+	// Unused on a node-local pool.
+	Owner string
+	// OrphanGrace (shared pools) is how long an image without a record
+	// must have been unchanged before the garbage collector quarantines
+	// it; 0 means DefaultOrphanGrace.
+	OrphanGrace time.Duration
 }
+
+// DefaultOrphanGrace is the default of Options.OrphanGrace: far longer
+// than any shared filesystem keeps a stale view of a directory (NFS
+// caches attributes for 60 s at most by default, GlusterFS's FUSE client
+// a few seconds), so an image it shows without a record that old is not
+// a create whose record this host does not see yet (orphans.go).
+const DefaultOrphanGrace = 10 * time.Minute
 
 // Pool is an open storage pool. Its methods are safe for concurrent use;
 // callers serialise operations on one volume (per-volume locks in csi).
@@ -201,6 +241,12 @@ type Pool struct {
 	node *nodestate.State
 	// lockFD holds the shared flock on <dir>/.lock for the pool's lifetime.
 	lockFD int
+	// ownerFD holds the owner lock of a shared pool (owner.go); -1 on a
+	// node-local pool.
+	ownerFD int
+	// tag follows the ID in the names of this Pool's temporary files:
+	// "@<owner key>" on a shared pool, "" on a node-local one (owner.go).
+	tag string
 	// ident is the pool's identity (identity.go).
 	ident identity
 }
@@ -297,6 +343,7 @@ func (p *Pool) ImageExists(id string) bool { return p.imageExists(id) }
 func (p *Pool) ImageLost(id string) bool { return p.imageLost(id) }
 
 // NodeState is the node-side markers kept in the pool directory (format,
-// grow, freeze: internal/nodestate). Their files are nodestate's; the pool
-// only removes a deleted volume's.
+// grow, freeze: internal/nodestate); on a shared pool, this node's (its
+// freeze marks are in its owner directory). Their files are nodestate's;
+// the pool only removes a deleted volume's.
 func (p *Pool) NodeState() *nodestate.State { return p.node }

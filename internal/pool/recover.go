@@ -2,6 +2,7 @@ package pool
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,33 +16,54 @@ import (
 // images is what the names of one store's directory that the store does
 // not own say of the images there, by ID.
 type images struct {
-	present, tmp map[string]bool
+	present map[string]bool
+	// own are the temporary images that this Pool's repair resolves, by
+	// ID: on a node-local pool every one, on a shared pool those its
+	// owner's tag names.
+	own map[string][]string
+	// others are the temporary images of other owners of a shared pool
+	// (and untagged ones, whose owner nobody knows): their operations, in
+	// flight or theirs to repair. Never touched, only counted as images.
+	others map[string][]string
 }
 
 // has reports whether id has an image, published or not.
-func (im images) has(id string) bool { return im.present[id] || im.tmp[id] }
+func (im images) has(id string) bool {
+	return im.present[id] || len(im.own[id]) > 0 || len(im.others[id]) > 0
+}
 
 // classifyImages sorts the names a store left to the pool (Scan.Others):
 // images and temporary images of IDs valid accepts, and node markers,
 // left alone. Names that are not ours are logged and left alone too: the
 // directory is the operator's as well.
 func (p *Pool) classifyImages(dir string, names []string, valid func(string) error) images {
-	im := images{present: map[string]bool{}, tmp: map[string]bool{}}
+	im := images{present: map[string]bool{}, own: map[string][]string{}, others: map[string][]string{}}
 	for _, name := range names {
-		if rest, ok := strings.CutPrefix(name, tmpPrefix); ok {
-			if id, ok := strings.CutSuffix(rest, imgSuffix); ok && valid(id) == nil {
-				im.tmp[id] = true
-				continue
-			}
-		} else if id, ok := strings.CutSuffix(name, imgSuffix); ok && valid(id) == nil {
+		switch id, tmp, ok := ImageFileID(name, valid); {
+		case ok && !tmp:
 			im.present[id] = true
-			continue
-		} else if p.node.VolumeMarker(name) {
-			continue // an interrupted mkfs or offline growth; NodeStage repairs it
+		case ok && p.ownTmp(name):
+			im.own[id] = append(im.own[id], name)
+		case ok:
+			im.others[id] = append(im.others[id], name)
+		case p.node.VolumeMarker(name):
+			// an interrupted mkfs or offline growth; NodeStage repairs it
+		default:
+			klog.InfoS("Unknown file in the pool; leaving it", "path", dir+"/"+name)
 		}
-		klog.InfoS("Unknown file in the pool; leaving it", "path", dir+"/"+name)
+	}
+	for _, l := range im.own {
+		slices.Sort(l)
 	}
 	return im
+}
+
+// ownTmp reports whether the temporary image name is this Pool's to
+// repair: on a node-local pool, whose repair holds the pool alone, every
+// one is; on a shared pool only its owner's (owner.go), whatever locks
+// say of the others.
+func (p *Pool) ownTmp(name string) bool {
+	return !p.opts.Shared || tmpOwner(name) == p.key()
 }
 
 // scanVolumes reads volumes/ without changing it.
@@ -54,11 +76,17 @@ func (p *Pool) scanVolumes() (recordstore.Scan[Volume], images, error) {
 }
 
 // load fills the volume index from the records and, when repair is set
-// (this Pool holds the pool alone), resolves what interrupted creates,
-// deletes and expansions left behind; see the table in the package doc.
+// (no other process that may own them has the pool open), resolves what
+// interrupted creates, deletes and expansions left behind; see the table
+// in the package doc. On a shared pool, only this owner's leftovers.
 func (p *Pool) load(repair bool) error {
 	return loadStore(p, p.vols, "volume", validID, repair, func(v Volume, hasImage bool) error {
-		if repair && hasImage {
+		// An image larger than its record is an expansion cut short. On a
+		// shared pool it may be another host's expansion in flight, whose
+		// record it would overwrite: the retried expansion records the
+		// size there (Expand takes an image larger than its record as
+		// grown).
+		if repair && hasImage && !p.opts.Shared {
 			// After loadStore's renames the image is at <id>.img.
 			if err := p.rollForwardExpand(v); err != nil {
 				return err
@@ -88,6 +116,13 @@ func (p *Pool) loadSnapshots(repair bool) error {
 // when repairing) and resolves the states of its images that the table in
 // the package doc lists, the same for volumes and snapshots. check sees
 // every readable record once its image is in place, and whether it has one.
+//
+// Only this Pool's temporary images are resolved (images.own): on a
+// shared pool another owner's is an operation in flight on another host,
+// or that owner's to repair when it opens the pool again. Nor does a
+// shared pool's open quarantine an image without a record: another host
+// may not see a record this one does not see yet either way; the garbage
+// collector does it, once the image is old enough (orphans.go).
 func loadStore[T record](p *Pool, st *recordstore.Store[T], kind string, valid func(string) error,
 	repair bool, check func(rec T, hasImage bool) error) error {
 	sc, err := st.Load(repair)
@@ -99,23 +134,34 @@ func loadStore[T record](p *Pool, st *recordstore.Store[T], kind string, valid f
 	changed := false
 	for _, rec := range sc.Loaded {
 		id := rec.RecordID()
+		own := im.own[id]
 		switch {
-		case !repair:
-		case im.present[id] && im.tmp[id]:
+		case !repair || len(own) == 0:
+		case im.present[id] || len(im.others[id]) > 0:
 			// Only a duplicate create that crashed before cleaning up makes
-			// this, but a .tmp image might be a moved-aside one: keep it.
-			if err := p.quarantineFrom(dir, tmpPrefix+id+imgSuffix); err != nil {
-				return err
+			// the first, and another owner works on the image in the second;
+			// either way a .tmp image might be a moved-aside one: keep it.
+			for _, name := range own {
+				if err := p.quarantineFrom(dir, name); err != nil {
+					return err
+				}
 			}
 			changed = true
-		case im.tmp[id]:
+		default:
 			// The record is the commit point: the create or the rollback of
-			// a delete completes.
-			tmp, img := tmpImagePath(dir, id), imagePath(dir, id)
+			// a delete completes. (An operation makes one temporary image;
+			// only a pool with a mixed past, node-local and shared, can
+			// hold two of one ID: the rest go to quarantine.)
+			tmp, img := dir+"/"+own[0], imagePath(dir, id)
 			if err := unix.Rename(tmp, img); err != nil {
 				return &os.LinkError{Op: "rename", Old: tmp, New: img, Err: err}
 			}
 			klog.InfoS("Rolled forward an interrupted "+kind+" create or delete", kind+"ID", id, "name", rec.recordName())
+			for _, name := range own[1:] {
+				if err := p.quarantineFrom(dir, name); err != nil {
+					return err
+				}
+			}
 			changed = true
 		}
 		if err := check(rec, im.has(id)); err != nil {
@@ -125,18 +171,21 @@ func loadStore[T record](p *Pool, st *recordstore.Store[T], kind string, valid f
 	if !repair {
 		return nil
 	}
-	for id := range im.tmp {
-		if !sc.Records[id] {
-			// A create that crashed before its commit point, or a delete
-			// after it: never reported to anyone, certainly garbage.
-			if err := recordstore.RemoveGarbage(tmpImagePath(dir, id)); err != nil {
+	for id, names := range im.own {
+		if sc.Records[id] {
+			continue
+		}
+		// A create that crashed before its commit point, or a delete
+		// after it: never reported to anyone, certainly garbage.
+		for _, name := range names {
+			if err := recordstore.RemoveGarbage(dir + "/" + name); err != nil {
 				return err
 			}
-			changed = true
 		}
+		changed = true
 	}
 	for id := range im.present {
-		if !sc.Records[id] {
+		if !sc.Records[id] && !p.opts.Shared {
 			if err := p.quarantineFrom(dir, id+imgSuffix); err != nil {
 				return err
 			}

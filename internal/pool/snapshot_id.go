@@ -15,4 +15,4 @@ func validSnapshotID(id string) error {
 }
 
 func (p *Pool) snapImagePath(id string) string    { return imagePath(p.sdir, id) }
-func (p *Pool) snapTmpImagePath(id string) string { return tmpImagePath(p.sdir, id) }
+func (p *Pool) snapTmpImagePath(id string) string { return p.sdir + "/" + tmpImageName(id, p.tag) }

@@ -22,9 +22,12 @@
 //
 // Load, at open, fills the index from the directory and, when its caller
 // holds the directory alone, removes the temporary records interrupted
-// writes left (never published: garbage). What else the directory holds
-// (the pool's images, node markers) is returned to the caller, untouched:
-// the store owns <id>.json and .tmp-<id>.json.* only.
+// writes left (never published: garbage). On a directory several hosts
+// share, no host ever holds it alone: each store tags its temporary
+// records with its owner (Config.Owner) and repairs only its own. What
+// else the directory holds (the pool's images, node markers) is returned
+// to the caller, untouched: the store owns <id>.json and .tmp-<id>.json.*
+// (.tmp-<id>@<owner>.json.*) only.
 //
 // It knows nothing of volumes, images, gRPC or CSI, and must not import
 // pool, csi or any hostos package.

@@ -17,7 +17,8 @@ type Scan[T Record] struct {
 	// never guess).
 	Loaded []T
 	// TempRecords are the names of unpublished records
-	// (.tmp-<id>.json.<random>). Load removed them if it repaired.
+	// (.tmp-<id>.json.<random>, or .tmp-<id>@<owner>.json.<random>), every
+	// owner's. Load removed its owner's if it repaired (Config.Owner).
 	TempRecords []string
 	// Others are the names the store does not own, for its caller to
 	// classify (the pool's images, node markers, an operator's files).
@@ -38,9 +39,11 @@ func (s *Store[T]) Scan() (Scan[T], error) {
 	sc := Scan[T]{Records: map[string]bool{}}
 	for _, name := range names {
 		if rest, ok := strings.CutPrefix(name, TmpPrefix); ok {
-			if id, _, ok := strings.Cut(rest, Suffix+"."); ok && s.cfg.Valid(id) == nil {
-				sc.TempRecords = append(sc.TempRecords, name)
-				continue
+			if tagged, _, ok := strings.Cut(rest, Suffix+"."); ok {
+				if id, _ := CutOwner(tagged); s.cfg.Valid(id) == nil {
+					sc.TempRecords = append(sc.TempRecords, name)
+					continue
+				}
 			}
 		} else if id, ok := strings.CutSuffix(name, Suffix); ok && s.cfg.Valid(id) == nil {
 			sc.Records[id] = true
@@ -51,11 +54,12 @@ func (s *Store[T]) Scan() (Scan[T], error) {
 	return sc, nil
 }
 
-// Load fills the index from the records and, when repair is set (the
-// caller holds the directory alone: no other process can be writing a
-// temporary record), removes the unpublished records interrupted writes
-// left, durably. It returns what it found, for the caller to resolve its
-// own files.
+// Load fills the index from the records and, when repair is set (no
+// other process of the store's owner can be writing a temporary record),
+// removes the unpublished records that the owner's interrupted writes
+// left, durably: the owner's own only (Config.Owner), every one when the
+// store has no owner. It returns what it found, for the caller to resolve
+// its own files.
 func (s *Store[T]) Load(repair bool) (Scan[T], error) {
 	sc, err := s.Scan()
 	if err != nil {
@@ -69,15 +73,34 @@ func (s *Store[T]) Load(repair bool) (Scan[T], error) {
 		}
 		sc.Loaded = append(sc.Loaded, rec)
 	}
-	if !repair || len(sc.TempRecords) == 0 {
+	if !repair {
 		return sc, nil
 	}
+	removed := false
 	for _, name := range sc.TempRecords {
+		if !s.ownTemp(name) {
+			continue // another host's write in flight, or its to repair
+		}
 		if err := RemoveGarbage(s.cfg.Dir + "/" + name); err != nil {
 			return Scan[T]{}, err
 		}
+		removed = true
+	}
+	if !removed {
+		return sc, nil
 	}
 	return sc, s.SyncNow()
+}
+
+// ownTemp reports whether the temporary record name (one of Scan's
+// TempRecords) is the store owner's to repair.
+func (s *Store[T]) ownTemp(name string) bool {
+	if s.cfg.Owner == "" {
+		return true
+	}
+	tagged, _, _ := strings.Cut(strings.TrimPrefix(name, TmpPrefix), Suffix+".")
+	_, owner := CutOwner(tagged)
+	return owner == s.cfg.Owner
 }
 
 // SyncNow fsyncs the directory, for repairs at open (nobody to share with).

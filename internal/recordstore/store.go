@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -22,7 +23,27 @@ const (
 	TmpPrefix = ".tmp-"
 	// Suffix ends a record's name.
 	Suffix = ".json"
+	// OwnerSep separates a temporary file's ID from its owner's key
+	// (Config.Owner); IDs never hold it. The pool's temporary images use
+	// it too, so that one rule tells whose any temporary file is.
+	OwnerSep = "@"
 )
+
+// CutOwner splits the ID part of a temporary file's name, <id> or
+// <id>@<owner>, into the ID and the owner ("" when untagged).
+func CutOwner(s string) (id, owner string) {
+	id, owner, _ = strings.Cut(s, OwnerSep)
+	return id, owner
+}
+
+// Tag is what follows an ID in the temporary files of owner: "" for no
+// owner (Config.Owner).
+func Tag(owner string) string {
+	if owner == "" {
+		return ""
+	}
+	return OwnerSep + owner
+}
 
 // Record is what a store keeps: a value that names its ID and format
 // version, encoded as JSON.
@@ -49,6 +70,15 @@ type Config[T Record] struct {
 	// Weight, if set, is summed over the indexed records (Total), kept up
 	// to date as they change so that reading it costs nothing.
 	Weight func(T) int64
+	// Owner tags the temporary records this store writes
+	// (.tmp-<id>@<owner>.json.<random>), and Load's repair removes only
+	// those: on a directory several hosts share, another host's temporary
+	// record is a write in flight, whatever locks this host sees. Empty:
+	// the directory has one writer at a time (a node-local pool, repaired
+	// by the process that holds it alone), whose temporary records are
+	// untagged as they always were, and every temporary record is its.
+	// Only [0-9a-z] (a key, not a name): it becomes part of file names.
+	Owner string
 }
 
 // Store is one directory of records and its index. Its methods are safe
@@ -181,7 +211,7 @@ func Decode[T Record](path, kind, id string, version int, data []byte) (T, error
 // record. The random suffix keeps two processes sharing the directory from
 // colliding.
 func (s *Store[T]) writeTemp(id string, data []byte) (string, error) {
-	name := s.cfg.Dir + "/" + TmpPrefix + id + Suffix + "." + strconv.FormatUint(rand.Uint64(), 36)
+	name := s.cfg.Dir + "/" + TmpPrefix + id + Tag(s.cfg.Owner) + Suffix + "." + strconv.FormatUint(rand.Uint64(), 36)
 	fd, err := durable.CreateExcl(name)
 	if err != nil {
 		return "", err

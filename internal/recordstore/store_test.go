@@ -305,6 +305,59 @@ func TestLoad(t *testing.T) {
 	}
 }
 
+// On a directory several hosts share, a store writes its temporary
+// records under its owner's tag and repairs those only: another owner's is
+// a write in flight (on another host, whose locks this one may not see),
+// and an untagged one has no known owner. A store without an owner (a
+// node-local pool, repaired by whoever holds it alone) repairs them all.
+func TestLoadRepairsOnlyItsOwnersTemporaryRecords(t *testing.T) {
+	dir := t.TempDir()
+	owned := func(owner string) *Store[rec] {
+		s, err := Open(Config[rec]{Dir: dir, Kind: "thing", Version: 1, Valid: validTestID,
+			NotFound: errNotFound, Exists: errExists, Owner: owner})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	a, b := owned("aaaa"), owned("bbbb")
+	// a's write in flight: prepared, not committed.
+	d, err := a.Prepare(newRec("r-1", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inflight := strings.TrimPrefix(d.tmp, dir+"/")
+	if !strings.HasPrefix(inflight, ".tmp-r-1@aaaa.json.") {
+		t.Fatalf("a's temporary record is %s, want it tagged with a's key", inflight)
+	}
+	for _, name := range []string{".tmp-r-2@bbbb.json.x1", ".tmp-r-3.json.x2"} {
+		if err := os.WriteFile(dir+"/"+name, []byte("{"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sc, err := b.Load(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(sc.TempRecords)
+	if want := []string{inflight, ".tmp-r-2@bbbb.json.x1", ".tmp-r-3.json.x2"}; !slices.Equal(sc.TempRecords, want) {
+		t.Errorf("TempRecords = %v, want every owner's: %v", sc.TempRecords, want)
+	}
+	if got := names(t, dir); !slices.Equal(got, []string{inflight, ".tmp-r-3.json.x2"}) {
+		t.Errorf("after b's repair the directory holds %v, want a's write in flight and the untagged one", got)
+	}
+	if err := d.Commit(); err != nil {
+		t.Fatalf("a's write, after b's repair: %v", err)
+	}
+	if _, err := owned("").Load(true); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(t, dir); !slices.Equal(got, []string{"r-1.json"}) {
+		t.Errorf("after a repair without owner the directory holds %v, want the committed record only", got)
+	}
+}
+
 // Two creates of one ID racing (two processes sharing the directory):
 // exactly one commits; many of distinct IDs all do.
 func TestConcurrentCreates(t *testing.T) {

@@ -213,22 +213,16 @@ func PodUID(p string) string {
 	return ""
 }
 
-// Pool file names (package pool's layout): <id>.img is a volume's image,
-// .tmp-<id>.img the same image while it is created or deleted.
-const (
-	imageSuffix = ".img"
-	tmpPrefix   = ".tmp-"
-)
-
-// VolumeID returns the ID of the volume whose image, or temporary image,
-// is backing, a file directly in the pool's volumes directory volumesDir
-// (both as the caller sees them; the kernel reports paths with symlinks
-// resolved). A name that is not a valid volume ID (pool.ValidID) is no
-// volume's.
+// VolumeID returns the ID of the volume whose image, or temporary image
+// (of any owner of a shared pool), is backing, a file directly in the
+// pool's volumes directory volumesDir (both as the caller sees them; the
+// kernel reports paths with symlinks resolved). The pool reads its own
+// file names (pool.ImageFileID); a name that is not a valid volume ID
+// (pool.ValidID) is no volume's.
 func VolumeID(volumesDir, backing string) (string, bool) {
 	if filepath.Dir(filepath.Clean(backing)) != filepath.Clean(volumesDir) {
 		return "", false
 	}
-	id, ok := strings.CutSuffix(strings.TrimPrefix(filepath.Base(backing), tmpPrefix), imageSuffix)
-	return id, ok && pool.ValidID(id) == nil
+	id, _, ok := pool.ImageFileID(filepath.Base(backing), pool.ValidID)
+	return id, ok
 }

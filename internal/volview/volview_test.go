@@ -108,7 +108,9 @@ func TestVolumeID(t *testing.T) {
 		ok      bool
 	}{
 		{dir + "/" + id + ".img", id, true},
-		{dir + "/.tmp-" + id + ".img", id, true}, // being created or deleted
+		{dir + "/.tmp-" + id + ".img", id, true},                  // being created or deleted
+		{dir + "/.tmp-" + id + "@0123456789abcdef.img", id, true}, // the same, on a shared pool
+		{dir + "/.tmp-" + id + "@.json.x", "", false},
 		{dir + "//" + id + ".img", id, true},
 		{dir + "/" + id + ".json", "", false},
 		{dir + "/sub/" + id + ".img", "", false},

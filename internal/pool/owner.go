@@ -1,0 +1,138 @@
+package pool
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+	"k8s.io/klog/v2"
+
+	"github.com/filevol/filevol/internal/durable"
+	"github.com/filevol/filevol/internal/recordstore"
+)
+
+// On a pool that several hosts share, nobody ever holds the pool alone:
+// the flock of lock.go may be local to one host (it is on some FUSE and
+// NFS setups), and even a lock every host sees would only say that
+// nobody has the pool open, never whose the leftovers are. So each
+// process that opens a shared pool says who it is (Options.Owner: a node,
+// or a controller) and every temporary file it makes carries its owner's
+// key; repair touches the files of its own key only, and only when no
+// other process of that owner has the pool open (its owner lock, below).
+//
+//	<dir>/owners/<key>/lock     the owner lock: every open Pool of the owner holds it
+//	<dir>/owners/<key>/owner    the owner's name, for people reading the pool
+//	<dir>/owners/<key>/frozen/  the node's freeze marks (internal/nodestate)
+//	.tmp-<id>@<key>.img         a temporary image of one of the owner's operations
+//	.tmp-<id>@<key>.json.*      a temporary record of one (internal/recordstore)
+const (
+	ownersDir     = "owners"
+	ownerLockName = "lock"
+	ownerNameFile = "owner"
+)
+
+// OwnerKey is the key that names an owner's files in a shared pool: 16 hex
+// digits of sha256(owner), as internal/inuse names a node's records (the
+// same node has the same key in both). A name may be 253 bytes long and
+// hold any byte; the key fits any file name.
+func OwnerKey(owner string) string {
+	sum := sha256.Sum256([]byte(owner))
+	return hex.EncodeToString(sum[:8])
+}
+
+// ownerDir is the directory of owner key's own state in the pool at dir.
+func ownerDir(dir, key string) string { return filepath.Join(dir, ownersDir, key) }
+
+// lockOwner makes the owner's directory and takes its owner lock:
+// exclusive reports whether no other process of the owner has the pool
+// open, so that this one may repair the owner's leftovers; the caller
+// calls shareOwner when done. An OFD lock (fcntl), not flock: OFD locks
+// are the ones NFS and GlusterFS enforce across their clients, and a
+// controller's replicas, one owner, run on several hosts. Where the
+// filesystem has no locks at all, the owner is taken as not alone: its
+// leftovers wait (and are reported) rather than risk another process's
+// writes in flight.
+func lockOwner(dir, key, name string) (fd int, exclusive bool, err error) {
+	odir := ownerDir(dir, key)
+	if err := durable.EnsureDir(filepath.Dir(odir)); err != nil {
+		return -1, false, err
+	}
+	if err := durable.EnsureDir(odir); err != nil {
+		return -1, false, err
+	}
+	if err := writeOwnerName(odir, name); err != nil {
+		return -1, false, err
+	}
+	path := filepath.Join(odir, ownerLockName)
+	err = durable.IgnoringEINTR(func() (err error) {
+		fd, err = unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
+		return err
+	})
+	if err != nil {
+		return -1, false, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	err = ofdLock(fd, unix.F_WRLCK, false)
+	switch {
+	case err == nil:
+		return fd, true, nil
+	case err == unix.EAGAIN || err == unix.EACCES:
+		// Another process of this owner has the pool open: share it,
+		// waiting only while that one repairs.
+		if err := ofdLock(fd, unix.F_RDLCK, true); err != nil {
+			_ = unix.Close(fd)
+			return -1, false, fmt.Errorf("lock owner %s: %w", path, err)
+		}
+		return fd, false, nil
+	case err == unix.ENOLCK || err == unix.EOPNOTSUPP || err == unix.ENOSYS || err == unix.EINVAL:
+		klog.ErrorS(err, "The pool filesystem does not lock files: this owner's leftovers are not repaired", "lock", path)
+		return fd, false, nil
+	default:
+		_ = unix.Close(fd)
+		return -1, false, fmt.Errorf("lock owner %s: %w", path, err)
+	}
+}
+
+// shareOwner turns the exclusive owner lock into a shared one, atomically
+// (an OFD lock converts in place): nobody else of the owner can take it
+// exclusively meanwhile.
+func shareOwner(fd int) error { return ofdLock(fd, unix.F_RDLCK, false) }
+
+// ofdLock sets an OFD lock of kind typ over the whole file; wait blocks
+// until it can.
+func ofdLock(fd int, typ int16, wait bool) error {
+	cmd := unix.F_OFD_SETLK
+	if wait {
+		cmd = unix.F_OFD_SETLKW
+	}
+	lk := unix.Flock_t{Type: typ, Whence: 0}
+	return durable.IgnoringEINTR(func() error { return unix.FcntlFlock(uintptr(fd), cmd, &lk) })
+}
+
+// writeOwnerName records whose key the directory odir is, once: an
+// operator reading .tmp-<id>@<key>.img in the pool can tell whose it is.
+func writeOwnerName(odir, name string) error {
+	path := filepath.Join(odir, ownerNameFile)
+	if cur, err := os.ReadFile(path); err == nil && bytes.Equal(cur, []byte(name+"\n")) {
+		return nil
+	}
+	// Two processes of the owner may write it at once: each its own file.
+	f, err := os.CreateTemp(odir, recordstore.TmpPrefix+ownerNameFile+"-*")
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(name + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+	}
+	return err
+}
