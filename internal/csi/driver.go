@@ -8,6 +8,7 @@ import (
 	"github.com/filevol/filevol/internal/freeze"
 	"github.com/filevol/filevol/internal/inuse"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volid"
 )
 
 // TopologyKey is the topology segment every filevol volume carries: the
@@ -60,18 +61,29 @@ func New(cfg Config, p *pool.Pool, h Host) *Driver {
 		d.Controller.freezer.CleanStale()
 	}
 	if cfg.Node {
-		d.Node = &NodeService{cfg: cfg, pool: p, host: h, locks: locks, paths: pathPolicy{kubeletDir: cfg.KubeletDir},
-			inuse: inuse.New(p.Dir())}
+		d.Node = newNodeService(cfg, p, h)
+		d.Node.locks = locks
 		// Before serving: a predecessor killed while a snapshot held a
 		// pod's filesystem frozen left its mark (internal/freeze).
 		d.Freeze = d.Node.FreezeAgent()
 		d.Freeze.ThawLeftovers()
 		// Temporary records of a killed predecessor; not in every sweep,
 		// which would take a stage's record in flight for one.
-		d.Node.inuse.CleanTemp(cfg.NodeID)
+		for _, nv := range d.Node.vols.all {
+			nv.inuse.CleanTemp(cfg.NodeID)
+		}
 		d.Node.ReconcileInUse()
 	}
 	return d
+}
+
+// newNodeService is the node service of the image volumes in pool p, on
+// the kernel h.
+func newNodeService(cfg Config, p *pool.Pool, h Host) *NodeService {
+	s := &NodeService{cfg: cfg, pool: p, host: h, locks: newInflight(), paths: pathPolicy{kubeletDir: cfg.KubeletDir}}
+	s.serve(p.ID(), volid.KindImage, &imageNode{pool: p, host: h, node: cfg.NodeID})
+	s.vols.addLegacy(p.ID())
+	return s
 }
 
 // newControllerService is the controller of the pool p: its records, the
