@@ -8,23 +8,20 @@ import (
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"k8s.io/klog/v2"
 
-	"github.com/filevol/filevol/internal/freeze"
-	"github.com/filevol/filevol/internal/inuse"
 	"github.com/filevol/filevol/internal/pool"
 )
 
 // ControllerService implements the CSI Controller service. It decides from
-// the pool alone — its volume records, the nodes' in-use records — and
+// the pools alone — their volume records, the nodes' in-use records — and
 // asks the node that has a volume mounted to freeze it, through the pool
 // too: it needs nothing of its own host's kernel, so it may run in another
-// process, on another host, than every node.
+// process, on another host, than every node. Each call goes to the store
+// of the pool and kind its volume ID names (stores: routes.go, store.go).
 type ControllerService struct {
 	csipb.UnimplementedControllerServer
-	cfg     Config
-	pool    VolumeStore
-	inuse   *inuse.Store
-	freezer *freeze.Requester
-	locks   *inflight
+	cfg    Config
+	stores routes[*poolStore]
+	locks  *inflight
 }
 
 // CreateVolume makes a sparse (or thick) image and its record. It is
@@ -48,15 +45,19 @@ func (s *ControllerService) CreateVolume(ctx context.Context, req *csipb.CreateV
 	if err := s.checkAccessible(req.GetAccessibilityRequirements()); err != nil {
 		return nil, err
 	}
+	st, err := s.createStore()
+	if err != nil {
+		return nil, err
+	}
 	if req.GetVolumeContentSource() != nil {
-		return s.createFromSource(ctx, req, p) // controller_clone.go
+		return s.createFromSource(ctx, st, req, p) // controller_clone.go
 	}
 	size, err := volumeSize(req.GetCapacityRange(), minSize(p))
 	if err != nil {
 		return nil, err
 	}
 
-	id := s.pool.VolumeID(name)
+	id := st.VolumeID(name)
 	unlock, err := s.locks.tryLock(id)
 	if err != nil {
 		return nil, err
@@ -67,17 +68,17 @@ func (s *ControllerService) CreateVolume(ctx context.Context, req *csipb.CreateV
 	// record on disk. A new name costs no disk lookup: a volume that
 	// another process sharing the pool made meanwhile is caught by the
 	// create's exclusive commit (ErrAlreadyExists) and checked then.
-	if s.pool.Known(id) {
-		if resp, err := s.existing(name, req, p); resp != nil || err != nil {
+	if st.Known(id) {
+		if resp, err := s.existing(st, name, req, p); resp != nil || err != nil {
 			return resp, err
 		}
 	}
-	vol, err := s.pool.Create(ctx, pool.CreateRequest{
+	vol, err := st.Create(ctx, pool.CreateRequest{
 		Name: name, CapacityBytes: size, RequestedBytes: requested(req.GetCapacityRange()), FSType: p.fsType,
 		Provisioning: p.provisioning, Parameters: req.GetParameters(),
 	})
 	if errors.Is(err, pool.ErrAlreadyExists) {
-		if resp, gerr := s.existing(name, req, p); resp != nil || gerr != nil {
+		if resp, gerr := s.existing(st, name, req, p); resp != nil || gerr != nil {
 			return resp, gerr
 		}
 	}
@@ -90,8 +91,8 @@ func (s *ControllerService) CreateVolume(ctx context.Context, req *csipb.CreateV
 
 // existing answers a create whose name has a record on disk: that volume
 // if compatible, ALREADY_EXISTS if not. Both nil when there is none.
-func (s *ControllerService) existing(name string, req *csipb.CreateVolumeRequest, p createParams) (*csipb.CreateVolumeResponse, error) {
-	vol, err := s.pool.GetByName(name)
+func (s *ControllerService) existing(st *poolStore, name string, req *csipb.CreateVolumeRequest, p createParams) (*csipb.CreateVolumeResponse, error) {
+	vol, err := st.GetByName(name)
 	switch {
 	case errors.Is(err, pool.ErrNotFound):
 		return nil, nil
@@ -157,8 +158,12 @@ func (s *ControllerService) DeleteVolume(ctx context.Context, req *csipb.DeleteV
 	if id == "" {
 		return nil, invalidArgument("volume ID is missing")
 	}
-	if pool.ValidID(id) != nil {
-		// No filevol volume can have this ID: nothing to delete (spec: MUST succeed).
+	st, err := s.stores.volume(id)
+	if err != nil {
+		// No volume here can have this ID (malformed, or of a pool or kind
+		// this controller does not serve): nothing to delete (spec: MUST
+		// succeed).
+		klog.V(2).InfoS("no volume to delete", "volumeID", truncate(id), "reason", err)
 		return &csipb.DeleteVolumeResponse{}, nil
 	}
 	unlock, err := s.locks.tryLock(id)
@@ -166,14 +171,14 @@ func (s *ControllerService) DeleteVolume(ctx context.Context, req *csipb.DeleteV
 		return nil, err
 	}
 	defer unlock()
-	staged, err := s.inuse.Of(id)
+	staged, err := st.inuse.Of(id)
 	if err != nil {
 		return nil, err
 	}
 	if len(staged) > 0 {
 		return nil, failedPrecondition("volume %s is still in use: %s; unpublish and unstage it first", id, describeInUse(staged))
 	}
-	if err := s.pool.Delete(ctx, id); err != nil {
+	if err := st.Delete(ctx, id); err != nil {
 		return nil, err
 	}
 	klog.InfoS("volume deleted", "volumeID", id)

@@ -15,13 +15,13 @@ import (
 // reflink-or-copy engine. The new volume may be larger than its source:
 // the image grows now, the filesystem at its first NodeStageVolume. p holds
 // the validated parameters and capabilities.
-func (s *ControllerService) createFromSource(ctx context.Context, req *csipb.CreateVolumeRequest, p createParams) (*csipb.CreateVolumeResponse, error) {
+func (s *ControllerService) createFromSource(ctx context.Context, st *poolStore, req *csipb.CreateVolumeRequest, p createParams) (*csipb.CreateVolumeResponse, error) {
 	src, err := parseContentSource(req.GetVolumeContentSource())
 	if err != nil {
 		return nil, err
 	}
 	name := req.GetName()
-	id := s.pool.VolumeID(name)
+	id := st.VolumeID(name)
 	// The source's key too: a snapshot being deleted, or a volume being
 	// unstaged while frozen, must wait for the clone.
 	unlock, err := s.locks.tryLock(id, src.ID)
@@ -29,7 +29,7 @@ func (s *ControllerService) createFromSource(ctx context.Context, req *csipb.Cre
 		return nil, err
 	}
 	defer unlock()
-	srcSize, srcFS, err := s.sourceInfo(src)
+	srcSize, srcFS, err := s.sourceInfo(st, src)
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +47,7 @@ func (s *ControllerService) createFromSource(ctx context.Context, req *csipb.Cre
 	if !p.block {
 		size = growTarget(p.fsType, srcSize, size, req.GetCapacityRange().GetLimitBytes())
 	}
-	vol, err := s.pool.GetByName(name)
+	vol, err := st.GetByName(name)
 	switch {
 	case err == nil:
 		if err := compatible(vol, name, req, p); err != nil {
@@ -58,7 +58,7 @@ func (s *ControllerService) createFromSource(ctx context.Context, req *csipb.Cre
 		return nil, err
 	}
 	create := func() (err error) {
-		vol, err = s.pool.Create(ctx, pool.CreateRequest{
+		vol, err = st.Create(ctx, pool.CreateRequest{
 			Name: name, CapacityBytes: size, RequestedBytes: requested(req.GetCapacityRange()),
 			FSType: p.fsType, Provisioning: p.provisioning,
 			Parameters: req.GetParameters(), Source: &src,
@@ -66,7 +66,7 @@ func (s *ControllerService) createFromSource(ctx context.Context, req *csipb.Cre
 		return err
 	}
 	if src.Kind == pool.SourceVolume {
-		err = s.withFrozen(ctx, src.ID, create)
+		err = s.withFrozen(ctx, st, src.ID, create)
 	} else {
 		err = create() // a snapshot's image never changes
 	}
@@ -95,18 +95,19 @@ func parseContentSource(cs *csipb.VolumeContentSource) (pool.ContentSource, erro
 	return pool.ContentSource{}, invalidArgument("volume content source has neither a snapshot nor a volume")
 }
 
-// sourceInfo returns the size and filesystem type of a source. A source
-// this pool does not hold is NOT_FOUND, with the reason that matters on a
+// sourceInfo returns the size and filesystem type of a source, which must
+// be in the store st of the new volume: the pool copies within itself. A
+// source st does not hold is NOT_FOUND, with the reason that matters on a
 // node-local pool: it may well exist, on another node.
-func (s *ControllerService) sourceInfo(src pool.ContentSource) (int64, string, error) {
+func (s *ControllerService) sourceInfo(st *poolStore, src pool.ContentSource) (int64, string, error) {
 	if src.Kind == pool.SourceSnapshot {
-		snap, err := s.pool.GetSnapshot(src.ID)
+		snap, err := st.GetSnapshot(src.ID)
 		if errors.Is(err, pool.ErrSnapshotNotFound) || errors.Is(err, pool.ErrInvalidID) {
 			return 0, "", notFound("snapshot %q is not in the pool of node %s: filevol snapshots are node-local, restore it on the node that took it", truncate(src.ID), s.cfg.NodeID)
 		}
 		return snap.SizeBytes, snap.FSType, err
 	}
-	vol, err := s.pool.Get(src.ID)
+	vol, err := st.Get(src.ID)
 	if errors.Is(err, pool.ErrNotFound) || errors.Is(err, pool.ErrInvalidID) {
 		return 0, "", notFound("volume %q is not in the pool of node %s: filevol volumes are node-local, clone it on the node that holds it", truncate(src.ID), s.cfg.NodeID)
 	}

@@ -42,7 +42,13 @@ func (s *ControllerService) ControllerExpandVolume(ctx context.Context, req *csi
 		return nil, err
 	}
 	defer unlock()
-	vol, err := s.pool.Get(id)
+	// A volume of a pool this controller does not serve is not found,
+	// like one missing from a pool it serves (routes.go).
+	st, err := s.stores.volume(id)
+	var vol pool.Volume
+	if err == nil {
+		vol, err = st.Get(id)
+	}
 	if errors.Is(err, pool.ErrNotFound) && s.cfg.DeferExpansion {
 		return s.deferToNode(id, required, limit)
 	}
@@ -63,7 +69,7 @@ func (s *ControllerService) ControllerExpandVolume(ctx context.Context, req *csi
 	size = growTarget(vol.FSType, vol.CapacityBytes, size, limit) // btrfs: ≥ 256 MiB
 	// Through the pool even when nothing grows: it records an image an
 	// interrupted expansion left larger than its record.
-	grown, err := s.pool.Expand(ctx, id, max(size, vol.CapacityBytes), roundUp(required, allocationUnit))
+	grown, err := st.Expand(ctx, id, max(size, vol.CapacityBytes), roundUp(required, allocationUnit))
 	if err != nil {
 		return nil, err
 	}

@@ -13,15 +13,16 @@ import (
 // node that stages the volume can see (a read-only remount, a detached
 // device) is the node's answer (NodeGetVolumeStats).
 func (s *ControllerService) ControllerGetVolumeHealth(ctx context.Context, req *csipb.ControllerGetVolumeHealthRequest) (*csipb.ControllerGetVolumeHealthResponse, error) {
-	if err := checkVolumeID(req.GetVolumeId()); err != nil {
+	st, err := s.stores.volume(req.GetVolumeId())
+	if err != nil {
 		return nil, err
 	}
-	vol, err := s.pool.Get(req.GetVolumeId())
+	vol, err := st.Get(req.GetVolumeId())
 	if err != nil {
 		return nil, err
 	}
 	return &csipb.ControllerGetVolumeHealthResponse{VolumeHealth: &csipb.VolumeHealth{
-		VolumeId: vol.ID, HealthStatuses: s.storeHealth(vol.ID),
+		VolumeId: vol.ID, HealthStatuses: st.health(vol.ID),
 	}}, nil
 }
 
@@ -31,10 +32,12 @@ func (s *ControllerService) ControllerListVolumeHealth(ctx context.Context, req 
 	// Healthy volumes are omitted, so a page holds only unhealthy ones.
 	health := map[string][]*csipb.VolumeHealth_VolumeHealthEntry{}
 	unhealthy := func(v pool.Volume) bool {
-		health[v.ID] = s.storeHealth(v.ID)
+		if st, err := s.stores.volume(v.ID); err == nil {
+			health[v.ID] = st.health(v.ID)
+		}
 		return len(health[v.ID]) > 0
 	}
-	vols, next, err := paginate(volumePage(req.GetStartingToken(), req.GetMaxEntries()), s.pool.List(), volumeID, unhealthy)
+	vols, next, err := paginate(volumePage(req.GetStartingToken(), req.GetMaxEntries()), s.listVolumes(), volumeID, unhealthy)
 	if err != nil {
 		return nil, err
 	}
@@ -45,11 +48,11 @@ func (s *ControllerService) ControllerListVolumeHealth(ctx context.Context, req 
 	return resp, nil
 }
 
-// storeHealth is what the pool says of a volume: its data must be there.
-func (s *ControllerService) storeHealth(id string) []*csipb.VolumeHealth_VolumeHealthEntry {
-	if !s.pool.ImageLost(id) {
+// health is what the store says of a volume: its data must be there.
+func (st *poolStore) health(id string) []*csipb.VolumeHealth_VolumeHealthEntry {
+	if !st.ImageLost(id) {
 		return nil
 	}
 	return []*csipb.VolumeHealth_VolumeHealthEntry{healthEntry(csipb.VolumeHealthErrorType_DATA_LOSS, ReasonImageMissing,
-		"the image file of volume "+id+" is missing from pool "+s.pool.Dir())}
+		"the image file of volume "+id+" is missing from pool "+st.Dir())}
 }

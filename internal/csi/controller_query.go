@@ -18,10 +18,11 @@ func (s *ControllerService) ValidateVolumeCapabilities(ctx context.Context, req 
 	if len(req.GetVolumeCapabilities()) == 0 {
 		return nil, invalidArgument("volume capabilities are missing")
 	}
-	if err := checkVolumeID(req.GetVolumeId()); err != nil {
+	st, err := s.stores.volume(req.GetVolumeId())
+	if err != nil {
 		return nil, err
 	}
-	vol, err := s.pool.Get(req.GetVolumeId())
+	vol, err := st.Get(req.GetVolumeId())
 	if err != nil {
 		return nil, err
 	}
@@ -47,14 +48,14 @@ func (s *ControllerService) ValidateVolumeCapabilities(ctx context.Context, req 
 	}}, nil
 }
 
-// ListVolumes pages through the pool in ID order. The token is the last ID
+// ListVolumes pages through the pools' volumes in ID order. The token is the last ID
 // of the previous page, so deleting volumes between pages never breaks it.
 func (s *ControllerService) ListVolumes(ctx context.Context, req *csipb.ListVolumesRequest) (*csipb.ListVolumesResponse, error) {
-	vols, next, err := paginate(volumePage(req.GetStartingToken(), req.GetMaxEntries()), s.pool.List(), volumeID, nil)
+	vols, next, err := paginate(volumePage(req.GetStartingToken(), req.GetMaxEntries()), s.listVolumes(), volumeID, nil)
 	if err != nil {
 		return nil, err
 	}
-	staged, err := s.inuse.All()
+	staged, err := s.allInUse()
 	if err != nil {
 		return nil, err
 	}
@@ -70,14 +71,15 @@ func (s *ControllerService) ListVolumes(ctx context.Context, req *csipb.ListVolu
 
 // ControllerGetVolume returns one volume with its status.
 func (s *ControllerService) ControllerGetVolume(ctx context.Context, req *csipb.ControllerGetVolumeRequest) (*csipb.ControllerGetVolumeResponse, error) {
-	if err := checkVolumeID(req.GetVolumeId()); err != nil {
-		return nil, err
-	}
-	vol, err := s.pool.Get(req.GetVolumeId())
+	st, err := s.stores.volume(req.GetVolumeId())
 	if err != nil {
 		return nil, err
 	}
-	staged, err := s.inuse.Of(vol.ID)
+	vol, err := st.Get(req.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	staged, err := st.inuse.Of(vol.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -87,8 +89,9 @@ func (s *ControllerService) ControllerGetVolume(ctx context.Context, req *csipb.
 	}, nil
 }
 
-// GetCapacity says what the pool can still promise for volumes matching the
-// request: 0 for capabilities or topologies this node cannot serve.
+// GetCapacity says what the pool that CreateVolume would use can still
+// promise for volumes matching the request: 0 for capabilities or
+// topologies this node cannot serve.
 func (s *ControllerService) GetCapacity(ctx context.Context, req *csipb.GetCapacityRequest) (*csipb.GetCapacityResponse, error) {
 	p, err := parseParameters(req.GetParameters())
 	if err != nil {
@@ -102,7 +105,11 @@ func (s *ControllerService) GetCapacity(ctx context.Context, req *csipb.GetCapac
 	if t := req.GetAccessibleTopology(); t != nil && t.GetSegments()[TopologyKey] != s.cfg.NodeID {
 		return &csipb.GetCapacityResponse{}, nil
 	}
-	c, err := s.pool.Capacity()
+	st, err := s.createStore()
+	if err != nil {
+		return nil, err
+	}
+	c, err := st.Capacity()
 	if err != nil {
 		return nil, err
 	}

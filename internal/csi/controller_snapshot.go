@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volid"
 )
 
 // snapshotMetaPrefixes are the CreateSnapshot parameters csi-snapshotter
@@ -55,16 +56,20 @@ func (s *ControllerService) CreateSnapshot(ctx context.Context, req *csipb.Creat
 	}
 	// A retry of a finished snapshot is answered from its record, without
 	// freezing the volume again.
-	if snap, err := s.pool.GetSnapshotByName(name); err == nil {
+	if snap, err := s.snapshotByName(name); err == nil {
 		if snap.SourceVolumeID != src {
 			return nil, alreadyExists("snapshot %q already exists, of volume %s, not %s", name, snap.SourceVolumeID, truncate(src))
 		}
 		return &csipb.CreateSnapshotResponse{Snapshot: csiSnapshot(snap)}, nil
 	}
-	if pool.ValidID(src) != nil {
+	if validVolumeID(src) != nil {
 		return nil, notFound("source volume %q does not exist", truncate(src))
 	}
-	id := s.pool.SnapshotID(name)
+	st, err := s.stores.volume(src)
+	if err != nil {
+		return nil, err
+	}
+	id := st.SnapshotID(name)
 	// Both: a second snapshot of this name, and anything else on the
 	// source (unstage above all: unmounting a frozen filesystem leaves it
 	// frozen), wait for this one.
@@ -73,15 +78,15 @@ func (s *ControllerService) CreateSnapshot(ctx context.Context, req *csipb.Creat
 		return nil, err
 	}
 	defer unlock()
-	if _, err := s.pool.Get(src); err != nil {
+	if _, err := st.Get(src); err != nil {
 		if errors.Is(err, pool.ErrNotFound) {
 			return nil, notFound("source volume %s is not in the pool of node %s", src, s.cfg.NodeID)
 		}
 		return nil, err
 	}
 	var snap pool.Snapshot
-	err = s.withFrozen(ctx, src, func() (err error) {
-		snap, err = s.pool.CreateSnapshot(ctx, pool.SnapshotRequest{Name: name, SourceVolumeID: src, Parameters: req.GetParameters()})
+	err = s.withFrozen(ctx, st, src, func() (err error) {
+		snap, err = st.CreateSnapshot(ctx, pool.SnapshotRequest{Name: name, SourceVolumeID: src, Parameters: req.GetParameters()})
 		return err
 	})
 	if err != nil {
@@ -98,8 +103,11 @@ func (s *ControllerService) DeleteSnapshot(ctx context.Context, req *csipb.Delet
 	if id == "" {
 		return nil, invalidArgument("snapshot ID is missing")
 	}
-	if pool.ValidSnapshotID(id) != nil {
-		return &csipb.DeleteSnapshotResponse{}, nil // no filevol snapshot has it
+	st, err := s.stores.snapshot(id)
+	if err != nil {
+		// Malformed, or in a pool this controller does not serve: no
+		// snapshot here has it (spec: MUST succeed).
+		return &csipb.DeleteSnapshotResponse{}, nil
 	}
 	// A restore from this snapshot holds the same key.
 	unlock, err := s.locks.tryLock(id)
@@ -107,7 +115,7 @@ func (s *ControllerService) DeleteSnapshot(ctx context.Context, req *csipb.Delet
 		return nil, err
 	}
 	defer unlock()
-	if err := s.pool.DeleteSnapshot(ctx, id); err != nil {
+	if err := st.DeleteSnapshot(ctx, id); err != nil {
 		return nil, err
 	}
 	klog.InfoS("snapshot deleted", "snapshotID", id)
@@ -122,15 +130,19 @@ func (s *ControllerService) ListSnapshots(ctx context.Context, req *csipb.ListSn
 	if id := req.GetSnapshotId(); id != "" {
 		// From disk: a lookup by ID must not miss a snapshot another
 		// process sharing the pool just made.
-		snap, err := s.pool.GetSnapshot(id)
+		st, err := s.stores.snapshot(id)
+		var snap pool.Snapshot
+		if err == nil {
+			snap, err = st.GetSnapshot(id)
+		}
 		switch {
 		case err == nil:
 			snaps = []pool.Snapshot{snap}
-		case !errors.Is(err, pool.ErrSnapshotNotFound) && !errors.Is(err, pool.ErrInvalidID):
+		case !errors.Is(err, pool.ErrSnapshotNotFound) && !errors.Is(err, pool.ErrInvalidID) && !errors.Is(err, volid.ErrInvalid):
 			return nil, err
 		}
 	} else {
-		snaps = s.pool.ListSnapshots()
+		snaps = s.listSnapshots()
 	}
 	var ofSource func(pool.Snapshot) bool
 	if vid := req.GetSourceVolumeId(); vid != "" {
@@ -154,7 +166,11 @@ func (s *ControllerService) GetSnapshot(ctx context.Context, req *csipb.GetSnaps
 	if id == "" {
 		return nil, invalidArgument("snapshot ID is missing")
 	}
-	snap, err := s.pool.GetSnapshot(id)
+	st, err := s.stores.snapshot(id)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := st.GetSnapshot(id)
 	if err != nil {
 		return nil, err
 	}

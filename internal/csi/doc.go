@@ -4,6 +4,12 @@
 // the server that serves them on the CSI endpoint (server.go), the mount
 // and path policy (policy.go) and the node's garbage collector (gc.go).
 //
+// The services do what every kind of volume shares and route the rest by
+// the pool and kind that a volume ID names (routes.go): the controller to
+// a VolumeStore (store.go), the node to a NodeBackend (node_backend.go).
+// Image volumes are *pool.Pool and imageNode (node_img*.go); a new kind
+// of volume or pool implements both halves and is registered beside them.
+//
 // It owns no state: volumes live in the pool (internal/pool), the kernel's
 // view (loop devices, mounts) is asked for through the host interface
 // (host.go) on every call, so a restarted or rebooted node is always

@@ -1,13 +1,15 @@
 package csi
 
 import (
+	"errors"
+
 	"google.golang.org/grpc"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 
 	"github.com/filevol/filevol/internal/freeze"
-	"github.com/filevol/filevol/internal/inuse"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volid"
 )
 
 // TopologyKey is the topology segment every filevol volume carries: the
@@ -30,7 +32,7 @@ type Config struct {
 }
 
 // Driver holds the three services. They are separate objects that share
-// only the pool, the host and the per-volume locks — never one mutex
+// only the pools, the host and the per-volume locks — never one mutex
 // across calls.
 type Driver struct {
 	Identity   *IdentityService
@@ -41,8 +43,12 @@ type Driver struct {
 	Freeze *freeze.Agent
 }
 
-// New builds the services for cfg. Identity is always served; the
-// controller and node services only when cfg asks for them.
+// New builds the services for cfg, serving the image volumes of the
+// node-local pool p (and the version 0 IDs, which name no pool). Identity
+// is always served; the controller and node services only when cfg asks
+// for them. Another pool or kind is served beside p by registering its
+// VolumeStore and NodeBackend (ControllerService.serve,
+// NodeService.serve): the services do not change.
 func New(cfg Config, p *pool.Pool, h Host) *Driver {
 	d := &Driver{Identity: &IdentityService{cfg: cfg, pool: p}}
 	// In one process the services share the per-volume locks, so that a
@@ -57,37 +63,58 @@ func New(cfg Config, p *pool.Pool, h Host) *Driver {
 		d.Controller.locks = locks
 		// Before serving: a killed predecessor's freeze request would keep
 		// a filesystem frozen until its lease ran out.
-		d.Controller.freezer.CleanStale()
+		for _, f := range d.Controller.freezers() {
+			f.CleanStale()
+		}
 	}
 	if cfg.Node {
-		d.Node = &NodeService{cfg: cfg, pool: p, host: h, locks: locks, paths: pathPolicy{kubeletDir: cfg.KubeletDir},
-			inuse: inuse.New(p.Dir())}
+		d.Node = newNodeService(cfg, p, h)
+		d.Node.locks = locks
 		// Before serving: a predecessor killed while a snapshot held a
 		// pod's filesystem frozen left its mark (internal/freeze).
 		d.Freeze = d.Node.FreezeAgent()
 		d.Freeze.ThawLeftovers()
 		// Temporary records of a killed predecessor; not in every sweep,
 		// which would take a stage's record in flight for one.
-		d.Node.inuse.CleanTemp(cfg.NodeID)
+		for _, nv := range d.Node.vols.all {
+			nv.inuse.CleanTemp(cfg.NodeID)
+		}
 		d.Node.ReconcileInUse()
 	}
 	return d
 }
 
-// newControllerService is the controller of the pool p: its records, the
-// nodes' in-use records and the freeze requests all live in p.
-func newControllerService(cfg Config, p VolumeStore) *ControllerService {
-	return &ControllerService{cfg: cfg, pool: p, inuse: inuse.New(p.Dir()), freezer: freeze.NewRequester(p.Dir()), locks: newInflight()}
+// newControllerService is the controller of the image volumes in pool p:
+// their records, the nodes' in-use records and the freeze requests all
+// live in p.
+func newControllerService(cfg Config, p *pool.Pool) *ControllerService {
+	s := &ControllerService{cfg: cfg, locks: newInflight()}
+	s.serve(p.ID(), volid.KindImage, p)
+	s.stores.addLegacy(p.ID())
+	return s
 }
 
-// Close releases what the services hold open in the pool (the
-// controller's freeze owner lock), so that the pool's filesystem can be
+// newNodeService is the node service of the image volumes in pool p, on
+// the kernel h.
+func newNodeService(cfg Config, p *pool.Pool, h Host) *NodeService {
+	s := &NodeService{cfg: cfg, pool: p, host: h, locks: newInflight(), paths: pathPolicy{kubeletDir: cfg.KubeletDir}}
+	s.serve(p.ID(), volid.KindImage, &imageNode{pool: p, host: h, node: cfg.NodeID})
+	s.vols.addLegacy(p.ID())
+	return s
+}
+
+// Close releases what the services hold open in the pools (the
+// controller's freeze owner locks), so that the pools' filesystems can be
 // unmounted. Call it once the server has stopped.
 func (d *Driver) Close() error {
 	if d.Controller == nil {
 		return nil
 	}
-	return d.Controller.freezer.Close()
+	var errs []error
+	for _, f := range d.Controller.freezers() {
+		errs = append(errs, f.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // Register registers the services on s.

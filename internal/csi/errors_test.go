@@ -268,7 +268,7 @@ func TestCreateVolumeThickWithoutPreallocation(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	svc := &ControllerService{cfg: Config{NodeID: "node"}, pool: p, locks: newInflight()}
+	svc := newControllerService(Config{NodeID: "node"}, p)
 	_, err = svc.CreateVolume(context.Background(), &csipb.CreateVolumeRequest{
 		Name:          "thick",
 		CapacityRange: &csipb.CapacityRange{RequiredBytes: 8 << 20},

@@ -18,9 +18,10 @@ import (
 //
 // A volume staged nowhere, or staged as a block device, is cloned as it
 // is: crash-consistent with reflink, which is atomic; the CO quiesces the
-// application if it needs more. The caller holds id's controller lock.
-func (s *ControllerService) withFrozen(ctx context.Context, id string, fn func() error) error {
-	staged, err := s.inuse.Of(id)
+// application if it needs more. The caller holds id's controller lock;
+// st is the volume's store, in whose pool its nodes are asked.
+func (s *ControllerService) withFrozen(ctx context.Context, st *poolStore, id string, fn func() error) error {
+	staged, err := st.inuse.Of(id)
 	if err != nil {
 		return err
 	}
@@ -30,7 +31,7 @@ func (s *ControllerService) withFrozen(ctx context.Context, id string, fn func()
 			continue
 		}
 		node, inner := e.Node, run
-		run = func() error { return s.freezer.Hold(ctx, id, node, inner) }
+		run = func() error { return st.freezer.Hold(ctx, id, node, inner) }
 	}
 	if err = run(); isFreezeError(err) {
 		// errors.go maps each to its code; the volume is named here.

@@ -17,23 +17,25 @@ func present(what string, p *string) pathArg { return pathArg{what: what, p: p, 
 // begin is the start every node call that acts on a volume shares. In
 // this order: a missing volume ID (INVALID_ARGUMENT), each path, the
 // capability (required, or only checked when given), the ID's shape
-// (NOT_FOUND: no volume can have a malformed ID); then it takes the
-// volume's lock (ABORTED while another call holds it). It returns the
-// capability's fs type and the unlock function.
-func (s *NodeService) begin(id string, c *csipb.VolumeCapability, capRequired bool, paths ...pathArg) (string, func(), error) {
+// (NOT_FOUND: no volume can have a malformed ID) and its route (NOT_FOUND:
+// no volume of a pool or kind this node does not serve is here); then it
+// takes the volume's lock (ABORTED while another call holds it). It
+// returns the volume's backend, the capability's fs type and the unlock
+// function.
+func (s *NodeService) begin(id string, c *csipb.VolumeCapability, capRequired bool, paths ...pathArg) (*nodeVolumes, string, func(), error) {
 	if id == "" {
-		return "", nil, invalidArgument("volume ID is missing")
+		return nil, "", nil, invalidArgument("volume ID is missing")
 	}
 	for _, a := range paths {
 		if a.presence {
 			if *a.p == "" {
-				return "", nil, invalidArgument("%s is missing", a.what)
+				return nil, "", nil, invalidArgument("%s is missing", a.what)
 			}
 			continue
 		}
 		p, err := s.paths.check(a.what, *a.p)
 		if err != nil {
-			return "", nil, err
+			return nil, "", nil, err
 		}
 		*a.p = p
 	}
@@ -41,18 +43,19 @@ func (s *NodeService) begin(id string, c *csipb.VolumeCapability, capRequired bo
 	if c != nil || capRequired {
 		t, err := checkCapability(c)
 		if err != nil {
-			return "", nil, err
+			return nil, "", nil, err
 		}
 		fsType = t
 	}
-	if err := checkVolumeID(id); err != nil {
-		return "", nil, err
+	nv, err := s.vols.volume(id)
+	if err != nil {
+		return nil, "", nil, err
 	}
 	// The volume's freeze key too: no node call runs while the freeze
 	// agent holds the volume's filesystem frozen (node_freeze.go).
 	unlock, err := s.locks.tryLock(id, frozenKey(id))
 	if err != nil {
-		return "", nil, err
+		return nil, "", nil, err
 	}
-	return fsType, unlock, nil
+	return nv, fsType, unlock, nil
 }

@@ -163,7 +163,7 @@ func (e *nodeEnv) top(path string) (mount.Info, bool) {
 // inUse returns the in-use records of id (what the controller reads).
 func (e *nodeEnv) inUse(id string) []inuse.Entry {
 	e.t.Helper()
-	rec, err := e.node.inuse.Of(id)
+	rec, err := inuse.New(e.pool.Dir()).Of(id)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -28,20 +28,20 @@ func (s *NodeService) FreezeAgent() *freeze.Agent {
 // controller holds that one while it waits for the freeze.
 func frozenKey(id string) string { return "frozen/" + id }
 
-// freezePoint returns a mount point of the volume's filesystem on this
-// node ("" when none): freezing acts on the filesystem (the superblock),
-// so any mount of its root will do; the staging mount is usually first.
+// freezePoint returns the mount point to freeze of the volume's
+// filesystem on this node, from the volume's backend: "" (nothing to
+// freeze, the copy is taken as it is) when the backend has no filesystem
+// to freeze, or when no volume of that ID can be staged here.
 func (s *NodeService) freezePoint(id string) (string, error) {
-	u, err := volumeUsage(s.host, s.pool.ImagePath(id))
+	nv, err := s.vols.volume(id)
 	if err != nil {
-		return "", err
+		return "", nil
 	}
-	for _, m := range u.FS() {
-		if m.Root == "/" {
-			return m.MountPoint, nil
-		}
+	f, ok := nv.NodeBackend.(freezePointer)
+	if !ok {
+		return "", nil
 	}
-	return "", nil
+	return f.FreezePoint(id)
 }
 
 // frozenMarks are the node's freeze marks, kept in the pool (nodestate).

@@ -13,8 +13,9 @@ import (
 // reported STORAGE_DEGRADED: thin volumes will soon see ENOSPC.
 const nearlyFullPercent = 5
 
-// NodeGetVolumeHealth reports the node-side health of a volume: its image,
-// its loop devices and the mounts at the given publish and staging paths.
+// NodeGetVolumeHealth reports the node-side health of a volume, as its
+// backend sees it (for an image: its image, its loop devices and the
+// mounts at the given publish and staging paths).
 func (s *NodeService) NodeGetVolumeHealth(ctx context.Context, req *csipb.NodeGetVolumeHealthRequest) (*csipb.NodeGetVolumeHealthResponse, error) {
 	id := req.GetVolumeId()
 	if err := checkVolumeID(id); err != nil {
@@ -29,24 +30,17 @@ func (s *NodeService) NodeGetVolumeHealth(ctx context.Context, req *csipb.NodeGe
 			}
 		}
 	}
-	vol, err := s.pool.Get(id)
+	nv, err := s.vols.volume(id)
 	if err != nil {
 		return nil, err
 	}
-	devs, err := s.host.Loops.Find(s.pool.ImagePath(id))
+	vol, err := nv.Get(id)
 	if err != nil {
 		return nil, err
 	}
-	st := imageHealth(s.pool, id, devs)
-	if req.GetVolumePublishPath() != "" || req.GetStagingTargetPath() != "" {
-		table, err := s.host.Mounts.Table()
-		if err != nil {
-			return nil, err
-		}
-		st = append(st, mountHealth(table, devs, req.GetVolumePublishPath(), req.GetStagingTargetPath())...)
-	}
-	if e := s.poolFullHealth(vol); e != nil {
-		st = append(st, e)
+	st, err := nv.Health(ctx, vol, req.GetVolumePublishPath(), req.GetStagingTargetPath())
+	if err != nil {
+		return nil, err
 	}
 	return &csipb.NodeGetVolumeHealthResponse{VolumeHealth: &csipb.VolumeHealth{VolumeId: id, HealthStatuses: st}}, nil
 }
@@ -77,18 +71,3 @@ func (s *NodeService) NodeGetStorageHealth(ctx context.Context, req *csipb.NodeG
 // poolUsable is shared with Probe: the pool directory must exist and be
 // writable on a writable filesystem.
 func poolUsable(p *pool.Pool) error { return checkPoolDir(p.Dir()) }
-
-// poolFullHealth: a thin volume whose pool has no free space left fails
-// every write to a block it has not allocated yet (ENOSPC, or EIO from the
-// loop device), although nothing is wrong with the volume itself.
-func (s *NodeService) poolFullHealth(vol pool.Volume) *csipb.VolumeHealth_VolumeHealthEntry {
-	if vol.Provisioning == pool.ProvisioningThick {
-		return nil
-	}
-	c, err := s.pool.Capacity()
-	if err != nil || c.FreeBytes >= allocationUnit {
-		return nil
-	}
-	return healthEntry(csipb.VolumeHealthErrorType_DEGRADED, ReasonPoolFull,
-		fmt.Sprintf("the pool %s holding this thin volume has %d bytes free: writes to blocks the volume has not allocated yet fail", s.pool.Dir(), c.FreeBytes))
-}

@@ -47,7 +47,7 @@ func paginate[T any](req pageRequest, items []T, id func(T) string, keep func(T)
 
 // volumePage is the page request of a listing of volumes.
 func volumePage(token string, max int32) pageRequest {
-	return pageRequest{token: token, max: max, validToken: pool.ValidID}
+	return pageRequest{token: token, max: max, validToken: validVolumeID}
 }
 
 func volumeID(v pool.Volume) string { return v.ID }

@@ -2,15 +2,24 @@ package csi
 
 import (
 	"context"
+	"maps"
+	"slices"
+	"strings"
 
+	"github.com/filevol/filevol/internal/freeze"
+	"github.com/filevol/filevol/internal/inuse"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volid"
 )
 
 // VolumeStore is what the controller service asks of a pool: its records
-// and the operations on a volume's data, never a path or a device.
-// *pool.Pool implements it for image volumes on a node's pool; another
-// kind of pool (a shared image pool, a directory pool with quotas)
-// implements it too, and the services do not change.
+// and the operations on a volume's data, never a path or a device. It is
+// the controller's half of a kind of volume in a pool, as NodeBackend is
+// the node's. *pool.Pool implements it for image volumes on a node's
+// pool; another kind of pool (a shared image pool, a directory pool with
+// quotas) implements it too and is served beside it (serve, below): the
+// services route each call by the pool and kind of its volume ID
+// (routes.go) and do not change.
 type VolumeStore interface {
 	// Dir is where the pool lives; the in-use records and the freeze
 	// requests that controller and nodes exchange live under it.
@@ -38,3 +47,102 @@ type VolumeStore interface {
 }
 
 var _ VolumeStore = (*pool.Pool)(nil)
+
+// poolStore is one route of the controller: the store of a pool's volumes
+// of one kind, and what the controller and the nodes exchange through
+// that pool: the nodes' in-use records and the freeze requests.
+type poolStore struct {
+	VolumeStore
+	inuse   *inuse.Store
+	freezer *freeze.Requester
+}
+
+// serve routes the volumes of kind in the pool poolID to st. Stores in one
+// pool directory share its in-use records and its freeze requests.
+func (s *ControllerService) serve(poolID string, kind volid.Kind, st VolumeStore) {
+	ps := &poolStore{VolumeStore: st}
+	for _, o := range s.stores.all {
+		if o.Dir() == st.Dir() {
+			ps.inuse, ps.freezer = o.inuse, o.freezer
+		}
+	}
+	if ps.inuse == nil {
+		ps.inuse, ps.freezer = inuse.New(st.Dir()), freeze.NewRequester(st.Dir())
+	}
+	s.stores.add(poolID, kind, ps)
+}
+
+// createStore is where CreateVolume makes a new volume: today every volume
+// is an image in this node's pool, the first store served. With several
+// pools or kinds, the StorageClass's parameters and the requested
+// topology will choose here, and nowhere else.
+func (s *ControllerService) createStore() (*poolStore, error) {
+	if len(s.stores.all) == 0 {
+		return nil, failedPrecondition("this controller serves no pool")
+	}
+	return s.stores.all[0], nil
+}
+
+// freezers lists each pool's freeze requester once.
+func (s *ControllerService) freezers() []*freeze.Requester {
+	var out []*freeze.Requester
+	for _, st := range s.stores.all {
+		if !slices.Contains(out, st.freezer) {
+			out = append(out, st.freezer)
+		}
+	}
+	return out
+}
+
+// listVolumes merges the stores' volumes in ID order (the order listings
+// page in); a volume two stores of one pool both list appears once.
+func (s *ControllerService) listVolumes() []pool.Volume {
+	return merged(s.stores.all, VolumeStore.List, func(v pool.Volume) string { return v.ID })
+}
+
+// listSnapshots merges the stores' snapshots in ID order.
+func (s *ControllerService) listSnapshots() []pool.Snapshot {
+	return merged(s.stores.all, VolumeStore.ListSnapshots, func(sn pool.Snapshot) string { return sn.ID })
+}
+
+func merged[T any](stores []*poolStore, list func(VolumeStore) []T, id func(T) string) []T {
+	if len(stores) == 1 {
+		return list(stores[0].VolumeStore)
+	}
+	var out []T
+	for _, st := range stores {
+		out = append(out, list(st.VolumeStore)...)
+	}
+	slices.SortStableFunc(out, func(a, b T) int { return strings.Compare(id(a), id(b)) })
+	return slices.CompactFunc(out, func(a, b T) bool { return id(a) == id(b) })
+}
+
+// snapshotByName finds the snapshot called name in any store.
+func (s *ControllerService) snapshotByName(name string) (pool.Snapshot, error) {
+	err := error(pool.ErrSnapshotNotFound)
+	for _, st := range s.stores.all {
+		var snap pool.Snapshot
+		if snap, err = st.GetSnapshotByName(name); err == nil {
+			return snap, nil
+		}
+	}
+	return pool.Snapshot{}, err
+}
+
+// allInUse merges the in-use records of every pool served.
+func (s *ControllerService) allInUse() (map[string][]inuse.Entry, error) {
+	out := map[string][]inuse.Entry{}
+	var seen []*inuse.Store
+	for _, st := range s.stores.all {
+		if slices.Contains(seen, st.inuse) {
+			continue
+		}
+		seen = append(seen, st.inuse)
+		recs, err := st.inuse.All()
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(out, recs)
+	}
+	return out, nil
+}

@@ -10,7 +10,6 @@ import (
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 
 	"github.com/filevol/filevol/internal/hostos/fs"
-	"github.com/filevol/filevol/internal/pool"
 )
 
 // StorageClass parameters filevol understands.
@@ -205,14 +204,14 @@ func checkName(what, name string) error {
 	return nil
 }
 
-// checkVolumeID validates the shape of a volume ID before it becomes a path.
-// A malformed ID cannot name any volume: NOT_FOUND, as the spec asks for a
-// volume that does not exist.
+// checkVolumeID validates the shape of a volume ID, of any kind, before
+// it is routed (routes.go) and becomes a path. A malformed ID cannot name
+// any volume: NOT_FOUND, as the spec asks for a volume that does not exist.
 func checkVolumeID(id string) error {
 	if id == "" {
 		return invalidArgument("volume ID is missing")
 	}
-	if err := pool.ValidID(id); err != nil {
+	if err := validVolumeID(id); err != nil {
 		return notFound("volume %q does not exist: %v", truncate(id), err)
 	}
 	return nil

@@ -9,7 +9,9 @@
 //	fv1-<kind>-<pool>-<hash>   a volume:   fv1-img-3f9a0c2e-<32 hex>
 //	fs1-<pool>-<hash>          a snapshot: fs1-3f9a0c2e-<32 hex>
 //
-// <kind> is the kind of volume (KindImage); <pool> is the ID of the pool
+// <kind> is the kind of volume (KindImage; any kind is 1 to 8 lowercase
+// letters, so a process reads the IDs of kinds newer than itself and
+// answers that it holds no such volume); <pool> is the ID of the pool
 // that holds it (8 lowercase hex digits, made when the pool is first
 // opened); <hash> is 32 hex digits of sha256(name), so a retried create
 // finds its volume by name without an index, and no name becomes a path.
@@ -43,16 +45,18 @@ type Kind string
 // KindImage is a volume held in an image file: block, or a filesystem on it.
 const KindImage Kind = "img"
 
-// kinds are the kinds this filevol knows; an ID of another kind is refused.
+// kinds are the kinds this filevol knows; ParseVolume refuses an ID of
+// another kind, ParseVolumeAnyKind reads it.
 var kinds = []Kind{KindImage}
 
 const (
-	hashLen   = 32 // hex digits: 128 bits of sha256
-	poolIDLen = 8  // hex digits
-	volumeV0  = "fv-"
-	volumeV1  = "fv1-"
-	snapV0    = "fs-"
-	snapV1    = "fs1-"
+	hashLen    = 32 // hex digits: 128 bits of sha256
+	poolIDLen  = 8  // hex digits
+	maxKindLen = 8  // lowercase letters
+	volumeV0   = "fv-"
+	volumeV1   = "fv1-"
+	snapV0     = "fs-"
+	snapV1     = "fs1-"
 )
 
 // Volume is what a volume ID says.
@@ -98,9 +102,25 @@ func NewSnapshot(pool, name string) string { return snapV1 + pool + "-" + hash(n
 // LegacySnapshot returns the version 0 ID a snapshot called name had.
 func LegacySnapshot(name string) string { return snapV0 + hash(name) }
 
-// ParseVolume reads a volume ID of either version. The error wraps
-// ErrInvalid and says what is wrong.
+// ParseVolume reads a volume ID of either version and of a kind this
+// filevol knows: what a pool checks before an ID becomes one of its
+// paths. The error wraps ErrInvalid and says what is wrong.
 func ParseVolume(id string) (Volume, error) {
+	v, err := ParseVolumeAnyKind(id)
+	if err != nil {
+		return Volume{}, err
+	}
+	if !slices.Contains(kinds, v.Kind) {
+		return Volume{}, invalid("volume", id, fmt.Sprintf("has kind %s, which this filevol does not know (it knows %v)", quote(string(v.Kind)), kinds))
+	}
+	return v, nil
+}
+
+// ParseVolumeAnyKind reads a volume ID of either version whatever its
+// kind: what a router needs (internal/csi sends a request to the backend
+// of the ID's pool and kind). A well-formed ID of a kind that nothing
+// here serves names no volume here; a malformed one names none anywhere.
+func ParseVolumeAnyKind(id string) (Volume, error) {
 	if rest, ok := strings.CutPrefix(id, volumeV0); ok {
 		if err := checkHex("volume", id, rest, hashLen); err != nil {
 			return Volume{}, err
@@ -116,8 +136,8 @@ func ParseVolume(id string) (Volume, error) {
 		return Volume{}, invalid("volume", id, "is not fv1-<kind>-<pool>-<hash>")
 	}
 	v := Volume{Version: 1, Kind: Kind(parts[0]), Pool: parts[1], Hash: parts[2]}
-	if !slices.Contains(kinds, v.Kind) {
-		return Volume{}, invalid("volume", id, fmt.Sprintf("has kind %s, which this filevol does not know (it knows %v)", quote(string(v.Kind)), kinds))
+	if err := checkKind(id, v.Kind); err != nil {
+		return Volume{}, err
 	}
 	if err := checkHex("volume", id, v.Pool, poolIDLen); err != nil {
 		return Volume{}, err
@@ -126,6 +146,19 @@ func ParseVolume(id string) (Volume, error) {
 		return Volume{}, err
 	}
 	return v, nil
+}
+
+// checkKind checks the shape of a kind: 1 to maxKindLen lowercase letters.
+func checkKind(id string, k Kind) error {
+	if len(k) == 0 || len(k) > maxKindLen {
+		return invalid("volume", id, fmt.Sprintf("has kind %s, not 1 to %d lowercase letters", quote(string(k)), maxKindLen))
+	}
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; c < 'a' || c > 'z' {
+			return invalid("volume", id, fmt.Sprintf("has %q in its kind, where a lowercase letter belongs", c))
+		}
+	}
+	return nil
 }
 
 // ParseSnapshot reads a snapshot ID of either version.

@@ -77,13 +77,42 @@ func TestInvalidIDs(t *testing.T) {
 	}
 }
 
+// A router reads a well-formed ID of any kind (it then answers that it
+// serves no such kind); a pool, through ParseVolume, only its own kinds.
+func TestAnyKind(t *testing.T) {
+	id := "fv1-dir-" + pool + "-" + hash("n")
+	v, err := ParseVolumeAnyKind(id)
+	if err != nil || v != (Volume{Version: 1, Kind: "dir", Pool: pool, Hash: hash("n")}) {
+		t.Errorf("ParseVolumeAnyKind(%s) = %+v, %v", id, v, err)
+	}
+	if _, err := ParseVolume(id); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "does not know") {
+		t.Errorf("ParseVolume of an unknown kind = %v, want ErrInvalid naming the kind", err)
+	}
+	for _, l := range []string{LegacyVolume("n"), NewVolume(KindImage, pool, "n")} {
+		a, aerr := ParseVolumeAnyKind(l)
+		b, berr := ParseVolume(l)
+		if aerr != nil || berr != nil || a != b {
+			t.Errorf("%s: ParseVolumeAnyKind = %+v, %v; ParseVolume = %+v, %v", l, a, aerr, b, berr)
+		}
+	}
+	for _, kind := range []string{"", "IMG", "im9", "i_g", "abcdefghi", "\x00"} {
+		bad := "fv1-" + kind + "-" + pool + "-" + hash("n")
+		if _, err := ParseVolumeAnyKind(bad); !errors.Is(err, ErrInvalid) {
+			t.Errorf("ParseVolumeAnyKind(%q) = %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
 // Every ID an accepted parse returns is safe as a file name.
 func FuzzParseVolume(f *testing.F) {
 	f.Add(NewVolume(KindImage, pool, "n"))
 	f.Add(LegacyVolume("n"))
 	f.Add("fv1-img-../-x")
 	f.Fuzz(func(t *testing.T, id string) {
-		if _, err := ParseVolume(id); err != nil {
+		if _, err := ParseVolumeAnyKind(id); err != nil {
+			if _, err := ParseVolume(id); err == nil {
+				t.Fatalf("ParseVolume accepted %q, which ParseVolumeAnyKind refuses", id)
+			}
 			return
 		}
 		if strings.ContainsAny(id, "/\x00") || strings.Contains(id, "..") || len(id) > 128 {

@@ -24,7 +24,7 @@ const growSlack = allocationUnit
 // refreshLoopSize makes an attached device see its image's current size
 // (LOOP_SET_CAPACITY): a device attached before ControllerExpandVolume
 // keeps the old size until told, and the growth below compares with it.
-func (s *NodeService) refreshLoopSize(dev loop.Device, image string) (loop.Device, error) {
+func (b *imageNode) refreshLoopSize(dev loop.Device, image string) (loop.Device, error) {
 	st, err := os.Stat(image)
 	if err != nil {
 		return dev, fmt.Errorf("stat image %s: %w", image, err)
@@ -32,7 +32,7 @@ func (s *NodeService) refreshLoopSize(dev loop.Device, image string) (loop.Devic
 	if dev.SizeBytes >= st.Size() {
 		return dev, nil
 	}
-	size, err := s.host.Loops.SetCapacity(dev.Path)
+	size, err := b.host.Loops.SetCapacity(dev.Path)
 	if err != nil {
 		return dev, fmt.Errorf("refresh the size of %s to its image's %d bytes: %w", dev.Path, st.Size(), err)
 	}
@@ -44,8 +44,8 @@ func (s *NodeService) refreshLoopSize(dev loop.Device, image string) (loop.Devic
 // fsBehind reports whether the fsType filesystem on dev covers less of it
 // than it could (by the superblock: see fs.Size for what a mounted xfs
 // may answer).
-func (s *NodeService) fsBehind(dev loop.Device, fsType string) (bool, int64, error) {
-	fsSize, err := s.host.FS.Size(dev.Path, fsType)
+func (b *imageNode) fsBehind(dev loop.Device, fsType string) (bool, int64, error) {
+	fsSize, err := b.host.FS.Size(dev.Path, fsType)
 	if err != nil {
 		return false, 0, err
 	}
@@ -70,12 +70,12 @@ func (s *NodeService) fsBehind(dev loop.Device, fsType string) (bool, int64, err
 // resize2fs is not atomic, so the growth is marked in the pool while it
 // runs (nodestate: Grow): a stage that finds the mark repairs what the
 // interrupted resize left (e2fsck -y) and grows again.
-func (s *NodeService) growBeforeMount(ctx context.Context, vol pool.Volume, dev loop.Device, fsType string) error {
+func (b *imageNode) growBeforeMount(ctx context.Context, vol pool.Volume, dev loop.Device, fsType string) error {
 	if fsType != "ext4" {
 		return nil
 	}
-	interrupted := s.pool.NodeState().Grow.IsSet(vol.ID)
-	behind, fsSize, err := s.fsBehind(dev, fsType)
+	interrupted := b.pool.NodeState().Grow.IsSet(vol.ID)
+	behind, fsSize, err := b.fsBehind(dev, fsType)
 	if err != nil && !interrupted {
 		return err
 	}
@@ -84,7 +84,7 @@ func (s *NodeService) growBeforeMount(ctx context.Context, vol pool.Volume, dev 
 	}
 	// Mounted elsewhere already (the same filesystem): offline is not an
 	// option; the mount below joins the existing one.
-	if table, err := s.host.Mounts.Table(); err != nil {
+	if table, err := b.host.Mounts.Table(); err != nil {
 		return err
 	} else if ms := volview.MountsOf(table, dev); len(ms) > 0 {
 		klog.InfoS("filesystem already mounted elsewhere; not grown offline", "volumeID", vol.ID, "device", dev.Path, "mountPoint", ms[0].MountPoint)
@@ -93,22 +93,22 @@ func (s *NodeService) growBeforeMount(ctx context.Context, vol pool.Volume, dev 
 	if interrupted {
 		klog.InfoS("an offline growth of this filesystem was interrupted; repairing it (e2fsck -y) and growing again", "volumeID", vol.ID, "device", dev.Path)
 	}
-	if err := s.pool.NodeState().Grow.Set(vol.ID); err != nil {
+	if err := b.pool.NodeState().Grow.Set(vol.ID); err != nil {
 		return fmt.Errorf("mark volume %s as growing: %w", vol.ID, err)
 	}
-	if err := s.host.FS.GrowOffline(ctx, dev.Path, fsType, interrupted); err != nil {
+	if err := b.host.FS.GrowOffline(ctx, dev.Path, fsType, interrupted); err != nil {
 		if errors.Is(err, fs.ErrInUse) {
 			// Still held (mounted elsewhere, a superblock not yet
 			// released): untouched, so mountable; it grows another time.
 			klog.InfoS("device in use; filesystem not grown at this stage", "volumeID", vol.ID, "device", dev.Path, "err", err)
 			if !interrupted {
-				return s.pool.NodeState().Grow.Clear(vol.ID)
+				return b.pool.NodeState().Grow.Clear(vol.ID)
 			}
 			return nil
 		}
 		return fmt.Errorf("grow the ext4 filesystem of volume %s from %d to %d bytes before mounting it: %w", vol.ID, fsSize, dev.SizeBytes, err)
 	}
-	if err := s.pool.NodeState().Grow.Clear(vol.ID); err != nil {
+	if err := b.pool.NodeState().Grow.Clear(vol.ID); err != nil {
 		return err
 	}
 	klog.InfoS("filesystem grown at stage (offline)", "volumeID", vol.ID, "device", dev.Path, "fsType", fsType, "fromBytes", fsSize, "toBytes", dev.SizeBytes)
@@ -117,15 +117,15 @@ func (s *NodeService) growBeforeMount(ctx context.Context, vol pool.Volume, dev 
 
 // growAfterMount grows an xfs or btrfs filesystem smaller than its device,
 // now mounted at staging (they grow only mounted).
-func (s *NodeService) growAfterMount(ctx context.Context, vol pool.Volume, dev loop.Device, staging, fsType string) error {
+func (b *imageNode) growAfterMount(ctx context.Context, vol pool.Volume, dev loop.Device, staging, fsType string) error {
 	if fsType == "ext4" {
 		return nil
 	}
-	behind, fsSize, err := s.fsBehind(dev, fsType)
+	behind, fsSize, err := b.fsBehind(dev, fsType)
 	if err != nil || !behind {
 		return err
 	}
-	if err := s.host.FS.Grow(ctx, dev.Path, staging, fsType); err != nil {
+	if err := b.host.FS.Grow(ctx, dev.Path, staging, fsType); err != nil {
 		return fmt.Errorf("grow the %s filesystem of volume %s at %s from %d to %d bytes: %w", fsType, vol.ID, staging, fsSize, dev.SizeBytes, err)
 	}
 	klog.InfoS("filesystem grown at stage", "volumeID", vol.ID, "device", dev.Path, "fsType", fsType, "fromBytes", fsSize, "toBytes", dev.SizeBytes)

@@ -1,0 +1,114 @@
+package csi
+
+import (
+	"context"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+
+	"github.com/filevol/filevol/internal/inuse"
+	"github.com/filevol/filevol/internal/pool"
+)
+
+// NodeBackend is the node's half of one kind of volume in one pool: the
+// work on this node's kernel that staging, publishing, measuring and
+// growing a volume of that kind takes (for an image volume: loop devices,
+// mkfs, mounts and binds; node_img*.go). What every kind shares is the
+// NodeService's, done before a backend is called, so a new kind does not
+// repeat it and cannot get it wrong:
+//
+//   - the request is validated: the volume ID's shape, every path under
+//     the path policy (cleaned), the capability and its mount flags;
+//   - the volume is locked (ABORTED while another call holds it);
+//   - it is routed by the pool and kind its ID names (routes.go), and
+//     looked up (Get): a backend's methods get the volume's record;
+//   - a stage is recorded in the pool's in-use records before the
+//     backend runs, and dropped when it fails and nothing of the volume
+//     is left on this node (InUse);
+//   - calls are logged, and errors become gRPC codes in one place
+//     (errors.go): a backend returns the named errors of pool and hostos,
+//     or chooses a code (failedPrecondition, alreadyExists, ...).
+//
+// Every method must be idempotent, as the spec asks of the calls: a retry
+// finds what the last call made and succeeds. A method that fails leaves
+// nothing half-made that a retry would not complete.
+type NodeBackend interface {
+	// Dir is where the pool lives: the in-use records are under it.
+	Dir() string
+	// Get returns the volume's record, pool.ErrNotFound when it has none.
+	Get(id string) (pool.Volume, error)
+	// InUse reports whether this node's kernel holds anything of the
+	// volume (an attached device, a mount): the node keeps its in-use
+	// record while it does.
+	InUse(id string) (bool, error)
+	// Stage makes the volume staged at r.StagingPath and returns what the
+	// staging path holds (a device, a directory), for the log.
+	Stage(ctx context.Context, vol pool.Volume, r StageRequest) (string, error)
+	// Unstage undoes Stage; FAILED_PRECONDITION while the volume is still
+	// published. Also for a volume whose record is gone.
+	Unstage(ctx context.Context, id, staging string) error
+	// Publish makes the staged volume available at r.TargetPath.
+	Publish(ctx context.Context, vol pool.Volume, r PublishRequest) error
+	// Unpublish undoes Publish and removes the target (spec: the SP
+	// deletes what it made). Also for a volume whose record is gone.
+	Unpublish(ctx context.Context, id, target string) error
+	// Stats measures the volume published or staged at path, an existing
+	// path: NOT_FOUND when what is there is not the volume.
+	Stats(ctx context.Context, vol pool.Volume, path string) ([]*csipb.VolumeUsage, error)
+	// Expand makes the volume, staged or published at r.VolumePath, use
+	// the size its record says, growing it first when the request asks
+	// for more (a controller that deferred the expansion to the node);
+	// it returns the volume's size.
+	Expand(ctx context.Context, vol pool.Volume, r ExpandRequest) (int64, error)
+	// Health lists the volume's adverse conditions on this node, looking
+	// at the given paths too when they are not "".
+	Health(ctx context.Context, vol pool.Volume, publishPath, stagingPath string) ([]*csipb.VolumeHealth_VolumeHealthEntry, error)
+}
+
+// StageRequest is a validated NodeStageVolume.
+type StageRequest struct {
+	StagingPath string
+	// Block: raw block access; else a filesystem of FSType ("" for the
+	// one the volume was made with), mounted with MountFlags.
+	Block      bool
+	FSType     string
+	MountFlags []string
+	// ReadOnly: the access mode allows no writer.
+	ReadOnly bool
+}
+
+// PublishRequest is a validated NodePublishVolume.
+type PublishRequest struct {
+	StagingPath, TargetPath string
+	Block                   bool
+	MountFlags              []string
+	// ReadOnly: the request or the access mode asks for it.
+	ReadOnly bool
+	// SingleWriter: SINGLE_NODE_SINGLE_WRITER, so no other target may
+	// have the volume published.
+	SingleWriter bool
+}
+
+// ExpandRequest is a validated NodeExpandVolume; StagingPath may be "".
+type ExpandRequest struct {
+	VolumePath, StagingPath   string
+	RequiredBytes, LimitBytes int64
+}
+
+// Optional parts of a backend, for kinds that have them.
+type (
+	// freezePointer finds the mount point to freeze for a consistent
+	// snapshot or clone (the freeze agent's MountPoint); a kind without
+	// one is copied as it is.
+	freezePointer interface {
+		FreezePoint(id string) (string, error)
+	}
+	// stagedFinder finds in the kernel the volumes of its kind staged on
+	// this node, so that the node records those no in-use record names
+	// (staged by a filevol that kept no records): Attached lists the
+	// volumes with something attached here, StagedEntry says how one is
+	// staged (false: nothing uses what is attached).
+	stagedFinder interface {
+		Attached() ([]string, error)
+		StagedEntry(id string) (inuse.Entry, bool, error)
+	}
+)

@@ -1,0 +1,152 @@
+package csi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+
+	"k8s.io/klog/v2"
+
+	"github.com/filevol/filevol/internal/hostos/loop"
+	"github.com/filevol/filevol/internal/inuse"
+	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volview"
+)
+
+// imageNode is the node half of image volumes (volid.KindImage) in one
+// pool: an image file attached to a loop device (direct I/O), which is
+// bound at <staging>/device (block) or carries a filesystem mounted at the
+// staging path, then bound onto each target. Every call reads the
+// kernel's state (sysfs, mountinfo) and acts on it, so a retried call, a
+// restarted driver or a rebooted node converge to the requested state.
+// What the devices and mounts mean is volview's to say.
+type imageNode struct {
+	pool *pool.Pool
+	host Host
+	// node is this node's ID, for messages.
+	node string
+}
+
+var (
+	_ NodeBackend   = (*imageNode)(nil)
+	_ freezePointer = (*imageNode)(nil)
+	_ stagedFinder  = (*imageNode)(nil)
+)
+
+func (b *imageNode) Dir() string                        { return b.pool.Dir() }
+func (b *imageNode) Get(id string) (pool.Volume, error) { return b.pool.Get(id) }
+
+// InUse: a loop device backed by the volume's image.
+func (b *imageNode) InUse(id string) (bool, error) {
+	devs, err := b.host.Loops.Find(b.pool.ImagePath(id))
+	return len(devs) > 0, err
+}
+
+// gone reports whether the volume's record is gone: a DeleteVolume
+// (another process: the controller and the node share no lock) removed
+// it while this node staged it.
+func (b *imageNode) gone(id string) bool {
+	_, err := b.pool.Get(id)
+	return errors.Is(err, pool.ErrNotFound)
+}
+
+// deviceBlockSize is the logical block size of every volume's device. It
+// must not change over a volume's life: a filesystem made with smaller
+// sectors (xfs sectsz=512, ext4 with 1 KiB blocks) refuses to mount on a
+// device with larger ones, and block volumes' partition tables and O_DIRECT
+// users depend on it too. The kernel's default follows the image's O_DIRECT
+// alignment, which on an xfs pool grows to 4 KiB once a snapshot or clone
+// shares the image's extents. 4 KiB is a multiple of every
+// alignment a pool filesystem asks, so direct I/O stays on everywhere, and
+// mkfs picks 4 KiB sectors and blocks on such a device.
+const deviceBlockSize = 4096
+
+// ensureLoop returns the loop device of image with the wanted read-only
+// flag, attaching one only when sysfs shows none. attached says whether
+// this call attached it.
+func (b *imageNode) ensureLoop(ctx context.Context, image string, readOnly bool) (loop.Device, bool, error) {
+	devs, err := b.host.Loops.Find(image)
+	if err != nil {
+		return loop.Device{}, false, err
+	}
+	for _, d := range devs {
+		if d.ReadOnly == readOnly && !d.Deleted && !d.Detaching {
+			return d, false, nil
+		}
+	}
+	for _, d := range devs {
+		if d.Detaching {
+			// An earlier detach is waiting for another process to close the
+			// device. A second device on the same image would be a double
+			// attach: let the CO retry once the kernel has finished.
+			return loop.Device{}, false, aborted("loop device %s of %s is still being detached (another process holds it open); retry", d.Path, image)
+		}
+	}
+	d, err := b.host.Loops.Attach(ctx, image, loop.Options{ReadOnly: readOnly, DirectIO: true, BlockSize: deviceBlockSize})
+	if err != nil {
+		return loop.Device{}, false, fmt.Errorf("attach %s: %w", image, err)
+	}
+	return d, true, nil
+}
+
+// detachAfterFailure detaches a device this call attached before failing,
+// so a failed call leaves no device behind. A failure to detach is logged:
+// the call's own error is what the CO must see, and the garbage collector
+// detaches what nothing uses.
+func (b *imageNode) detachAfterFailure(dev loop.Device, call string) {
+	if err := b.host.Loops.Detach(dev.Path); err != nil {
+		klog.ErrorS(err, "detach after failed "+call, "device", dev.Path)
+	}
+}
+
+// FreezePoint returns a mount point of the volume's filesystem on this
+// node ("" when none): freezing acts on the filesystem (the superblock),
+// so any mount of its root will do; the staging mount is usually first.
+func (b *imageNode) FreezePoint(id string) (string, error) {
+	u, err := volumeUsage(b.host, b.pool.ImagePath(id))
+	if err != nil {
+		return "", err
+	}
+	for _, m := range u.FS() {
+		if m.Root == "/" {
+			return m.MountPoint, nil
+		}
+	}
+	return "", nil
+}
+
+// Attached lists the pool's volumes whose image backs a loop device.
+func (b *imageNode) Attached() ([]string, error) {
+	devs, err := b.host.Loops.List()
+	if err != nil {
+		return nil, fmt.Errorf("list loop devices: %w", err)
+	}
+	var ids []string
+	for _, d := range devs {
+		if id, ok := volview.VolumeID(b.pool.VolumesDir(), d.BackingFile); ok && !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
+
+// StagedEntry says how the volume is staged from its devices' uses: its
+// filesystem's first mount is the staging path (a mount volume), or the
+// directory of its first device bind (a block volume). Devices that no
+// mount or bind uses are the garbage collector's, not staged.
+func (b *imageNode) StagedEntry(id string) (inuse.Entry, bool, error) {
+	u, err := volumeUsage(b.host, b.pool.ImagePath(id))
+	if err != nil || len(u.Uses) == 0 {
+		return inuse.Entry{}, false, err
+	}
+	e := inuse.Entry{VolumeID: id}
+	if fsMounts := u.FS(); len(fsMounts) > 0 {
+		e.StagingPath, e.ReadOnly = fsMounts[0].MountPoint, fsMounts[0].Device.ReadOnly
+	} else {
+		binds := u.Binds()
+		e.StagingPath, e.Block, e.ReadOnly = filepath.Dir(binds[0].MountPoint), true, binds[0].Device.ReadOnly
+	}
+	return e, true, nil
+}

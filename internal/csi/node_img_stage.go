@@ -1,0 +1,223 @@
+package csi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+
+	"k8s.io/klog/v2"
+
+	"github.com/filevol/filevol/internal/hostos/loop"
+	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volview"
+)
+
+// Stage attaches the image to a loop device and, for mount volumes,
+// formats it if it carries no filesystem and mounts it at the staging
+// path. For block volumes the device bound at <staging>/device is the
+// staged state. It returns the device.
+func (b *imageNode) Stage(ctx context.Context, vol pool.Volume, r StageRequest) (string, error) {
+	id := vol.ID
+	// Made if it is a blank volume's first use, and durable before
+	// anything can write into it (pool/pending.go).
+	vol, err := b.pool.CommitImage(vol)
+	if err == nil && !b.pool.ImageExists(id) {
+		err = failedPrecondition("image file %s of volume %s is missing", b.pool.ImagePath(id), id)
+	}
+	if err != nil {
+		return "", err
+	}
+	dev, attached, err := b.ensureLoop(ctx, b.pool.ImagePath(id), r.ReadOnly)
+	if err != nil {
+		return "", err
+	}
+	err = b.stageDevice(ctx, vol, dev, r)
+	if err == nil && attached && b.gone(id) {
+		// Staged an image a concurrent DeleteVolume was removing: undone.
+		err = notFound("volume %s was deleted while it was being staged", id)
+		if uerr := b.host.Mounts.UnmountAll(r.StagingPath); uerr != nil {
+			klog.ErrorS(uerr, "unmount a volume deleted while staged", "stagingPath", r.StagingPath)
+		}
+	}
+	if err != nil {
+		if attached {
+			// Nothing half-made: the device we attached goes away with the
+			// failure (and so, in the service, this node's record of it).
+			b.detachAfterFailure(dev, "stage")
+		}
+		return "", err
+	}
+	return dev.Path, nil
+}
+
+// stageDevice makes the attached dev the staged state at staging: its size
+// caught up with the image, then bound (block) or mounted (filesystem).
+func (b *imageNode) stageDevice(ctx context.Context, vol pool.Volume, dev loop.Device, r StageRequest) error {
+	// An image grown (ControllerExpandVolume) while its device stayed attached.
+	dev, err := b.refreshLoopSize(dev, b.pool.ImagePath(vol.ID))
+	if err != nil {
+		return err
+	}
+	if r.Block {
+		return b.stageBlock(dev, r.StagingPath)
+	}
+	return b.stageFilesystem(ctx, vol, dev, r.StagingPath, r.FSType, r.MountFlags, r.ReadOnly)
+}
+
+// stageFilesystem mounts dev at staging, formatting it first only when it
+// carries no signature at all (filevol never reformats data).
+func (b *imageNode) stageFilesystem(ctx context.Context, vol pool.Volume, dev loop.Device, staging, fsType string, flags []string, readOnly bool) error {
+	table, err := b.host.Mounts.Table()
+	if err != nil {
+		return err
+	}
+	if top, ok := table.Top(staging); ok {
+		if volview.Mounts(top, dev) {
+			return nil // already staged: idempotent
+		}
+		return alreadyExists("staging path %s already has %s (%s) mounted, which is not volume %s", staging, top.Source, top.FSType, vol.ID)
+	}
+	found, err := b.host.FS.Probe(ctx, dev.Path)
+	if err != nil {
+		return fmt.Errorf("probe %s of volume %s: %w", dev.Path, vol.ID, err)
+	}
+	if found != "" && b.pool.NodeState().Format.IsSet(vol.ID) {
+		// Our own first mkfs died half-way (the marker says so): what the
+		// device carries is not data, only the start of a filesystem.
+		klog.InfoS("an earlier format of this volume was interrupted; formatting again", "volumeID", vol.ID, "found", found)
+		found = ""
+	}
+	want := fsType
+	if want == "" {
+		want = vol.FSType
+	}
+	// A filesystem found (not just made) may be smaller than its device:
+	// restored or cloned into a bigger volume, or expanded while unstaged
+	// (ControllerExpandVolume). It grows here, unless read-only.
+	grow := !readOnly
+	switch {
+	case found == "" && readOnly:
+		return failedPrecondition("volume %s has no filesystem yet and cannot be formatted when staged read-only", vol.ID)
+	case found == "":
+		if err := b.pool.NodeState().Format.Set(vol.ID); err != nil {
+			return fmt.Errorf("mark volume %s as formatting: %w", vol.ID, err)
+		}
+		if err := b.host.FS.Format(ctx, dev.Path, want); err != nil {
+			return fmt.Errorf("format %s of volume %s as %s: %w", dev.Path, vol.ID, want, err)
+		}
+		if err := b.pool.NodeState().Format.Clear(vol.ID); err != nil {
+			return fmt.Errorf("mark volume %s as formatted: %w", vol.ID, err)
+		}
+		klog.InfoS("formatted", "volumeID", vol.ID, "device", dev.Path, "fsType", want)
+		found, grow = want, false
+	case !supportedFS(found):
+		return failedPrecondition("%s of volume %s carries a %q signature; filevol formats only empty devices and never overwrites data", dev.Path, vol.ID, found)
+	case fsType != "" && found != fsType:
+		return failedPrecondition("volume %s holds a %s filesystem but %s was requested", vol.ID, found, fsType)
+	}
+	if grow {
+		if err := b.growBeforeMount(ctx, vol, dev, found); err != nil { // node_img_grow.go
+			return err
+		}
+	}
+	if err := os.MkdirAll(staging, 0o750); err != nil {
+		return fmt.Errorf("create staging path: %w", err)
+	}
+	if err := b.host.Mounts.Mount(dev.Path, staging, found, mountOptions(found, flags, readOnly)); err != nil {
+		return fmt.Errorf("mount %s at %s: %w", dev.Path, staging, err)
+	}
+	if grow {
+		if err := b.growAfterMount(ctx, vol, dev, staging, found); err != nil {
+			// Unmounted, so that the retry finds an unstaged volume and grows it.
+			if uerr := b.host.Mounts.UnmountAll(staging); uerr != nil {
+				klog.ErrorS(uerr, "unmount after failed growth", "stagingPath", staging)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// mountOptions adds what filevol needs to the CO's flags. XFS clones and
+// restores share their source's UUID, and XFS refuses a second mount of one
+// UUID: nouuid makes every filevol XFS volume mountable next to its copies.
+func mountOptions(fsType string, flags []string, readOnly bool) []string {
+	opts := append(append([]string(nil), flags...), alwaysMountOptions...)
+	if fsType == "xfs" {
+		opts = append(opts, "nouuid")
+	}
+	if readOnly {
+		opts = append(opts, "ro")
+	}
+	return opts
+}
+
+// stageBlock binds dev at <staging>/device (idempotent).
+func (b *imageNode) stageBlock(dev loop.Device, staging string) error {
+	path := volview.StagedDevicePath(staging)
+	table, err := b.host.Mounts.Table()
+	if err != nil {
+		return err
+	}
+	if m, ok := table.Top(path); ok {
+		if volview.Binds(m, dev) {
+			return nil
+		}
+		return alreadyExists("%s already holds %s, not %s", path, m.Source, dev.Path)
+	}
+	return b.bindDevice(dev, path)
+}
+
+// Unstage unmounts the staging path and detaches the volume's loop
+// devices. It refuses while the volume is still published somewhere (the
+// CO must unpublish first).
+func (b *imageNode) Unstage(ctx context.Context, id, staging string) error {
+	u, err := volumeUsage(b.host, b.pool.ImagePath(id))
+	if err != nil {
+		return err
+	}
+	var elsewhere []string
+	for _, x := range u.Uses {
+		if !within(x.MountPoint, staging) {
+			elsewhere = append(elsewhere, x.MountPoint)
+		}
+	}
+	if len(elsewhere) > 0 {
+		return failedPrecondition("volume %s is still published at %v; unpublish it first", id, elsewhere)
+	}
+	if err := b.unstageBlock(staging); err != nil {
+		return err
+	}
+	if err := b.host.Mounts.UnmountAll(staging); err != nil {
+		return fmt.Errorf("unmount %s: %w", staging, err)
+	}
+	if u.Attached() {
+		if err := b.host.Loops.DetachFile(b.pool.ImagePath(id)); err != nil {
+			return fmt.Errorf("detach loop devices of volume %s: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// unstageBlock removes the staging bind of a block volume, if any. With a
+// filesystem mounted at staging (a mount volume's), <staging>/device is a
+// file of the user's in that filesystem, never ours: it is left alone.
+func (b *imageNode) unstageBlock(staging string) error {
+	table, err := b.host.Mounts.Table()
+	if err != nil {
+		return fmt.Errorf("read mount table: %w", err)
+	}
+	if _, ok := table.Top(staging); ok {
+		return nil
+	}
+	path := volview.StagedDevicePath(staging)
+	if err := b.host.Mounts.UnmountAll(path); err != nil {
+		return fmt.Errorf("unmount %s: %w", path, err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+		return fmt.Errorf("remove %s: %w", path, err)
+	}
+	return nil
+}
