@@ -132,10 +132,15 @@ func (s *ControllerService) checkAccessible(tr *csipb.TopologyRequirement) error
 	if len(req) == 0 {
 		return nil
 	}
+	key, value := s.cfg.topologySegment()
 	for _, t := range req {
-		if t.GetSegments()[TopologyKey] == s.cfg.NodeID {
+		if t.GetSegments()[key] == value {
 			return nil
 		}
+	}
+	if s.cfg.Shared {
+		return resourceExhausted("cannot provision in pool %q: the requisite topologies %s exclude it (%s=%s)",
+			value, describeTopologies(req), key, value)
 	}
 	return resourceExhausted("cannot provision on node %q: the requisite topologies %s exclude it, and filevol volumes live in the pool of the node that creates them",
 		s.cfg.NodeID, describeTopologies(req))

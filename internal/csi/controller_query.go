@@ -102,7 +102,7 @@ func (s *ControllerService) GetCapacity(ctx context.Context, req *csipb.GetCapac
 			return &csipb.GetCapacityResponse{}, nil
 		}
 	}
-	if t := req.GetAccessibleTopology(); t != nil && t.GetSegments()[TopologyKey] != s.cfg.NodeID {
+	if key, value := s.cfg.topologySegment(); req.GetAccessibleTopology() != nil && req.GetAccessibleTopology().GetSegments()[key] != value {
 		return &csipb.GetCapacityResponse{}, nil
 	}
 	st, err := s.createStore()
