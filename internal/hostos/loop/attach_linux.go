@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -30,20 +31,67 @@ func attach(ctx context.Context, backingFile string, opts Options) (Device, erro
 	}
 	// The backing fd's mode decides what the kernel allows: a read-only fd
 	// makes a read-only device even without LO_FLAGS_READ_ONLY.
-	fileFlags, loFlags := unix.O_RDWR, uint32(0)
+	fileFlags := unix.O_RDWR
 	if opts.ReadOnly {
-		fileFlags, loFlags = unix.O_RDONLY, unix.LO_FLAGS_READ_ONLY
+		fileFlags = unix.O_RDONLY
+	}
+	file, err := openFD(path, fileFlags)
+	if err != nil {
+		return Device{}, fmt.Errorf("loop: attach: %w", err)
+	}
+	defer unix.Close(file) // the kernel keeps its own reference
+	return attachFD(ctx, file, path, opts)
+}
+
+func attachFile(ctx context.Context, f *os.File, opts Options) (Device, error) {
+	if err := ctx.Err(); err != nil {
+		return Device{}, fmt.Errorf("loop: attach %s: %w", f.Name(), err)
+	}
+	path, err := filepath.Abs(f.Name())
+	if err != nil {
+		return Device{}, fmt.Errorf("loop: attach %s: %w", f.Name(), err)
+	}
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return Device{}, fmt.Errorf("loop: attach %s: %w", path, err)
+	}
+	var (
+		d     Device
+		opErr error
+	)
+	// Control keeps f's descriptor valid for the whole call even if another
+	// goroutine closes f.
+	if err := sc.Control(func(fd uintptr) {
+		flags, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
+		if err != nil {
+			opErr = fmt.Errorf("loop: attach %s: F_GETFL: %w", path, err)
+			return
+		}
+		// A read-only fd would silently make a read-only device; a
+		// write-only one cannot back a device at all.
+		if mode := flags & unix.O_ACCMODE; mode == unix.O_WRONLY || mode == unix.O_RDONLY && !opts.ReadOnly {
+			opErr = fmt.Errorf("loop: attach %s: file not open for reading and writing (flags %#o): open it O_RDWR or set ReadOnly", path, flags)
+			return
+		}
+		d, opErr = attachFD(ctx, int(fd), path, opts)
+	}); err != nil {
+		return Device{}, fmt.Errorf("loop: attach %s: %w", path, err)
+	}
+	return d, opErr
+}
+
+// attachFD configures a free loop device on the open backing file fd, which
+// the kernel takes its own reference to (the same open file description).
+func attachFD(ctx context.Context, file int, path string, opts Options) (Device, error) {
+	loFlags := uint32(0)
+	if opts.ReadOnly {
+		loFlags = unix.LO_FLAGS_READ_ONLY
 	}
 	if opts.DirectIO {
 		loFlags |= unix.LO_FLAGS_DIRECT_IO
 	}
 	// No LO_FLAGS_AUTOCLEAR: block volumes are bind-mounted device nodes that
 	// hold no open file, so autoclear would detach them at our close.
-	file, err := openFD(path, fileFlags)
-	if err != nil {
-		return Device{}, fmt.Errorf("loop: attach: %w", err)
-	}
-	defer unix.Close(file) // the kernel keeps its own reference
 	ctl, err := openFD(loopControl, unix.O_RDWR)
 	if err != nil {
 		return Device{}, fmt.Errorf("loop: attach %s: %w", path, err)

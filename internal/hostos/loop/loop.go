@@ -9,6 +9,7 @@ package loop
 import (
 	"context"
 	"errors"
+	"os"
 )
 
 // Sentinel errors; callers test them with errors.Is.
@@ -77,6 +78,20 @@ type Options struct {
 // CAP_SYS_ADMIN (and CAP_MKNOD where no udev or devtmpfs makes nodes).
 func Attach(ctx context.Context, backingFile string, opts Options) (Device, error) {
 	return attach(ctx, backingFile, opts)
+}
+
+// AttachFile is Attach on a file the caller has opened: the device is
+// configured on f's own open file description (LOOP_CONFIGURE takes a
+// reference to it), where Attach opens the path itself and closes its fd.
+// Whatever is tied to that open file description then lives as long as the
+// device does, whoever closes f or dies: in particular an OFD lock
+// (F_OFD_SETLK) taken through f is released only when the device lets go of
+// the file (Detach, or the last close after a deferred detach). f must be
+// open O_RDWR unless opts.ReadOnly is set; the caller may close f as soon as
+// AttachFile returns. Device.BackingFile is what sysfs reports, as for
+// Attach.
+func AttachFile(ctx context.Context, f *os.File, opts Options) (Device, error) {
+	return attachFile(ctx, f, opts)
 }
 
 // Find returns every attached loop device whose backing file is path

@@ -6,12 +6,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 )
 
 // Loop devices exist only on Linux; these stubs keep the package building
 // (and its sysfs parsing testable) elsewhere.
 
 func attach(context.Context, string, Options) (Device, error) {
+	return Device{}, fmt.Errorf("loop: attach: %w", errors.ErrUnsupported)
+}
+
+func attachFile(context.Context, *os.File, Options) (Device, error) {
 	return Device{}, fmt.Errorf("loop: attach: %w", errors.ErrUnsupported)
 }
 
