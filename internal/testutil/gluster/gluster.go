@@ -399,9 +399,11 @@ func (c *Cluster) cli(ctx context.Context, args ...string) (string, error) {
 
 // MountNode adds a node: its network namespace, linked to the server's
 // bridge, and the volume mounted by a FUSE client running in it. It returns
-// the mount point (in the test's mount namespace). The node is torn down at
-// t's cleanup (or the Cluster's, whichever comes first).
-func (c *Cluster) MountNode(t testing.TB, name string) string {
+// the mount point (in the test's mount namespace). clientArgs are added to
+// the glusterfs client's command line (e.g. "--attribute-timeout=0"). The
+// node is torn down at t's cleanup (or the Cluster's, whichever comes
+// first).
+func (c *Cluster) MountNode(t testing.TB, name string, clientArgs ...string) string {
 	t.Helper()
 	start := time.Now()
 	n, err := c.addNode(name)
@@ -413,7 +415,7 @@ func (c *Cluster) MountNode(t testing.TB, name string) string {
 			t.Errorf("gluster: node %s: %v", name, err)
 		}
 	})
-	if err := c.mount(n); err != nil {
+	if err := c.mount(n, clientArgs); err != nil {
 		t.Fatalf("gluster: node %s: %v\n%s", name, err, tail(n.log, 20))
 	}
 	t.Logf("gluster: %s (%s) mounted the volume at %s in %v", name, n.addr, n.mnt, time.Since(start).Round(time.Millisecond))
@@ -467,11 +469,13 @@ func (c *Cluster) addNode(name string) (*node, error) {
 // mount starts the node's FUSE client (`glusterfs -N`, our child, in the
 // node's network namespace only) and waits until the volume answers at the
 // mount point.
-func (c *Cluster) mount(n *node) error {
-	cmd := exec.Command("nsenter", "--net="+filepath.Join(netnsDir, n.ns), "--",
+func (c *Cluster) mount(n *node, clientArgs []string) error {
+	args := []string{"--net=" + filepath.Join(netnsDir, n.ns), "--",
 		"glusterfs", "-N", "--process-name", "fuse",
-		"--volfile-server="+c.addr, "--volfile-id="+volName,
-		"--log-file="+n.log, n.mnt)
+		"--volfile-server=" + c.addr, "--volfile-id=" + volName,
+		"--log-file=" + n.log}
+	args = append(append(args, clientArgs...), n.mnt)
+	cmd := exec.Command("nsenter", args...)
 	out, err := os.Create(n.log + ".out")
 	if err != nil {
 		return err
