@@ -124,6 +124,10 @@ type cutOffCase struct {
 	// strict: client.strict-locks is on, and A's writes after the restore
 	// are expected to fail; off, they are expected to reach the image.
 	strict bool
+	// restoreEarly brings A's link back as soon as B has the lock and has
+	// written, before A's client has noticed the cut (its writes are still
+	// pending on its old connection, which the server has closed).
+	restoreEarly bool
 }
 
 // cutOffResult is what one run saw.
@@ -191,12 +195,18 @@ func runCutOff(t *testing.T, tc cutOffCase) cutOffResult {
 			return devWrite{}
 		}
 	}
+	if tc.restoreEarly {
+		g.Restore(t, "node-a")
+		t.Logf("link restored %v after the cut, A's writes still pending", time.Since(cut).Round(time.Millisecond))
+	}
 	r.during = wait(during, "during")
 	t.Logf("A's write right after the cut: %v (returned %v after the cut)", r.during, time.Since(cut).Round(time.Millisecond))
 	r.afterB = wait(afterB, "after-B")
 	t.Logf("A's write after B got the lock: %v", r.afterB)
 
-	g.Restore(t, "node-a")
+	if !tc.restoreEarly {
+		g.Restore(t, "node-a")
+	}
 	restored := time.Now()
 	for {
 		if _, err := os.Stat(filepath.Join(a, "img")); err == nil {
@@ -324,13 +334,15 @@ func withStrictLocks(o gluster.Options) gluster.Options {
 // comes back.
 func TestClientCutOff(t *testing.T) {
 	cases := []cutOffCase{
-		{"dio1", quickTimeouts, true, 60 * time.Second, false},
-		{"dio1-strict-locks", withStrictLocks(quickTimeouts), true, 60 * time.Second, true},
+		{"dio1", quickTimeouts, true, 60 * time.Second, false, false},
+		{"dio1-strict-locks", withStrictLocks(quickTimeouts), true, 60 * time.Second, true, false},
+		{"dio1-strict-locks-restore-early", withStrictLocks(quickTimeouts), true, 60 * time.Second, true, true},
 	}
 	if long() {
 		cases = append(cases,
-			cutOffCase{"dio0", quickTimeouts, false, 60 * time.Second, false},
-			cutOffCase{"dio0-strict-locks", withStrictLocks(quickTimeouts), false, 60 * time.Second, true})
+			cutOffCase{"dio1-restore-early", quickTimeouts, true, 60 * time.Second, false, true},
+			cutOffCase{"dio0", quickTimeouts, false, 60 * time.Second, false, false},
+			cutOffCase{"dio0-strict-locks", withStrictLocks(quickTimeouts), false, 60 * time.Second, true, false})
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -345,8 +357,8 @@ func TestClientCutOff(t *testing.T) {
 func TestClientCutOffDefaultTimeouts(t *testing.T) {
 	requireLong(t)
 	for _, tc := range []cutOffCase{
-		{"dio1", gluster.Options{}, true, 5 * time.Minute, false},
-		{"dio1-strict-locks", withStrictLocks(gluster.Options{}), true, 5 * time.Minute, true},
+		{"dio1", gluster.Options{}, true, 5 * time.Minute, false, false},
+		{"dio1-strict-locks", withStrictLocks(gluster.Options{}), true, 5 * time.Minute, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runCutOff(t, tc)
@@ -415,6 +427,84 @@ func TestClientCutOffBriefly(t *testing.T) {
 			t.Logf("B got the lock %v after the restore, A's loop device still attached", time.Since(restored).Round(time.Millisecond))
 			time.Sleep(2 * time.Second) // the client's fd reopen follows its handshake
 			w = writeDev(t, d.Path, 2*mib, "A2-after-B-locked")
+			reached := holds(t, img, 2*mib, "A2-after-B-locked")
+			t.Logf("A's write after B got the lock: %v; reached the image: %v", w, reached)
+			if strict && (w.OK() || reached) {
+				t.Errorf("strict-locks on: A's write after B got the lock: %v, reached: %v; want EIO, not reached", w, reached)
+			}
+			if !strict && (!w.OK() || !reached) {
+				t.Errorf("strict-locks off: A's write after B got the lock: %v, reached: %v; seen before: ok and reached (no fencing)", w, reached)
+			}
+			logClientLines(t, g)
+		})
+	}
+}
+
+// TestBrickRestart: the brick process crashes (SIGKILL) and is started
+// again while A holds the image's lock through its loop device. The new
+// brick knows no locks: B gets the lock as soon as it can reach the brick.
+// A's client reconnects; with client.strict-locks off A's fd is reopened
+// without its lock and A's writes reach the image while B holds the lock;
+// with it on they fail (EIO) and reach nothing.
+func TestBrickRestart(t *testing.T) {
+	for _, strict := range []bool{false, true} {
+		name := "strict-locks-off"
+		opts := gluster.Options{PingTimeout: 5 * time.Second}
+		if strict {
+			name = "strict-locks-on"
+			opts = withStrictLocks(opts)
+		}
+		t.Run(name, func(t *testing.T) {
+			g := gluster.Start(t, opts)
+			a, b := g.MountNode(t, "node-a"), g.MountNode(t, "node-b")
+			img := filepath.Join(g.BrickDir(), "img")
+			newImage(t, filepath.Join(a, "img"), 16*mib)
+			d := attachLocked(t, filepath.Join(a, "img"), true)
+			if w := writeDev(t, d.Path, 0, "A0-before"); !w.OK() {
+				t.Fatalf("A's first write: %v", w)
+			}
+			fb, err := os.OpenFile(filepath.Join(b, "img"), os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fb.Close()
+			if err := ofd(fb, unix.F_WRLCK); !errors.Is(err, unix.EAGAIN) {
+				t.Fatalf("B before the restart: %s, want EAGAIN", errName(err))
+			}
+			start := time.Now()
+			g.RestartBrick(t)
+			t.Logf("brick restarted in %v", time.Since(start).Round(time.Millisecond))
+			// B's open file is not usable until B's client has reconnected
+			// (EBADFD, ENOTCONN): B tries through new open files.
+			var seen []string
+			for {
+				f, err := os.OpenFile(filepath.Join(b, "img"), os.O_RDWR, 0)
+				if err == nil {
+					err = ofd(f, unix.F_WRLCK)
+					if err == nil {
+						defer f.Close()
+						break
+					}
+					f.Close()
+				}
+				if n := errName(err); len(seen) == 0 || seen[len(seen)-1] != n {
+					seen = append(seen, n)
+				}
+				if time.Since(start) > 60*time.Second {
+					t.Fatalf("B's lock after the brick restart: %v for 60 s", seen)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			t.Logf("B got the lock %v after the brick was killed (errors before: %v), A's loop device still attached", time.Since(start).Round(time.Millisecond), seen)
+			// Let A's client reconnect and reopen what it reopens.
+			for time.Since(start) < 30*time.Second {
+				if _, err := os.Stat(filepath.Join(a, "img")); err == nil {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			time.Sleep(2 * time.Second)
+			w := writeDev(t, d.Path, 2*mib, "A2-after-B-locked")
 			reached := holds(t, img, 2*mib, "A2-after-B-locked")
 			t.Logf("A's write after B got the lock: %v; reached the image: %v", w, reached)
 			if strict && (w.OK() || reached) {

@@ -67,6 +67,20 @@ func TestHarness(t *testing.T) {
 			t.Errorf("read through node-a after Restore: %v", err)
 		}
 
+		// A node removed (here: node-c, at its subtest's end) leaves the
+		// bridge's MAC alone, so the others' ARP entries stay right and
+		// their next call is answered at once.
+		t.Run("node-c", func(t *testing.T) { g.MountNode(t, "node-c") })
+		if out, err := exec.Command("ip", "-n", g.srvNS, "-o", "link", "show", "br0").CombinedOutput(); err != nil ||
+			!strings.Contains(string(out), fmt.Sprintf("02:66:76:67:%02x:01", slot)) {
+			t.Errorf("bridge after a node's removal: %s %v", out, err)
+		}
+		time.Sleep(1100 * time.Millisecond) // past the FUSE attribute timeout
+		start := time.Now()
+		if _, err := os.Stat(filepath.Join(a, "hello")); err != nil || time.Since(start) > time.Second {
+			t.Errorf("stat through node-a after node-c left: %v in %v", err, time.Since(start))
+		}
+
 		g.KillClient(t, "node-b")
 		if _, err := os.Stat(filepath.Join(b, "hello")); !errors.Is(err, unix.ENOTCONN) {
 			t.Errorf("stat through node-b after its client died: %v, want ENOTCONN", err)
