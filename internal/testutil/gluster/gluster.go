@@ -278,7 +278,21 @@ func (c *Cluster) startServer() error {
 	if err := os.WriteFile(noGsyncd, []byte(fakeGsyncd), 0o755); err != nil {
 		return err
 	}
+	// The new mount namespace starts as a copy of the host's, with every
+	// mount other software has there: other tests' filesystems on loop
+	// devices, a cluster's volumes. A copy keeps such a filesystem, and so
+	// its loop device, busy ("mounted or claimed exclusively") for as long
+	// as glusterd runs, and their owners' unmount-and-detach fails. So the
+	// first thing the namespace does is drop, lazily and deepest first,
+	// every mount glusterd does not need: all but /, /proc, /sys, /dev and
+	// the mounts that hold the slot's directory.
 	script := fmt.Sprintf(`set -e
+awk '{print $5}' /proc/self/mountinfo | sort -r | while read -r m; do
+  case "$m" in
+    /|/proc|/proc/*|/sys|/sys/*|/dev|/dev/*) ;;
+    *) case %[1]s/ in "$m"/*) ;; *) umount -l "$m" 2>/dev/null || true ;; esac ;;
+  esac
+done
 mount --bind %[1]s/run /run
 mount --bind %[1]s/lib /var/lib/glusterd
 mount --bind %[1]s/log /var/log/glusterfs

@@ -205,3 +205,29 @@ func containsInt(s []int, v int) bool {
 	}
 	return false
 }
+
+// TestServerHoldsNoForeignMounts: the server's mount namespace starts as a
+// copy of the host's; a filesystem on a loop device that another test has
+// mounted when the server starts must not stay mounted in that copy, or
+// its owner's unmount leaves the filesystem alive and the loop device
+// busy ("mounted or claimed exclusively") for as long as glusterd runs.
+func TestServerHoldsNoForeignMounts(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	foreign := t.TempDir()
+	if err := unix.Mount("fvgl-foreign", foreign, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(foreign, unix.MNT_DETACH) })
+	g := Start(t, Options{})
+	for _, pid := range pidsInNetns(filepath.Join(netnsDir, g.srvNS)) {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", pid))
+		if err != nil {
+			continue // exited meanwhile
+		}
+		if strings.Contains(string(data), " "+foreign+" ") {
+			t.Errorf("process %d of the server still has %s mounted in its mount namespace", pid, foreign)
+		}
+	}
+}
