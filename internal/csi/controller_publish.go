@@ -64,6 +64,9 @@ func (s *ControllerService) ControllerPublishVolume(ctx context.Context, req *cs
 	if err := s.fence(st, areq); err != nil {
 		return nil, err
 	}
+	if err := s.checkAttachLimit(st, areq); err != nil {
+		return nil, err
+	}
 	a, err := st.attach.Attach(areq)
 	if err != nil {
 		var e *attach.ElsewhereError
@@ -111,6 +114,31 @@ func (s *ControllerService) fence(st *poolStore, req attach.Request) error {
 	return fmt.Errorf("%w: %s still holds the image of volume %s open for writing through its loop device, so it could still write to it; "+
 		"it lets go when filevol on that node unstages the volume, when the node's loop device is detached, or when the node's client is cut off from the pool's storage",
 		loop.ErrLocked, last, req.VolumeID)
+}
+
+// checkAttachLimit refuses a new attachment beyond --max-volumes-per-node
+// on the node (RESOURCE_EXHAUSTED, CSI), counted from the pool's records.
+// The controller is given the same limit as the nodes.
+func (s *ControllerService) checkAttachLimit(st *poolStore, req attach.Request) error {
+	if s.cfg.MaxVolumesPerNode <= 0 {
+		return nil
+	}
+	rec, err := st.attach.Of(req.VolumeID)
+	if err != nil {
+		return err
+	}
+	if _, ok := rec.Find(req.Node); ok {
+		return nil // idempotent: already counted
+	}
+	on, err := st.attach.OfNode(req.Node)
+	if err != nil {
+		return err
+	}
+	if int64(len(on)) >= s.cfg.MaxVolumesPerNode {
+		return resourceExhausted("node %s has %d volumes attached, its limit (--max-volumes-per-node %d); detach one first",
+			req.Node, len(on), s.cfg.MaxVolumesPerNode)
+	}
+	return nil
 }
 
 // imagePather is a store whose volumes are image files (fencing locks them).

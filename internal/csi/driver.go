@@ -109,7 +109,7 @@ func newControllerService(cfg Config, p *pool.Pool) *ControllerService {
 // the kernel h.
 func newNodeService(cfg Config, p *pool.Pool, h Host) *NodeService {
 	s := &NodeService{cfg: cfg, pool: p, host: h, locks: newInflight(), paths: pathPolicy{kubeletDir: cfg.KubeletDir}}
-	s.serve(p.ID(), volid.KindImage, &imageNode{pool: p, host: h, node: cfg.NodeID})
+	s.serve(p.ID(), volid.KindImage, &imageNode{pool: p, host: h, node: cfg.NodeID, fence: cfg.Shared})
 	s.vols.addLegacy(p.ID())
 	return s
 }

@@ -43,14 +43,22 @@ func buildDriver(t *testing.T) string {
 // answers Probe; it fails at once, with its log, if the process dies.
 func startProc(t *testing.T, bin, dir, mode string) *proc {
 	t.Helper()
-	p := &proc{name: mode, sock: filepath.Join(dir, mode+".sock"), log: filepath.Join(dir, mode+".log")}
+	return startNamed(t, bin, dir, mode, "--mode", mode, "--node-id", nodeID, "--kubelet-dir", dir)
+}
+
+// startNamed starts bin as the process name (its socket and log are
+// dir/<name>.sock and .log) on the pool dir/pool, with args.
+func startNamed(t *testing.T, bin, dir, name string, args ...string) *proc {
+	t.Helper()
+	mode := name
+	p := &proc{name: name, sock: filepath.Join(dir, name+".sock"), log: filepath.Join(dir, name+".log")}
 	logf, err := os.Create(p.log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	p.cmd = exec.Command(bin, "--mode", mode, "--endpoint", "unix://"+p.sock, "--pool-dir", filepath.Join(dir, "pool"),
-		"--node-id", nodeID, "--kubelet-dir", dir, "--gc-interval", "1h", "--v", "4")
+	p.cmd = exec.Command(bin, append([]string{"--endpoint", "unix://" + p.sock, "--pool-dir", filepath.Join(dir, "pool"),
+		"--gc-interval", "1h", "--v", "4"}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {

@@ -226,6 +226,9 @@ func sleep(ctx context.Context, d time.Duration) error {
 // its server, on another host.
 func locked(path string) (bool, error) {
 	fd, err := openFD(path, unix.O_RDONLY)
+	if errors.Is(err, unix.ENOENT) {
+		return false, nil // no file, no holder (a blank volume not used yet)
+	}
 	if err != nil {
 		return false, fmt.Errorf("loop: lock query %s: %w", path, err)
 	}
