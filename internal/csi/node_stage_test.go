@@ -335,7 +335,7 @@ func TestNodeUnstageWaitsOutATransientlyBusyDevice(t *testing.T) {
 	if devs := e.devices(id); len(devs) != 0 {
 		t.Fatalf("devices after unstage: %v", devs)
 	}
-	if n := e.k.Calls("DetachFile"); n != 2 {
+	if n := e.k.Calls("detach-file"); n != 2 {
 		t.Errorf("%d DetachFile calls, want 2 (busy, then detached)", n)
 	}
 
