@@ -9,12 +9,12 @@ import (
 	"testing"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
-	"github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/filevol/filevol/internal/csi"
 	"github.com/filevol/filevol/internal/testutil"
+	"github.com/filevol/filevol/test/proc"
 )
 
 // A shared pool: one pool directory that a controller process and node
@@ -23,69 +23,36 @@ import (
 // a filesystem every node mounts would.
 
 // startSharedController starts the controller of the shared pool dir/pool.
-func startSharedController(t *testing.T, bin, dir string) *proc {
+func startSharedController(t *testing.T, bin, dir string) *proc.Proc {
 	t.Helper()
-	return startNamed(t, bin, dir, "controller", "--mode", "controller", "--pool-shared", "--pool-name", "shared-test",
+	return proc.Start(t, bin, dir, "controller", "--mode", "controller", "--pool-shared", "--pool-name", "shared-test",
 		"--node-id", "controller-host", "--kubelet-dir", dir)
 }
 
 // startSharedNode starts node on the shared pool dir/pool, with its own
 // kubelet directory dir/<node>.
-func startSharedNode(t *testing.T, bin, dir, node string) *proc {
+func startSharedNode(t *testing.T, bin, dir, node string) *proc.Proc {
 	t.Helper()
 	kubelet := filepath.Join(dir, node)
 	if err := os.MkdirAll(kubelet, 0o750); err != nil {
 		t.Fatal(err)
 	}
-	return startNamed(t, bin, dir, node, "--mode", "node", "--pool-shared", "--pool-name", "shared-test",
+	return proc.Start(t, bin, dir, node, "--mode", "node", "--pool-shared", "--pool-name", "shared-test",
 		"--node-id", node, "--kubelet-dir", kubelet)
-}
-
-// TestSanitySharedPool runs csi-sanity against one process that serves
-// the controller and the node of a shared pool: ControllerPublishVolume is
-// advertised, so its tests run, and the node tests attach before they
-// stage. (csi-sanity asks the node endpoint whether a controller service
-// exists, so a split pair would skip publishing; TestSharedVolumeFollowsItsPod
-// runs the split processes.)
-func TestSanitySharedPool(t *testing.T) {
-	testutil.RequireRoot(t)
-	dir := testutil.Scratch(t, "split-shared-sanity")
-	bin := buildDriver(t)
-	kubelet := filepath.Join(dir, "node-a")
-	if err := os.MkdirAll(kubelet, 0o750); err != nil {
-		t.Fatal(err)
-	}
-	p := startNamed(t, bin, dir, "all", "--mode", "all", "--pool-shared", "--pool-name", "shared-test",
-		"--node-id", "node-a", "--kubelet-dir", kubelet, "--max-volumes-per-node", "4")
-	cfg := sanity.NewTestConfig()
-	cfg.Address = "unix://" + p.sock
-	cfg.TargetPath = filepath.Join(kubelet, "target")
-	cfg.StagingPath = filepath.Join(kubelet, "staging")
-	cfg.TestNodeVolumeAttachLimit = true
-	cfg.TestVolumeSize = 512 << 20
-	cfg.TestVolumeExpandSize = 768 << 20
-	cfg.IdempotentCount = 2
-	cfg.TestVolumeParameters = map[string]string{csi.ParamFSType: "xfs"}
-	sanity.Test(t, cfg)
-	if t.Failed() {
-		t.Logf("driver log:\n%s", p.logText())
-	}
-	p.stop(t)
-	checkNoLeaks(t, dir)
 }
 
 // sharedNode is a node process of the shared pool and its kubelet paths
 // for one volume.
 type sharedNode struct {
 	name            string
-	p               *proc
+	p               *proc.Proc
 	node            csipb.NodeClient
 	staging, target string
 }
 
 func newSharedNode(t *testing.T, bin, dir, name string) *sharedNode {
 	p := startSharedNode(t, bin, dir, name)
-	return &sharedNode{name: name, p: p, node: csipb.NewNodeClient(p.conn),
+	return &sharedNode{name: name, p: p, node: csipb.NewNodeClient(p.Conn),
 		staging: filepath.Join(dir, name, "staging"), target: filepath.Join(dir, name, "target")}
 }
 
@@ -128,9 +95,9 @@ func wantCode(t *testing.T, what string, err error, code codes.Code, parts ...st
 func TestSharedVolumeFollowsItsPod(t *testing.T) {
 	testutil.RequireRoot(t)
 	dir := testutil.Scratch(t, "split-shared-story")
-	bin := buildDriver(t)
+	bin := proc.BuildDriver(t)
 	ctrlProc := startSharedController(t, bin, dir)
-	ctrl := csipb.NewControllerClient(ctrlProc.conn)
+	ctrl := csipb.NewControllerClient(ctrlProc.Conn)
 	a, b := newSharedNode(t, bin, dir, "node-a"), newSharedNode(t, bin, dir, "node-b")
 	ctx := context.Background()
 
@@ -188,10 +155,10 @@ func TestSharedVolumeFollowsItsPod(t *testing.T) {
 
 	// Node A's filevol dies; its kernel keeps the loop device and the
 	// mount, as a pod's writes would. Kubernetes force-detaches.
-	if err := a.p.cmd.Process.Kill(); err != nil {
+	if err := a.p.Cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	<-a.p.exited
+	<-a.p.Exited
 	if _, err := ctrl.ControllerUnpublishVolume(ctx, &csipb.ControllerUnpublishVolumeRequest{VolumeId: id, NodeId: "node-a"}); err != nil {
 		t.Fatalf("force-detach from node-a: %v", err)
 	}
@@ -207,7 +174,7 @@ func TestSharedVolumeFollowsItsPod(t *testing.T) {
 	// A's filevol comes back; its old publish_context no longer stages
 	// the volume, and kubelet's unpublish and unstage release the image.
 	a.p = startSharedNode(t, bin, dir, "node-a")
-	a.node = csipb.NewNodeClient(a.p.conn)
+	a.node = csipb.NewNodeClient(a.p.Conn)
 	_, err = a.node.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{VolumeId: id, StagingTargetPath: a.staging,
 		VolumeCapability: c, PublishContext: onA.GetPublishContext()})
 	wantCode(t, "NodeStageVolume on node-a with its detached attachment", err, codes.FailedPrecondition, "not attached to this node")
@@ -246,8 +213,8 @@ func TestSharedVolumeFollowsItsPod(t *testing.T) {
 	if _, err := ctrl.ControllerUnpublishVolume(ctx, &csipb.ControllerUnpublishVolumeRequest{VolumeId: id, NodeId: "node-b"}); err != nil {
 		t.Fatalf("ControllerUnpublishVolume of a deleted volume: %v", err)
 	}
-	ctrlProc.stop(t)
-	a.p.stop(t)
-	b.p.stop(t)
+	ctrlProc.Stop(t)
+	a.p.Stop(t)
+	b.p.Stop(t)
 	checkNoLeaks(t, dir)
 }
