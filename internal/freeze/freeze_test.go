@@ -221,6 +221,11 @@ func TestDeadControllerIsThawed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// Reachable to the end: unreachable, its owner file would be
+			// closed by the GC's finalizer, and "lease ran out" would see
+			// its controller die instead (the lock of a live process is
+			// what that case is about).
+			t.Cleanup(func() { _ = dead.Close() })
 			req := request{Version: version, VolumeID: vol, Node: "n", Token: "dead", Deadline: time.Now().Add(tc.lease), Owner: own}
 			if err := dead.publish(req); err != nil {
 				t.Fatal(err)

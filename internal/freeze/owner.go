@@ -128,8 +128,24 @@ func ownerAlive(dir, name string) bool {
 		return true // cannot tell: never take a live freeze for dead
 	}
 	defer f.Close()
-	// The probe's own lock goes with the close.
-	return lockOFD(f) != nil
+	return lockHeld(f)
+}
+
+// lockHeld reports whether an open file description other than f holds a
+// lock on f's file: the owner's, as nobody else ever locks an owner file.
+//
+// It asks (F_OFD_GETLK) and never takes the lock itself. A probe that took
+// it (F_OFD_SETLK, released with the close) would hold a dead owner's lock
+// between its lock and its close, and a probe overlapping it — the node's
+// sweep and the next controller's publish look at one request at once —
+// would take that for the owner's and the dead request for a live one
+// (ErrBusy to the retry that should replace it).
+func lockHeld(f *os.File) bool {
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0}
+	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_GETLK, &lk); err != nil {
+		return true // cannot tell: never take a live freeze for dead
+	}
+	return lk.Type != unix.F_UNLCK
 }
 
 // removeDeadOwners removes the owner files of processes that are gone.
