@@ -233,3 +233,18 @@ func (f *fakeStore) ListSnapshots() []pool.Snapshot {
 	slices.SortFunc(out, func(a, b pool.Snapshot) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }
+
+func (f *fakeStore) SetQoS(id string, q pool.QoS) (pool.Volume, error) {
+	f.add("setqos %s", id)
+	v, err := f.Get(id)
+	if err != nil {
+		return v, err
+	}
+	if !q.IsZero() {
+		v.QoS = &q
+	} else {
+		v.QoS = nil
+	}
+	f.vols[id] = v
+	return v, nil
+}

@@ -36,6 +36,9 @@ type VolumeStore interface {
 	List() []pool.Volume
 	Expand(ctx context.Context, id string, size, requested int64) (pool.Volume, error)
 	Capacity() (pool.Capacity, error)
+	// SetQoS records the volume's I/O limits (ControllerModifyVolume);
+	// the nodes read them from the record and enforce them.
+	SetQoS(id string, q pool.QoS) (pool.Volume, error)
 	// ImageLost: the volume's data is gone (not merely not made yet).
 	ImageLost(id string) bool
 
