@@ -1,6 +1,8 @@
 package csi
 
 import (
+	"github.com/filevol/filevol/internal/hostos/cgroup"
+
 	"context"
 	"errors"
 	"fmt"
@@ -115,6 +117,7 @@ var sentinelValues = map[string]error{
 	"nodestate.ErrNoSpace":      nodestate.ErrNoSpace,
 	"loop.ErrNotFound":          loop.ErrNotFound,
 	"loop.ErrBusy":              loop.ErrBusy,
+	"cgroup.ErrPodNotFound":     cgroup.ErrPodNotFound,
 	"loop.ErrNoDevice":          loop.ErrNoDevice,
 	"mount.ErrNotMounted":       mount.ErrNotMounted,
 	"mount.ErrInvalidOption":    mount.ErrInvalidOption,
