@@ -1,8 +1,6 @@
 package csi
 
 import (
-	"github.com/filevol/filevol/internal/hostos/cgroup"
-
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/filevol/filevol/internal/freeze"
+	"github.com/filevol/filevol/internal/hostos/cgroup"
 	hostfs "github.com/filevol/filevol/internal/hostos/fs"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
