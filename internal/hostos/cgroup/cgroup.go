@@ -46,7 +46,7 @@ type Hierarchy struct {
 func Detect(roots []string) []Hierarchy {
 	var out []Hierarchy
 	for _, r := range roots {
-		if exists(filepath.Join(r, v1Files[0])) {
+		if exists(filepath.Join(r, "blkio.throttle.read_bps_device")) {
 			out = append(out, Hierarchy{Root: r})
 			continue
 		}
