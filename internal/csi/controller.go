@@ -40,9 +40,14 @@ func (s *ControllerService) CreateVolume(ctx context.Context, req *csipb.CreateV
 		return nil, err
 	}
 	// A VolumeAttributesClass given at create overrides the StorageClass's
-	// limits; it may set nothing else (parseMutable).
-	if p.qos, err = parseMutable(p.qos, req.GetMutableParameters()); err != nil {
+	// limits and provisioning; it may set nothing else (parseMutable).
+	m, err := parseMutable(p.qos, req.GetMutableParameters())
+	if err != nil {
 		return nil, err
+	}
+	p.qos = m.QoS
+	if m.Provisioning != "" {
+		p.provisioning = m.Provisioning
 	}
 	if err := s.checkAccessible(req.GetAccessibilityRequirements()); err != nil {
 		return nil, err

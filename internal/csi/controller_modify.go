@@ -7,11 +7,13 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// ControllerModifyVolume changes a volume's I/O limits in place: the
-// external-resizer calls it when a claim's volumeAttributesClassName
-// changes, with the new class's parameters. Only the limits are mutable
-// (parseMutable): any other parameter is INVALID_ARGUMENT naming it, and
-// nothing is changed. The new limits are written to the volume's record,
+// ControllerModifyVolume changes a volume's I/O limits and provisioning in
+// place: the external-resizer calls it when a claim's
+// volumeAttributesClassName changes, with the new class's parameters.
+// Only those are mutable (parseMutable): any other parameter is
+// INVALID_ARGUMENT naming it, and nothing is changed. Thin to thick
+// reserves the image's space first: RESOURCE_EXHAUSTED, with nothing
+// changed, when the pool lacks it (pool.Modify). The new limits are written to the volume's record,
 // atomically; the node that has the volume published reads the record
 // on its next reconcile (Config.QoSResync, one second by default) and
 // applies them to the cgroup of every pod using it (qos.go), without a
@@ -39,16 +41,18 @@ func (s *ControllerService) ControllerModifyVolume(ctx context.Context, req *csi
 	if err != nil {
 		return nil, err
 	}
-	q, err := parseMutable(vol.Limits(), req.GetMutableParameters())
+	m, err := parseMutable(vol.Limits(), req.GetMutableParameters())
 	if err != nil {
 		return nil, err
 	}
-	if q == vol.Limits() {
+	if m.QoS == vol.Limits() && (m.Provisioning == "" || m.Provisioning == vol.Provisioning) {
 		return &csipb.ControllerModifyVolumeResponse{}, nil
 	}
-	if _, err := st.SetQoS(id, q); err != nil {
+	mod, err := st.Modify(ctx, id, m)
+	if err != nil {
 		return nil, err
 	}
-	klog.InfoS("volume modified", "volumeID", id, "from", vol.Limits(), "to", q)
+	klog.InfoS("volume modified", "volumeID", id, "fromLimits", vol.Limits(), "toLimits", mod.Limits(),
+		"fromProvisioning", vol.Provisioning, "toProvisioning", mod.Provisioning)
 	return &csipb.ControllerModifyVolumeResponse{}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 
 	"github.com/filevol/filevol/internal/pool"
@@ -25,20 +26,24 @@ func TestParseMutable(t *testing.T) {
 		{map[string]string{"readIOPS": "-1"}, start, "readIOPS"},
 		{map[string]string{"readIOPS": "1Ki"}, start, "readIOPS"},
 		{map[string]string{"writeBytesPerSecond": "fast"}, start, "writeBytesPerSecond"},
-		{map[string]string{"provisioning": "thick"}, start, "cannot be modified"},
+		{map[string]string{"provisioning": "fat"}, start, "provisioning"},
 		{map[string]string{"csi.storage.k8s.io/fstype": "xfs"}, start, "cannot be modified"},
 		{map[string]string{"XXX_FakeKey": "x"}, start, "XXX_FakeKey"},
 	} {
-		got, err := parseMutable(start, tc.params)
+		m, err := parseMutable(start, tc.params)
+		got := m.QoS
 		if tc.err != "" {
 			if codeOf(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%v: %v, want INVALID_ARGUMENT naming %q", tc.params, err, tc.err)
 			}
 			continue
 		}
-		if err != nil || got != tc.want {
-			t.Errorf("%v: %+v, %v; want %+v", tc.params, got, err, tc.want)
+		if err != nil || got != tc.want || m.Provisioning != "" {
+			t.Errorf("%v: %+v, %v; want %+v", tc.params, m, err, tc.want)
 		}
+	}
+	if m, err := parseMutable(start, map[string]string{"provisioning": "thick"}); err != nil || m.Provisioning != "thick" || m.QoS != start {
+		t.Errorf("provisioning thick: %+v, %v", m, err)
 	}
 }
 
@@ -84,7 +89,7 @@ func TestControllerModifyVolume(t *testing.T) {
 			t.Fatalf("limits after modify: %+v", got)
 		}
 	}
-	wantCode(t, "immutable", modify(map[string]string{ParamWriteIOPS: "5", ParamProvisioning: "thick"}), codes.InvalidArgument)
+	wantCode(t, "immutable", modify(map[string]string{ParamWriteIOPS: "5", ParamFSType: "xfs"}), codes.InvalidArgument)
 	if got := limits(); got != (pool.QoS{ReadIOPS: 200, WriteBytesPerSecond: 8 << 20}) {
 		t.Fatalf("a refused modify changed the limits: %+v", got)
 	}
@@ -98,5 +103,64 @@ func TestControllerModifyVolume(t *testing.T) {
 	}
 	if v, _ := p.Get(id); v.QoS != nil {
 		t.Fatalf("no limits left, record keeps %+v", v.QoS)
+	}
+}
+
+// Thin to thick reserves the image's space, or is RESOURCE_EXHAUSTED with
+// the record and the image as they were; thick to thin changes the record.
+func TestControllerModifyProvisioning(t *testing.T) {
+	dir := t.TempDir()
+	p, err := pool.Open(dir, pool.Options{NodeID: "n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const size = 8 << 20
+	v, err := p.Create(ctx, pool.CreateRequest{Name: "v", CapacityBytes: size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	allocated := func(p *pool.Pool) int64 {
+		var st unix.Stat_t
+		if err := unix.Stat(p.ImagePath(v.ID), &st); err != nil {
+			return -1 // a blank thin volume has no image yet
+		}
+		return st.Blocks * 512
+	}
+
+	// A pool that keeps all but nothing in reserve has no room.
+	full, err := pool.Open(dir, pool.Options{NodeID: "n", ReservedBytes: 1 << 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newControllerService(Config{NodeID: "n"}, full)
+	thick := &csipb.ControllerModifyVolumeRequest{VolumeId: v.ID, MutableParameters: map[string]string{ParamProvisioning: "thick", ParamReadIOPS: "7"}}
+	_, err = s.ControllerModifyVolume(ctx, thick)
+	wantCode(t, "thick on a full pool", err, codes.ResourceExhausted)
+	if got, _ := full.Get(v.ID); got.Provisioning != pool.ProvisioningThin || got.QoS != nil || allocated(full) != -1 {
+		t.Fatalf("after RESOURCE_EXHAUSTED: %s, limits %+v, %d bytes allocated; want it unchanged", got.Provisioning, got.QoS, allocated(full))
+	}
+	full.Close()
+
+	p, err = pool.Open(dir, pool.Options{NodeID: "n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	s = newControllerService(Config{NodeID: "n"}, p)
+	for range 2 {
+		if _, err := s.ControllerModifyVolume(ctx, thick); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, _ := p.Get(v.ID); got.Provisioning != pool.ProvisioningThick || got.Limits().ReadIOPS != 7 || allocated(p) < size {
+		t.Fatalf("after thick: %s, limits %+v, %d bytes allocated", got.Provisioning, got.Limits(), allocated(p))
+	}
+	if _, err := s.ControllerModifyVolume(ctx, &csipb.ControllerModifyVolumeRequest{VolumeId: v.ID, MutableParameters: map[string]string{ParamProvisioning: "thin"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := p.Get(v.ID); got.Provisioning != pool.ProvisioningThin || got.Limits().ReadIOPS != 7 {
+		t.Fatalf("after thin: %s, limits %+v", got.Provisioning, got.Limits())
 	}
 }

@@ -234,13 +234,16 @@ func (f *fakeStore) ListSnapshots() []pool.Snapshot {
 	return out
 }
 
-func (f *fakeStore) SetQoS(id string, q pool.QoS) (pool.Volume, error) {
-	f.add("setqos %s", id)
+func (f *fakeStore) Modify(_ context.Context, id string, m pool.Modification) (pool.Volume, error) {
+	f.add("modify %s", id)
 	v, err := f.Get(id)
 	if err != nil {
 		return v, err
 	}
-	if !q.IsZero() {
+	if m.Provisioning != "" {
+		v.Provisioning = m.Provisioning
+	}
+	if q := m.QoS; !q.IsZero() {
 		v.QoS = &q
 	} else {
 		v.QoS = nil

@@ -70,12 +70,20 @@ func setQoSParam(q *pool.QoS, k, v string) error {
 }
 
 // parseMutable applies a VolumeAttributesClass's parameters to the limits
-// q. Only the limits can change while a volume exists: a parameter that
-// is fixed at create (fstype, provisioning) is INVALID_ARGUMENT naming it,
-// and so is one filevol does not know. Parameters the class does not name
-// keep their value (as EBS's ModifyVolume leaves what it is not asked to
-// change); "0" removes a limit.
-func parseMutable(q pool.QoS, params map[string]string) (pool.QoS, error) {
+// q. The limits and provisioning can change while a volume exists: a
+// parameter that is fixed at create (fstype, the PV/PVC metadata) is
+// INVALID_ARGUMENT naming it, and so is one filevol does not know.
+// Parameters the class does not name keep their value (as EBS's
+// ModifyVolume leaves what it is not asked to change); "0" removes a
+// limit. The Modification's Provisioning is "" when not asked for.
+func parseMutable(q pool.QoS, params map[string]string) (pool.Modification, error) {
+	m, err := parseMutableInto(&q, params)
+	m.QoS = q
+	return m, err
+}
+
+func parseMutableInto(q *pool.QoS, params map[string]string) (pool.Modification, error) {
+	var m pool.Modification
 	keys := make([]string, 0, len(params))
 	for k := range params {
 		keys = append(keys, k)
@@ -84,15 +92,20 @@ func parseMutable(q pool.QoS, params map[string]string) (pool.QoS, error) {
 	for _, k := range keys {
 		switch {
 		case isQoSParam(k):
-			if err := setQoSParam(&q, k, params[k]); err != nil {
-				return q, err
+			if err := setQoSParam(q, k, params[k]); err != nil {
+				return m, err
 			}
-		case k == ParamFSType, k == ParamProvisioning, strings.HasPrefix(k, kubernetesMetaPrefix):
-			return q, invalidArgument("parameter %q cannot be modified: it is fixed when the volume is created (mutable: %s)",
-				truncate(k), strings.Join(qosParams, ", "))
+		case k == ParamProvisioning:
+			if v := params[k]; v != pool.ProvisioningThin && v != pool.ProvisioningThick {
+				return m, invalidArgument("parameter %s=%q: must be thin or thick", k, truncate(v))
+			}
+			m.Provisioning = params[k]
+		case k == ParamFSType, strings.HasPrefix(k, kubernetesMetaPrefix):
+			return m, invalidArgument("parameter %q cannot be modified: it is fixed when the volume is created (mutable: %s, %s)",
+				truncate(k), strings.Join(qosParams, ", "), ParamProvisioning)
 		default:
-			return q, invalidArgument("unknown mutable parameter %q (filevol accepts %s)", truncate(k), strings.Join(qosParams, ", "))
+			return m, invalidArgument("unknown mutable parameter %q (filevol accepts %s, %s)", truncate(k), strings.Join(qosParams, ", "), ParamProvisioning)
 		}
 	}
-	return q, nil
+	return m, nil
 }

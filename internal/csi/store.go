@@ -36,9 +36,10 @@ type VolumeStore interface {
 	List() []pool.Volume
 	Expand(ctx context.Context, id string, size, requested int64) (pool.Volume, error)
 	Capacity() (pool.Capacity, error)
-	// SetQoS records the volume's I/O limits (ControllerModifyVolume);
-	// the nodes read them from the record and enforce them.
-	SetQoS(id string, q pool.QoS) (pool.Volume, error)
+	// Modify changes the volume's I/O limits and provisioning, all or
+	// nothing (ControllerModifyVolume); the nodes read the limits from
+	// the record and enforce them.
+	Modify(ctx context.Context, id string, m pool.Modification) (pool.Volume, error)
 	// ImageLost: the volume's data is gone (not merely not made yet).
 	ImageLost(id string) bool
 
