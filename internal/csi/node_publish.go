@@ -47,6 +47,7 @@ func (s *NodeService) NodeUnpublishVolume(ctx context.Context, req *csipb.NodeUn
 		return nil, err
 	}
 	defer unlock()
+	s.clearPod(nv, id, target) // before the bind, which names the pod, goes
 	if err := nv.Unpublish(ctx, id, target); err != nil {
 		return nil, err
 	}

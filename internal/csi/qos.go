@@ -3,6 +3,7 @@ package csi
 import (
 	"context"
 	"errors"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/filevol/filevol/internal/hostos/cgroup"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volview"
 )
 
 // How a volume's I/O limits reach a pod (qos_params.go has the
@@ -48,6 +50,35 @@ type qosEnforcer struct {
 	mu     sync.Mutex
 	// problems: why a volume's limits are not enforced, by volume ID.
 	problems map[string]string
+	// pods caches where each pod's cgroup was found, by hierarchy root and
+	// UID, so that a reconcile pass walks no tree for a pod it knows; an
+	// entry whose directory is gone (the pod ended) is looked up again.
+	pods map[[2]string]string
+}
+
+// findPod is h.FindPod through the cache.
+func (e *qosEnforcer) findPod(h cgroup.Hierarchy, uid string) (string, error) {
+	k := [2]string{h.Root, uid}
+	e.mu.Lock()
+	dir, ok := e.pods[k]
+	e.mu.Unlock()
+	if ok {
+		if _, err := os.Stat(dir); err == nil {
+			return dir, nil
+		}
+	}
+	dir, err := h.FindPod(uid)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.pods == nil {
+		e.pods = map[[2]string]string{}
+	}
+	if err != nil {
+		delete(e.pods, k)
+		return "", err
+	}
+	e.pods[k] = dir
+	return dir, nil
 }
 
 // newQoSEnforcer returns an enforcer for the hierarchies among roots that
@@ -88,7 +119,7 @@ func (e *qosEnforcer) apply(b ioUsers, vol pool.Volume, extraPod string) error {
 	var errs []error
 	for _, pod := range pods {
 		for _, h := range e.hier {
-			dir, err := h.FindPod(pod)
+			dir, err := e.findPod(h, pod)
 			if errors.Is(err, cgroup.ErrPodNotFound) && q.IsZero() {
 				continue // nothing to enforce, nothing to report
 			}
@@ -139,6 +170,35 @@ func (e *qosEnforcer) problem(id string) string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.problems[id]
+}
+
+// clearPod removes the volume's throttling from the pod that the target
+// names, as its publish ends: the rule names a loop device that may next
+// serve another volume. Best effort, as applying is; a pod that is gone
+// took its cgroup and its rules with it.
+func (s *NodeService) clearPod(nv *nodeVolumes, id, target string) {
+	b, ok := nv.NodeBackend.(ioUsers)
+	pod := volview.PodUID(target)
+	if !ok || s.qos == nil || pod == "" {
+		return
+	}
+	devs, _, err := b.IOUsers(id)
+	if err != nil {
+		return
+	}
+	for _, h := range s.qos.hier {
+		dir, err := s.qos.findPod(h, pod)
+		if err != nil {
+			continue
+		}
+		for _, d := range devs {
+			if num, err := s.qos.devNum(d); err == nil {
+				if _, err := h.Apply(dir, num, cgroup.Limits{}); err != nil {
+					klog.ErrorS(err, "Cannot remove a volume's I/O limits from its pod", "volumeID", id, "pod", pod)
+				}
+			}
+		}
+	}
 }
 
 // applyPublished is NodePublishVolume's part: never an error, see above.

@@ -71,6 +71,14 @@ func TestQoSPublishAndReconcile(t *testing.T) {
 	if h := e.health(id); len(h) != 0 {
 		t.Fatalf("health with limits applied: %v", h)
 	}
+	// The publish ends: its rule goes (a plain file here, overwritten in
+	// place, so only the start of it is the new rule).
+	if err := e.unpublish(id, e.target("q")); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := readFile(t, ioMax), "7:0 riops=max wiops=max rbps=max wbps=max"; !strings.HasPrefix(got, want) {
+		t.Fatalf("io.max after unpublish = %q, want %q", got, want)
+	}
 }
 
 // A pod whose cgroup cannot be found does not fail the publish; the

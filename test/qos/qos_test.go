@@ -152,6 +152,12 @@ func testLimits(t *testing.T, block bool) {
 		if _, err := d.Node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: target}); err != nil {
 			t.Errorf("unpublish: %v", err)
 		}
+		// The pod's rules went with the publish.
+		for _, f := range []string{"read_iops", "write_iops", "read_bps", "write_bps"} {
+			if b, _ := os.ReadFile(filepath.Join(pod, "blkio.throttle."+f+"_device")); strings.TrimSpace(string(b)) != "" {
+				t.Errorf("after unpublish, the pod's blkio.throttle.%s_device still has %q", f, b)
+			}
+		}
 		if _, err := d.Node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging}); err != nil {
 			t.Errorf("unstage: %v", err)
 		}
