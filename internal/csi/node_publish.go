@@ -47,8 +47,7 @@ func (s *NodeService) NodeUnpublishVolume(ctx context.Context, req *csipb.NodeUn
 		return nil, err
 	}
 	defer unlock()
-	s.clearPod(nv, id, target) // before the bind, which names the pod, goes
-	if err := nv.Unpublish(ctx, id, target); err != nil {
+	if err := s.unpublishing(nv, id, target, func() error { return nv.Unpublish(ctx, id, target) }); err != nil {
 		return nil, err
 	}
 	klog.InfoS("volume unpublished", "volumeID", id, "target", target)

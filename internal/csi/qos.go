@@ -3,6 +3,7 @@ package csi
 import (
 	"context"
 	"errors"
+	"hash/fnv"
 	"os"
 	"slices"
 	"sync"
@@ -54,6 +55,22 @@ type qosEnforcer struct {
 	// UID, so that a reconcile pass walks no tree for a pod it knows; an
 	// entry whose directory is gone (the pod ended) is looked up again.
 	pods map[[2]string]string
+	// stripes serialise, per volume, an apply (which reads who uses the
+	// volume, then writes) with an unpublish (which clears the pod's rule,
+	// then unbinds), so that a reconcile pass never puts back the rule of
+	// a pod whose publish just ended. Not the service's try-locks: a pass
+	// must not make kubelet's calls ABORTED; it only delays them by the
+	// milliseconds of one apply.
+	stripes [64]sync.Mutex
+}
+
+// lockVolume takes the volume's stripe.
+func (e *qosEnforcer) lockVolume(id string) func() {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	m := &e.stripes[h.Sum32()%uint32(len(e.stripes))]
+	m.Lock()
+	return m.Unlock
 }
 
 // findPod is h.FindPod through the cache.
@@ -106,6 +123,7 @@ type ioUsers interface {
 // extraPod is a pod known otherwise (podInfoOnMount), "" if none. It
 // returns why it could not, for the log and the health condition.
 func (e *qosEnforcer) apply(b ioUsers, vol pool.Volume, extraPod string) error {
+	defer e.lockVolume(vol.ID)()
 	devs, pods, err := b.IOUsers(vol.ID)
 	if err != nil {
 		return e.note(vol.ID, err)
@@ -162,6 +180,18 @@ func (e *qosEnforcer) note(id string, err error) error {
 	return err
 }
 
+// forgetExcept drops the problems of volumes no longer attached here: no
+// pod on this node uses them, so nothing of theirs goes unenforced.
+func (e *qosEnforcer) forgetExcept(attached map[string]bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for id := range e.problems {
+		if !attached[id] {
+			delete(e.problems, id)
+		}
+	}
+}
+
 // problem is why vol's limits are not enforced ("" when they are).
 func (e *qosEnforcer) problem(id string) string {
 	if e == nil {
@@ -172,14 +202,24 @@ func (e *qosEnforcer) problem(id string) string {
 	return e.problems[id]
 }
 
-// clearPod removes the volume's throttling from the pod that the target
-// names, as its publish ends: the rule names a loop device that may next
-// serve another volume. Best effort, as applying is; a pod that is gone
-// took its cgroup and its rules with it.
+// unpublishing runs unpublish, the backend's, once the volume's
+// throttling is removed from the pod that the target names: the rule
+// names a loop device that may next serve another volume. Removing it is
+// best effort, as applying is; a pod that is gone took its cgroup and its
+// rules with it.
+func (s *NodeService) unpublishing(nv *nodeVolumes, id, target string, unpublish func() error) error {
+	if s.qos == nil {
+		return unpublish()
+	}
+	defer s.qos.lockVolume(id)()
+	s.clearPod(nv, id, target)
+	return unpublish()
+}
+
 func (s *NodeService) clearPod(nv *nodeVolumes, id, target string) {
 	b, ok := nv.NodeBackend.(ioUsers)
 	pod := volview.PodUID(target)
-	if !ok || s.qos == nil || pod == "" {
+	if !ok || pod == "" {
 		return
 	}
 	devs, _, err := b.IOUsers(id)
@@ -231,13 +271,15 @@ func (s *NodeService) RunQoS(ctx context.Context) {
 }
 
 // ReconcileQoS is one pass: every volume attached on this node gets the
-// limits its record (read from disk) says, in every pod that uses it. A
-// volume whose lock is held (a publish, an unpublish) waits for the next
-// pass.
+// limits its record (read from disk) says, in every pod that uses it. It
+// takes no volume's try-lock (kubelet's calls are never ABORTED by it),
+// only the enforcer's stripe, as an unpublish does (unpublishing).
 func (s *NodeService) ReconcileQoS() {
 	if s.qos == nil {
 		return
 	}
+	attached := map[string]bool{}
+	defer s.qos.forgetExcept(attached)
 	for _, nv := range s.vols.all {
 		b, ok := nv.NodeBackend.(ioUsers)
 		f, ok2 := nv.NodeBackend.(stagedFinder)
@@ -250,17 +292,13 @@ func (s *NodeService) ReconcileQoS() {
 			continue
 		}
 		for _, id := range ids {
+			attached[id] = true
 			s.reconcileVolume(nv, b, id)
 		}
 	}
 }
 
 func (s *NodeService) reconcileVolume(nv *nodeVolumes, b ioUsers, id string) {
-	unlock, err := s.locks.tryLock(id)
-	if err != nil {
-		return
-	}
-	defer unlock()
 	vol, err := nv.Get(id)
 	if err != nil {
 		return // deleted meanwhile, or not this node's to limit
