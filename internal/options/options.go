@@ -117,15 +117,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.KubeletRegistrationPath, "kubelet-registration-path", "", "CSI socket path as kubelet sees it (default: the --endpoint path)")
 	fs.BoolVar(&o.DeferExpansionToNode, "defer-expansion-to-node", false, "controller: expand volumes not in this pool on their node (NodeExpandVolume) instead of failing")
 	o.CgroupRoots = []string{"/sys/fs/cgroup/blkio", "/sys/fs/cgroup"}
-	fs.Func("cgroup-roots", "comma-separated cgroup hierarchies searched for pods' cgroups to enforce volume I/O limits (default /sys/fs/cgroup/blkio,/sys/fs/cgroup; \"\": do not enforce)", func(s string) error {
-		o.CgroupRoots = nil
-		for _, r := range strings.Split(s, ",") {
-			if r = strings.TrimSpace(r); r != "" {
-				o.CgroupRoots = append(o.CgroupRoots, r)
-			}
-		}
-		return nil
-	})
+	fs.Var((*pathList)(&o.CgroupRoots), "cgroup-roots", "comma-separated cgroup hierarchies searched for pods' cgroups to enforce volume I/O limits (\"\": do not enforce)")
 	fs.DurationVar(&o.QoSResync, "qos-resync", time.Second, "how often the node re-applies volumes' I/O limits to the pods using them (the longest a modify takes to reach a pod)")
 	fs.DurationVar(&o.GCInterval, "gc-interval", 10*time.Minute, "how often to look for orphans (also done at start)")
 	fs.StringVar(&o.HTTPEndpoint, "http-endpoint", "", "host:port serving /healthz, /metrics and /debug/volumes (off when empty)")
@@ -219,4 +211,21 @@ func ParseEndpoint(ep string) (network, addr string, err error) {
 		return "tcp", u.Host, nil
 	}
 	return "", "", fmt.Errorf("--endpoint %q must start with unix:// or tcp://", ep)
+}
+
+// pathList is a comma-separated list of paths as a flag.Value; "" is none.
+type pathList []string
+
+// String implements flag.Value.
+func (l *pathList) String() string { return strings.Join(*l, ",") }
+
+// Set implements flag.Value.
+func (l *pathList) Set(s string) error {
+	*l = nil
+	for _, r := range strings.Split(s, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			*l = append(*l, r)
+		}
+	}
+	return nil
 }
