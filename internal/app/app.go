@@ -46,6 +46,8 @@ func Run(ctx context.Context, o options.Options) error {
 		MaxVolumesPerNode: o.MaxVolumesPerNode,
 		KubeletDir:        o.KubeletDir,
 		DeferExpansion:    o.DeferExpansionToNode,
+		CgroupRoots:       o.CgroupRoots,
+		QoSResync:         o.QoSResync,
 		Controller:        o.Mode == options.ModeAll || o.Mode == options.ModeController,
 		Node:              o.Mode == options.ModeAll || o.Mode == options.ModeNode,
 		Shared:            o.PoolShared,
@@ -86,6 +88,7 @@ func Run(ctx context.Context, o options.Options) error {
 	if d.Node != nil {
 		go d.Node.RunGC(bg, o.GCInterval, func(r csi.GCReport) { m.SetOrphans(r.Orphans()) })
 		go d.Freeze.Run(bg)
+		go d.Node.RunQoS(bg)
 	}
 	if err := startEvents(bg, o, view); err != nil {
 		lis.Close()

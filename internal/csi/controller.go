@@ -40,8 +40,15 @@ func (s *ControllerService) CreateVolume(ctx context.Context, req *csipb.CreateV
 	if err := checkCapabilities(req.GetVolumeCapabilities(), &p); err != nil {
 		return nil, err
 	}
-	if len(req.GetMutableParameters()) > 0 {
-		return nil, invalidArgument("mutable parameters are not supported by filevol")
+	// A VolumeAttributesClass given at create overrides the StorageClass's
+	// limits and provisioning; it may set nothing else (parseMutable).
+	m, err := parseMutable(p.qos, req.GetMutableParameters())
+	if err != nil {
+		return nil, err
+	}
+	p.qos = m.QoS
+	if m.Provisioning != "" {
+		p.provisioning = m.Provisioning
 	}
 	if err := s.checkAccessible(req.GetAccessibilityRequirements()); err != nil {
 		return nil, err
@@ -76,7 +83,7 @@ func (s *ControllerService) CreateVolume(ctx context.Context, req *csipb.CreateV
 	}
 	vol, err := st.Create(ctx, pool.CreateRequest{
 		Name: name, CapacityBytes: size, RequestedBytes: requested(req.GetCapacityRange()), FSType: p.fsType,
-		Provisioning: p.provisioning, Parameters: req.GetParameters(),
+		Provisioning: p.provisioning, Parameters: req.GetParameters(), QoS: &p.qos,
 	})
 	if errors.Is(err, pool.ErrAlreadyExists) {
 		if resp, gerr := s.existing(st, name, req, p); resp != nil || gerr != nil {
@@ -222,6 +229,8 @@ func (s *ControllerService) ControllerGetCapabilities(context.Context, *csipb.Co
 		csipb.ControllerServiceCapability_RPC_GET_SNAPSHOT,
 		csipb.ControllerServiceCapability_RPC_CLONE_VOLUME,
 		csipb.ControllerServiceCapability_RPC_EXPAND_VOLUME,
+		// I/O limits changed in place (controller_modify.go).
+		csipb.ControllerServiceCapability_RPC_MODIFY_VOLUME,
 	)
 	if s.cfg.Shared {
 		caps = append(caps, controllerCaps(

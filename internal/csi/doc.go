@@ -2,7 +2,9 @@
 // and nothing else: request validation (validate.go), the one place where
 // errors become gRPC codes (errors.go), per-volume try-locks (inflight.go)
 // the server that serves them on the CSI endpoint (server.go), the mount
-// and path policy (policy.go) and the node's garbage collector (gc.go).
+// and path policy (policy.go), the node's garbage collector (gc.go) and
+// the enforcement of volumes' I/O limits on pods' cgroups (qos.go; the
+// parameters in qos_params.go, their change in controller_modify.go).
 //
 // The services do what every kind of volume shares and route the rest by
 // the pool and kind that a volume ID names (routes.go): the controller to

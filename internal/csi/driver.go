@@ -2,6 +2,7 @@ package csi
 
 import (
 	"errors"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -40,6 +41,13 @@ type Config struct {
 	// (PoolTopologyKey=PoolName), not a node's.
 	Shared   bool
 	PoolName string
+	// CgroupRoots are the cgroup hierarchies searched for pods' cgroups,
+	// to enforce volumes' I/O limits (qos.go); none: limits are recorded
+	// but not enforced.
+	CgroupRoots []string
+	// QoSResync is how often the node re-applies the limits of the
+	// volumes' records to the pods using them (0: one second).
+	QoSResync time.Duration
 }
 
 // Driver holds the three services. They are separate objects that share
@@ -108,7 +116,8 @@ func newControllerService(cfg Config, p *pool.Pool) *ControllerService {
 // newNodeService is the node service of the image volumes in pool p, on
 // the kernel h.
 func newNodeService(cfg Config, p *pool.Pool, h Host) *NodeService {
-	s := &NodeService{cfg: cfg, pool: p, host: h, locks: newInflight(), paths: pathPolicy{kubeletDir: cfg.KubeletDir}}
+	s := &NodeService{cfg: cfg, pool: p, host: h, locks: newInflight(), paths: pathPolicy{kubeletDir: cfg.KubeletDir},
+		qos: newQoSEnforcer(cfg.CgroupRoots)}
 	s.serve(p.ID(), volid.KindImage, &imageNode{pool: p, host: h, node: cfg.NodeID, fence: cfg.Shared})
 	s.vols.addLegacy(p.ID())
 	return s

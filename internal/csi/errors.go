@@ -10,6 +10,7 @@ import (
 
 	"github.com/filevol/filevol/internal/attach"
 	"github.com/filevol/filevol/internal/freeze"
+	"github.com/filevol/filevol/internal/hostos/cgroup"
 	"github.com/filevol/filevol/internal/hostos/fs"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
@@ -72,6 +73,9 @@ var sentinelCodes = []struct {
 	{pool.ErrOtherNode, codes.InvalidArgument},
 	{pool.ErrImageMissing, codes.FailedPrecondition},
 	{loop.ErrNoDevice, codes.ResourceExhausted},
+	// No call fails for it today (limits never fail a publish: qos.go);
+	// mapped so that one that did would tell the CO to look at the pod.
+	{cgroup.ErrPodNotFound, codes.FailedPrecondition},
 	{loop.ErrBusy, codes.FailedPrecondition},
 	{loop.ErrNotFound, codes.FailedPrecondition},
 	// Fencing: another node's device still holds the image of a volume on a

@@ -22,6 +22,7 @@ import (
 
 	"github.com/filevol/filevol/internal/attach"
 	"github.com/filevol/filevol/internal/freeze"
+	"github.com/filevol/filevol/internal/hostos/cgroup"
 	hostfs "github.com/filevol/filevol/internal/hostos/fs"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
@@ -135,6 +136,7 @@ var sentinelValues = map[string]error{
 	"freeze.ErrNodeUnavailable":   freeze.ErrNodeUnavailable,
 	"freeze.ErrNoSpace":           freeze.ErrNoSpace,
 	"freeze.ErrFailed":            freeze.ErrFailed,
+	"cgroup.ErrPodNotFound":       cgroup.ErrPodNotFound,
 }
 
 // exportedSentinels parses the non-test Go files under dirs and returns

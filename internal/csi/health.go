@@ -19,6 +19,9 @@ const (
 	ReasonLoopDeviceGone     = "LoopDeviceGone"
 	ReasonFilesystemReadOnly = "FilesystemReadOnly"
 	ReasonPoolFull           = "PoolFull"
+	// ReasonLimitsNotEnforced: the volume's I/O limits could not be
+	// written to a pod's cgroup (qos.go); the pod runs unlimited.
+	ReasonLimitsNotEnforced = "LimitsNotEnforced"
 )
 
 func healthEntry(t csipb.VolumeHealthErrorType, reason, msg string) *csipb.VolumeHealth_VolumeHealthEntry {

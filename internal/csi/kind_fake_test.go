@@ -233,3 +233,21 @@ func (f *fakeStore) ListSnapshots() []pool.Snapshot {
 	slices.SortFunc(out, func(a, b pool.Snapshot) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }
+
+func (f *fakeStore) Modify(_ context.Context, id string, m pool.Modification) (pool.Volume, error) {
+	f.add("modify %s", id)
+	v, err := f.Get(id)
+	if err != nil {
+		return v, err
+	}
+	if m.Provisioning != "" {
+		v.Provisioning = m.Provisioning
+	}
+	if q := m.QoS; !q.IsZero() {
+		v.QoS = &q
+	} else {
+		v.QoS = nil
+	}
+	f.vols[id] = v
+	return v, nil
+}

@@ -29,6 +29,9 @@ type NodeService struct {
 	// freeze agent look at.
 	pool *pool.Pool
 	host Host
+	// qos enforces volumes' I/O limits (qos.go); nil when this node has
+	// no cgroup hierarchy that throttles block I/O.
+	qos *qosEnforcer
 }
 
 // nodeVolumes is one route of the node: the backend of a pool's volumes

@@ -42,6 +42,7 @@ func (s *NodeService) NodeGetVolumeHealth(ctx context.Context, req *csipb.NodeGe
 	if err != nil {
 		return nil, err
 	}
+	st = append(st, s.qosHealth(id)...)
 	return &csipb.NodeGetVolumeHealthResponse{VolumeHealth: &csipb.VolumeHealth{VolumeId: id, HealthStatuses: st}}, nil
 }
 

@@ -28,9 +28,14 @@ func (s *NodeService) NodePublishVolume(ctx context.Context, req *csipb.NodePubl
 	if err := nv.Publish(ctx, vol, r); err != nil {
 		return nil, err
 	}
+	s.applyPublished(nv, vol, req.GetVolumeContext()[podUIDContextKey])
 	klog.InfoS("volume published", "volumeID", id, "target", target, "readOnly", r.ReadOnly)
 	return &csipb.NodePublishVolumeResponse{}, nil
 }
+
+// podUIDContextKey is the pod's UID in the volume context, which kubelet
+// adds when the CSIDriver sets podInfoOnMount.
+const podUIDContextKey = "csi.storage.k8s.io/pod.uid"
 
 // NodeUnpublishVolume has the backend undo the publish and remove the
 // target (spec: the SP MUST delete what it created). Idempotent; a volume
@@ -42,7 +47,7 @@ func (s *NodeService) NodeUnpublishVolume(ctx context.Context, req *csipb.NodeUn
 		return nil, err
 	}
 	defer unlock()
-	if err := nv.Unpublish(ctx, id, target); err != nil {
+	if err := s.unpublishing(nv, id, target, func() error { return nv.Unpublish(ctx, id, target) }); err != nil {
 		return nil, err
 	}
 	klog.InfoS("volume unpublished", "volumeID", id, "target", target)

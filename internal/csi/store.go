@@ -37,6 +37,10 @@ type VolumeStore interface {
 	List() []pool.Volume
 	Expand(ctx context.Context, id string, size, requested int64) (pool.Volume, error)
 	Capacity() (pool.Capacity, error)
+	// Modify changes the volume's I/O limits and provisioning, all or
+	// nothing (ControllerModifyVolume); the nodes read the limits from
+	// the record and enforce them.
+	Modify(ctx context.Context, id string, m pool.Modification) (pool.Volume, error)
 	// ImageLost: the volume's data is gone (not merely not made yet).
 	ImageLost(id string) bool
 

@@ -10,6 +10,7 @@ import (
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 
 	"github.com/filevol/filevol/internal/hostos/fs"
+	"github.com/filevol/filevol/internal/pool"
 )
 
 // StorageClass parameters filevol understands.
@@ -45,6 +46,8 @@ type createParams struct {
 	fsType       string
 	provisioning string
 	block        bool // only block access was requested
+	// qos are the I/O limits the parameters set (qos_params.go).
+	qos pool.QoS
 }
 
 // parseParameters validates StorageClass parameters; an unknown one is an
@@ -60,9 +63,13 @@ func parseParameters(params map[string]string) (createParams, error) {
 				return p, invalidArgument("parameter %s=%q: must be thin or thick", k, v)
 			}
 			p.provisioning = v
+		case isQoSParam(k):
+			if err := setQoSParam(&p.qos, k, v); err != nil {
+				return p, err
+			}
 		case strings.HasPrefix(k, kubernetesMetaPrefix+"pv/"), strings.HasPrefix(k, kubernetesMetaPrefix+"pvc/"):
 		default:
-			return p, invalidArgument("unknown parameter %q (filevol accepts %s and %s)", k, ParamFSType, ParamProvisioning)
+			return p, invalidArgument("unknown parameter %q (filevol accepts %s, %s and %s)", k, ParamFSType, ParamProvisioning, strings.Join(qosParams, ", "))
 		}
 	}
 	if p.fsType != "" && !supportedFS(p.fsType) {

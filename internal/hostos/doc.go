@@ -7,6 +7,8 @@
 //     github.com/moby/sys/mountinfo);
 //   - fs:    filesystem programs (blkid, mkfs.*, resize tools) run with
 //     argument lists under the request's context, plus statfs and freeze ioctls;
+//   - cgroup: finds a pod's cgroup (kubelet's cgroupfs and systemd
+//     layouts) and writes block I/O throttling to it (v1 blkio, v2 io.max);
 //   - fake:  a stateful in-memory kernel for unit tests without root.
 //
 // This package holds the seams the driver takes them through, one per

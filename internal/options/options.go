@@ -78,6 +78,16 @@ type Options struct {
 	// are not in this process's pool to NodeExpandVolume on their node: for
 	// a controller (csi-resizer's) that does not see the nodes' pools.
 	DeferExpansionToNode bool
+	// CgroupRoots are the cgroup hierarchies where the node looks for the
+	// cgroups of the pods that use a volume, to enforce the volume's I/O
+	// limits: a v1 blkio hierarchy and/or a cgroup v2 one offering the io
+	// controller (those that cannot throttle are skipped). Empty: limits
+	// are recorded but not enforced.
+	CgroupRoots []string
+	// QoSResync is how often the node re-applies every attached volume's
+	// I/O limits to the pods using it: the longest a ControllerModifyVolume
+	// takes to reach a running pod.
+	QoSResync time.Duration
 	// GCInterval is how often the node looks for orphans (loop devices
 	// nothing uses, images without records, records without images).
 	GCInterval time.Duration
@@ -112,6 +122,9 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.RegistrationDir, "registration-dir", "", "kubelet plugin registration directory, e.g. /var/lib/kubelet/plugins_registry (empty: do not register)")
 	fs.StringVar(&o.KubeletRegistrationPath, "kubelet-registration-path", "", "CSI socket path as kubelet sees it (default: the --endpoint path)")
 	fs.BoolVar(&o.DeferExpansionToNode, "defer-expansion-to-node", false, "controller: expand volumes not in this pool on their node (NodeExpandVolume) instead of failing")
+	o.CgroupRoots = []string{"/sys/fs/cgroup/blkio", "/sys/fs/cgroup"}
+	fs.Var((*pathList)(&o.CgroupRoots), "cgroup-roots", "comma-separated cgroup hierarchies searched for pods' cgroups to enforce volume I/O limits (\"\": do not enforce)")
+	fs.DurationVar(&o.QoSResync, "qos-resync", time.Second, "how often the node re-applies volumes' I/O limits to the pods using them (the longest a modify takes to reach a pod)")
 	fs.DurationVar(&o.GCInterval, "gc-interval", 10*time.Minute, "how often to look for orphans (also done at start)")
 	fs.StringVar(&o.HTTPEndpoint, "http-endpoint", "", "host:port serving /healthz, /metrics and /debug/volumes (off when empty)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the API server to report Events to (default: in-cluster config inside a pod, else no events)")
@@ -138,6 +151,14 @@ func (o *Options) Validate() error {
 	}
 	if o.KubeletDir != "" && !filepath.IsAbs(o.KubeletDir) {
 		return fmt.Errorf("--kubelet-dir %q must be an absolute path", o.KubeletDir)
+	}
+	for _, r := range o.CgroupRoots {
+		if !filepath.IsAbs(r) {
+			return fmt.Errorf("--cgroup-roots: %q must be an absolute path", r)
+		}
+	}
+	if o.QoSResync <= 0 {
+		return fmt.Errorf("--qos-resync %s must be positive", o.QoSResync)
 	}
 	if o.RegistrationDir != "" {
 		if o.Mode == ModeController {
@@ -206,3 +227,20 @@ func ParseEndpoint(ep string) (network, addr string, err error) {
 
 // labelValue is a Kubernetes label value (the topology segment's value).
 var labelValue = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$`)
+
+// pathList is a comma-separated list of paths as a flag.Value; "" is none.
+type pathList []string
+
+// String implements flag.Value.
+func (l *pathList) String() string { return strings.Join(*l, ",") }
+
+// Set implements flag.Value.
+func (l *pathList) Set(s string) error {
+	*l = nil
+	for _, r := range strings.Split(s, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			*l = append(*l, r)
+		}
+	}
+	return nil
+}

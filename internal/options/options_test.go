@@ -2,6 +2,7 @@ package options
 
 import (
 	"flag"
+	"strings"
 	"testing"
 )
 
@@ -27,6 +28,8 @@ func TestValidate(t *testing.T) {
 		"long node":    func(o *Options) { o.NodeID = string(make([]byte, 64)) },
 		"max volumes":  func(o *Options) { o.MaxVolumesPerNode = -1 },
 		"kubelet dir":  func(o *Options) { o.KubeletDir = "var/lib/kubelet" },
+		"cgroup root":  func(o *Options) { o.CgroupRoots = []string{"sys/fs/cgroup"} },
+		"qos resync":   func(o *Options) { o.QoSResync = 0 },
 		"driver name":  func(o *Options) { o.DriverName = "" },
 		"unix no path": func(o *Options) { o.Endpoint = "unix://" },
 		"monitor":      func(o *Options) { o.MonitorInterval = -1 },
@@ -42,6 +45,30 @@ func TestValidate(t *testing.T) {
 	for in, want := range map[string]Quantity{"1Gi": 1 << 30, "500Mi": 500 << 20, "2G": 2e9, "42": 42} {
 		if q, err := ParseQuantity(in); err != nil || q != want {
 			t.Errorf("ParseQuantity(%q) = %d, %v", in, q, err)
+		}
+	}
+}
+
+func TestCgroupRootsFlag(t *testing.T) {
+	for arg, want := range map[string][]string{
+		"":                         nil,
+		"--cgroup-roots=":          nil,
+		"--cgroup-roots=/a, /b/c,": {"/a", "/b/c"},
+	} {
+		var o Options
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		o.AddFlags(fs)
+		var args []string
+		if arg != "" {
+			args = []string{arg}
+		} else {
+			want = []string{"/sys/fs/cgroup/blkio", "/sys/fs/cgroup"}
+		}
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(o.CgroupRoots, "|") != strings.Join(want, "|") {
+			t.Errorf("%q: %q, want %q", arg, o.CgroupRoots, want)
 		}
 	}
 }

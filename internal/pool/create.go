@@ -142,6 +142,7 @@ func (p *Pool) newVolume(req CreateRequest) (Volume, error) {
 		Parameters:     params,
 		Node:           p.opts.NodeID,
 		ContentSource:  cloneSource(req.Source),
+		QoS:            req.QoS.normal(),
 		// UTC strips the monotonic reading, so the Volume returned equals
 		// the one Get decodes.
 		CreatedAt: time.Now().UTC(),

@@ -149,6 +149,11 @@ type Volume struct {
 	// until its first use clears the mark (CommitImage), Open remakes an
 	// image a crash lost (pending.go). Records without it read as false.
 	ImagePending bool `json:"imagePending,omitempty"`
+	// QoS are the volume's I/O limits, set at create and changed by
+	// SetQoS (ControllerModifyVolume); the node enforces them on the
+	// cgroups of the pods that use the volume. nil (records written
+	// before limits existed, or a volume never limited): no limits.
+	QoS *QoS `json:"qos,omitempty"`
 }
 
 // CreateRequest is a validated request for a new volume. An empty
@@ -166,6 +171,8 @@ type CreateRequest struct {
 	// this pool (reflink, else a hole-preserving copy), grown to
 	// CapacityBytes, which must not be smaller than the source.
 	Source *ContentSource
+	// QoS are the volume's I/O limits (nil or zero: none).
+	QoS *QoS
 }
 
 // Capacity is what the pool can still hold.

@@ -43,7 +43,11 @@ type Driver struct {
 
 // Start serves filevol on dir/pool and dir/csi.sock. Stop it with Stop;
 // t.Cleanup stops it too if the test did not.
-func Start(t testing.TB, dir string) *Driver {
+func Start(t testing.TB, dir string) *Driver { return StartWith(t, dir, nil) }
+
+// StartWith is Start with the services' configuration adjusted by
+// mutate first (nil: none).
+func StartWith(t testing.TB, dir string, mutate func(*csi.Config)) *Driver {
 	t.Helper()
 	d := &Driver{Dir: dir, PoolDir: filepath.Join(dir, "pool"), Socket: filepath.Join(dir, "csi.sock")}
 	p, err := pool.Open(d.PoolDir, pool.Options{NodeID: NodeID})
@@ -51,10 +55,14 @@ func Start(t testing.TB, dir string) *Driver {
 		t.Fatalf("open pool: %v", err)
 	}
 	d.Pool = p
-	svc := csi.New(csi.Config{
+	cfg := csi.Config{
 		DriverName: "filevol.csi.io", Version: "test", NodeID: NodeID,
 		MaxVolumesPerNode: 100, Controller: true, Node: true, KubeletDir: dir,
-	}, p, hostos.New(p.Dir()))
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	svc := csi.New(cfg, p, hostos.New(p.Dir()))
 	d.Services = svc
 	lis, err := csi.Listen("unix://" + d.Socket)
 	if err != nil {
@@ -66,6 +74,7 @@ func Start(t testing.TB, dir string) *Driver {
 	d.cancel, d.done = cancel, make(chan error, 1)
 	agentDone := make(chan struct{})
 	go func() { svc.Freeze.Run(ctx); close(agentDone) }()
+	go svc.Node.RunQoS(ctx) // returns at once unless cfg.CgroupRoots throttle
 	go func() { err := csi.Serve(ctx, srv, lis, 10*time.Second); <-agentDone; d.done <- err }()
 	d.conn, err = grpc.NewClient("unix://"+d.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

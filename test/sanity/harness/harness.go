@@ -42,6 +42,9 @@ func Run(t *testing.T, name string, mutate func(*sanity.TestConfig)) {
 	// size filevol answers is exactly the one sanity expects.
 	cfg.TestVolumeExpandSize = 768 << 20
 	cfg.IdempotentCount = 2
+	// ControllerModifyVolume's tests create and modify volumes with these
+	// (a VolumeAttributesClass's parameters: the I/O limits).
+	cfg.TestVolumeMutableParameters = map[string]string{"readIOPS": "1000", "writeBytesPerSecond": "100Mi"}
 	if mutate != nil {
 		mutate(&cfg)
 	}
