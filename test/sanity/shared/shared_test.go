@@ -42,6 +42,7 @@ func TestSanitySharedPool(t *testing.T) {
 	cfg.TestVolumeExpandSize = 768 << 20
 	cfg.IdempotentCount = 2
 	cfg.TestVolumeParameters = map[string]string{csi.ParamFSType: "xfs"}
+	cfg.TestVolumeMutableParameters = map[string]string{"readIOPS": "1000", "writeBytesPerSecond": "100Mi"}
 	sanity.Test(t, cfg)
 	if t.Failed() {
 		t.Logf("driver log:\n%s", p.LogText())
