@@ -77,8 +77,17 @@ func openBeneathOrRoot(root int, rel string) (int, error) {
 	return openBeneath(root, rel)
 }
 
+// stopCollector stops the background deleter (tests: to leave the trash
+// as a kill would).
+func (p *Pool) stopCollector() {
+	p.collectorOff.Store(true)
+}
+
 // kick wakes the background deleter.
 func (p *Pool) kick() {
+	if p.collectorOff.Load() {
+		return
+	}
 	select {
 	case p.wake <- struct{}{}:
 	default:
@@ -118,6 +127,7 @@ func (p *Pool) EmptyTrash() error {
 			errs = append(errs, err)
 		}
 	}
+	errs = append(errs, p.sweepSnapshots())
 	return errors.Join(errs...)
 }
 

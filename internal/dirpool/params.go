@@ -195,7 +195,7 @@ func (p Params) render(name, unique string) (string, error) {
 	}
 	full := sub + unique
 	if p.BasePath != "" {
-		full = p.BasePath + "/" + sub
+		full = p.BasePath + "/" + full
 	}
 	if len(full) > maxPathLen {
 		return "", fmt.Errorf("%w: the volume's directory %q is longer than %d bytes", ErrInvalidPath, full, maxPathLen)

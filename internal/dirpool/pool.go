@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -97,9 +98,10 @@ type Pool struct {
 	mu       sync.Mutex
 	reserved map[uint32]bool // gids handed out to creates in flight
 
-	wake chan struct{}
-	stop chan struct{}
-	done chan struct{}
+	collectorOff atomic.Bool
+	wake         chan struct{}
+	stop         chan struct{}
+	done         chan struct{}
 }
 
 // Open opens (or makes) the directory pool in dir, which must be on

@@ -78,7 +78,7 @@ func (p *Pool) repairSnapshots() error {
 			return err
 		}
 	}
-	return nil
+	return p.sweepSnapshots()
 }
 
 func cutTmp(n string) (string, bool) {
@@ -172,31 +172,18 @@ func (p *Pool) GetSnapshotByName(name string) (pool.Snapshot, error) {
 // ListSnapshots lists the snapshots in ID order.
 func (p *Pool) ListSnapshots() []pool.Snapshot { return p.snaps.List() }
 
-// DeleteSnapshot moves the snapshot's subvolume to the trash, then
-// removes its record; missing is success. Volumes restored from it are
-// independent subvolumes and keep their data.
+// DeleteSnapshot removes the snapshot's record (the commit point), then
+// destroys its subvolume; missing is success. A read-only subvolume
+// cannot be moved to another directory (EROFS), so it is not trashed: a
+// crash after the record's removal leaves a subvolume without a record in
+// snaps/, which the garbage collector (sweepSnapshots) destroys. Volumes
+// restored from it are independent subvolumes and keep their data.
 func (p *Pool) DeleteSnapshot(_ context.Context, id string) error {
 	s, err := p.snapshotRecord(id)
 	if errors.Is(err, pool.ErrSnapshotNotFound) {
 		return nil
 	}
 	if err != nil {
-		return err
-	}
-	dir, err := p.metaFD(snapsDir)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(dir)
-	trash, err := p.metaFD(trashDir)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(trash)
-	if err := unix.Renameat2(dir, s.ID, trash, s.ID+"."+randomSuffix(), unix.RENAME_NOREPLACE); err != nil && !errors.Is(err, unix.ENOENT) {
-		return err
-	}
-	if err := unix.Syncfs(p.root); err != nil {
 		return err
 	}
 	mark := p.snaps.Mark()
@@ -206,6 +193,33 @@ func (p *Pool) DeleteSnapshot(_ context.Context, id string) error {
 	if err := p.snaps.Synced(mark); err != nil {
 		return err
 	}
-	p.kick()
-	return nil
+	return p.sweepSnapshots()
+}
+
+// sweepSnapshots destroys the subvolumes in snaps/ that no record names
+// (deletes interrupted after their commit point); a ".tmp-" one with no
+// record is a create before its commit. Repair at open also rolls
+// committed ones forward (repairSnapshots); this sweep, safe while the
+// pool is in use, leaves every ".tmp-" one alone.
+func (p *Pool) sweepSnapshots() error {
+	names, err := p.entries(snapsDir)
+	if err != nil {
+		return err
+	}
+	dir, err := p.metaFD(snapsDir)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dir)
+	var errs []error
+	for _, n := range names {
+		if _, tmp := cutTmp(n); tmp || validSnapshotID(n) != nil {
+			continue
+		}
+		if _, err := p.snaps.Get(n); err == nil {
+			continue
+		}
+		errs = append(errs, destroyTree(dir, n))
+	}
+	return errors.Join(errs...)
 }
