@@ -105,7 +105,7 @@ func (s *ControllerService) GetCapacity(ctx context.Context, req *csipb.GetCapac
 	if t := req.GetAccessibleTopology(); t != nil && t.GetSegments()[TopologyKey] != s.cfg.NodeID {
 		return &csipb.GetCapacityResponse{}, nil
 	}
-	st, err := s.createStore()
+	st, err := s.createStore(p)
 	if err != nil {
 		return nil, err
 	}

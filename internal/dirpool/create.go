@@ -14,20 +14,13 @@ import (
 )
 
 // Create makes the directory volume req asks for (doc.go: the steps and
-// what a crash between them leaves). req.Parameters are parsed again
-// here (Parameters), skip telling which belong to the caller; the
-// caller serialises operations on one name.
+// what a crash between them leaves). req.Parameters are validated here
+// (Parameters); the caller serialises operations on one name.
 func (p *Pool) Create(ctx context.Context, req pool.CreateRequest) (pool.Volume, error) {
-	return p.CreateSkipping(ctx, req, nil)
-}
-
-// CreateSkipping is Create with the parameters skip reports left to the
-// caller (the one that selected this kind).
-func (p *Pool) CreateSkipping(ctx context.Context, req pool.CreateRequest, skip func(string) bool) (pool.Volume, error) {
 	if req.Name == "" || len(req.Name) > pool.MaxNameLen || req.CapacityBytes <= 0 {
 		return pool.Volume{}, fmt.Errorf("%w: name %d bytes, capacity %d", pool.ErrInvalidArgument, len(req.Name), req.CapacityBytes)
 	}
-	params, err := Parameters(req.Parameters, skip)
+	params, err := Parameters(req.Parameters)
 	if err != nil {
 		return pool.Volume{}, err
 	}

@@ -47,7 +47,7 @@ func TestParametersRefuseHostileInput(t *testing.T) {
 		{"unknown", map[string]string{"deleteAccessPointRootDir": "true"}, ErrInvalidParameter},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := Parameters(tc.params, nil)
+			p, err := Parameters(tc.params)
 			if err == nil {
 				_, err = p.Path("pvc-1", "fv1-dir-00000000-0123456789abcdef0123456789abcdef")
 			}
@@ -57,7 +57,7 @@ func TestParametersRefuseHostileInput(t *testing.T) {
 		})
 	}
 	p, err := Parameters(map[string]string{ParamBasePath: "/shared/", ParamSubPathPattern: "${.PVC.namespace}/${.PVC.name}",
-		ParamPVCNamespace: "ns1", ParamPVCName: "data"}, nil)
+		ParamPVCNamespace: "ns1", ParamPVCName: "data"})
 	if err != nil {
 		t.Fatal(err)
 	}

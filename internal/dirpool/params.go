@@ -10,6 +10,11 @@ import (
 // defaults where the meaning is the same, are the AWS EFS CSI driver's
 // (README: the side-by-side).
 const (
+	// ParamProvisioningMode selects a directory volume with the value
+	// ProvisioningModeDirectory (EFS: provisioningMode: efs-ap).
+	ParamProvisioningMode     = "provisioningMode"
+	ProvisioningModeDirectory = "directory"
+
 	ParamBasePath       = "basePath"
 	ParamSubPathPattern = "subPathPattern"
 	ParamEnsureUnique   = "ensureUniqueDirectory"
@@ -61,9 +66,8 @@ type Params struct {
 
 // Parameters validates the parameters of a directory volume. Every
 // parameter is applied or refused, never ignored: an unknown one is an
-// error wrapping ErrInvalidParameter. skip reports parameters that
-// another layer owns (the one that selects this kind).
-func Parameters(params map[string]string, skip func(string) bool) (Params, error) {
+// error wrapping ErrInvalidParameter.
+func Parameters(params map[string]string) (Params, error) {
 	p := Params{SubPathPattern: DefaultSubPathPattern, EnsureUnique: true,
 		GIDRangeStart: DefaultGIDRangeStart, GIDRangeEnd: DefaultGIDRangeEnd, Perms: DefaultDirectoryPerms}
 	var err error
@@ -98,10 +102,11 @@ func Parameters(params map[string]string, skip func(string) bool) (Params, error
 			p.PVCName = v
 		case ParamPVName:
 			p.PVName = v
-		default:
-			if skip != nil && skip(k) {
-				continue
+		case ParamProvisioningMode:
+			if v != ProvisioningModeDirectory {
+				err = fmt.Errorf("a directory pool makes %q volumes only", ProvisioningModeDirectory)
 			}
+		default:
 			return p, fmt.Errorf("%w: unknown parameter %q for a directory volume (accepted: %s)", ErrInvalidParameter, k,
 				strings.Join([]string{ParamBasePath, ParamSubPathPattern, ParamEnsureUnique, ParamUID, ParamGID,
 					ParamGIDRangeStart, ParamGIDRangeEnd, ParamDirectoryPerms}, ", "))

@@ -213,7 +213,7 @@ func TestGIDRangeUniqueDurableAndExhausted(t *testing.T) {
 
 func mustParams(t *testing.T, m map[string]string) Params {
 	t.Helper()
-	p, err := Parameters(m, nil)
+	p, err := Parameters(m)
 	if err != nil {
 		t.Fatal(err)
 	}
