@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/filevol/filevol/internal/dirpool/dirpooltest"
 	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/testutil"
 )
@@ -22,7 +23,7 @@ const mib = 1 << 20
 // newPool opens a directory pool on a fresh btrfs of its own.
 func newPool(t *testing.T) (*Pool, string) {
 	t.Helper()
-	dir := testutil.Btrfs(t, testutil.Scratch(t, "dirpool"), 1<<30)
+	dir := dirpooltest.Btrfs(t, testutil.Scratch(t, "dirpool"), 1<<30)
 	return openPool(t, dir), dir
 }
 

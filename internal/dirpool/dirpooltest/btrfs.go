@@ -1,4 +1,7 @@
-package testutil
+// Package dirpooltest makes btrfs filesystems on loop devices for the
+// tests of directory pools. Tests only; it imports testutil and hostos,
+// never dirpool.
+package dirpooltest
 
 import (
 	"context"
@@ -9,6 +12,7 @@ import (
 
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
+	"github.com/filevol/filevol/internal/testutil"
 )
 
 // Btrfs makes a btrfs filesystem of size bytes on a loop device of its
@@ -18,7 +22,7 @@ import (
 // when mkfs.btrfs is missing (hack/install-deps.sh installs it).
 func Btrfs(t testing.TB, dir string, size int64) string {
 	t.Helper()
-	RequireRoot(t)
+	testutil.RequireRoot(t)
 	if _, err := exec.LookPath("mkfs.btrfs"); err != nil {
 		t.Skip("mkfs.btrfs is not installed (hack/install-deps.sh)")
 	}
