@@ -286,7 +286,7 @@ func checkDirCapabilities(caps []*csipb.VolumeCapability) error {
 		switch c.GetAccessMode().GetMode() {
 		case csipb.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER, csipb.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY,
 			csipb.VolumeCapability_AccessMode_MULTI_NODE_SINGLE_WRITER:
-			return invalidArgument("access mode %s: this directory pool is on one node's disk, so its volumes are SINGLE_NODE_* only; "+
+			return invalidArgument("access mode %s: this directory pool is node-local (on one node's disk), so its volumes are SINGLE_NODE_* only; "+
 				"MULTI_NODE_* needs a directory pool that every node shares", c.GetAccessMode().GetMode())
 		}
 		if _, err := checkCapability(c); err != nil {
