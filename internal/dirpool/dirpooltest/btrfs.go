@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
@@ -51,8 +52,18 @@ func Btrfs(t testing.TB, dir string, size int64) string {
 		if err := mount.UnmountAll(mnt); err != nil {
 			t.Errorf("unmount %s: %v", mnt, err)
 		}
-		if err := loop.Detach(dev.Path); err != nil {
-			t.Errorf("detach %s: %v", dev.Path, err)
+		// btrfs lets go of its device shortly after the unmount returns:
+		// retry a while, then leave the device to the Scratch cleanup
+		// (testutil.CleanLeftovers detaches what is backed under dir).
+		for i := 0; ; i++ {
+			err := loop.Detach(dev.Path)
+			if err == nil || i == 50 {
+				if err != nil {
+					t.Logf("detach %s: %v (left to the scratch cleanup)", dev.Path, err)
+				}
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 	})
 	return mnt
