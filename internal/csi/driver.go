@@ -112,7 +112,16 @@ func (d *Driver) ServeDirPool(dp *dirpool.Pool) {
 		d.Controller.serve(dp.ID(), volid.KindDir, dp)
 	}
 	if d.Node != nil {
-		d.Node.serve(dp.ID(), volid.KindDir, &dirNode{pool: dp})
+		b := &dirNode{pool: dp}
+		d.Node.serve(dp.ID(), volid.KindDir, b)
+		// As New does for the image pool: a killed predecessor's temporary
+		// in-use records, and records of volumes no longer bound here.
+		for _, nv := range d.Node.vols.all {
+			if nv.NodeBackend == NodeBackend(b) {
+				nv.inuse.CleanTemp(d.Node.cfg.NodeID)
+				d.Node.reconcile(nv)
+			}
+		}
 	}
 }
 
