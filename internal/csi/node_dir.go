@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"strings"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
@@ -34,8 +35,9 @@ func (d *dirNode) InUse(id string) (bool, error) {
 	return len(binds) > 0, err
 }
 
-// binds lists the mounts of the volume's subvolume: btrfs mounts whose
-// root within the filesystem ends with the volume's path.
+// binds lists the mounts of the volume's subvolume: mounts of the pool's
+// filesystem (its device numbers) whose root within it is the volume's
+// directory.
 func (d *dirNode) binds(id string) ([]mount.Info, error) {
 	rec, err := d.pool.Record(id)
 	if errors.Is(err, pool.ErrNotFound) {
@@ -48,13 +50,38 @@ func (d *dirNode) binds(id string) ([]mount.Info, error) {
 	if err != nil {
 		return nil, err
 	}
+	fsm, root, err := d.poolRoot(table)
+	if err != nil {
+		return nil, err
+	}
+	want := path.Join(root, rec.Path)
 	var out []mount.Info
 	for _, m := range table.Under("/") {
-		if m.FSType == "btrfs" && (m.Root == "/"+rec.Path || strings.HasSuffix(m.Root, "/"+rec.Path)) {
+		if m.Major == fsm.Major && m.Minor == fsm.Minor && m.Root == want {
 			out = append(out, m)
 		}
 	}
 	return out, nil
+}
+
+// poolRoot finds the mount that holds the pool's directory and the
+// directory's path within the filesystem (mountinfo's root field of a
+// bind of it).
+func (d *dirNode) poolRoot(table mount.Table) (mount.Info, string, error) {
+	dir := d.pool.Dir()
+	var best mount.Info
+	found := false
+	for _, m := range table.Under("/") {
+		if (dir == m.MountPoint || strings.HasPrefix(dir, strings.TrimSuffix(m.MountPoint, "/")+"/")) &&
+			(!found || len(m.MountPoint) > len(best.MountPoint)) {
+			best, found = m, true
+		}
+	}
+	if !found {
+		return mount.Info{}, "", fmt.Errorf("no mount holds the directory pool %s", dir)
+	}
+	rel := strings.TrimPrefix(strings.TrimPrefix(dir, best.MountPoint), "/")
+	return best, path.Join(best.Root, rel), nil
 }
 
 // Stage has nothing to do: the directory is on this node's pool already.
@@ -84,9 +111,13 @@ func (d *dirNode) Publish(_ context.Context, vol pool.Volume, r PublishRequest) 
 	if err != nil {
 		return err
 	}
+	fsm, root, err := d.poolRoot(table)
+	if err != nil {
+		return err
+	}
 	if at := table.At(r.TargetPath); len(at) > 0 {
 		top := at[len(at)-1]
-		if !strings.HasSuffix(top.Root, "/"+rec.Path) {
+		if top.Major != fsm.Major || top.Minor != fsm.Minor || top.Root != path.Join(root, rec.Path) {
 			return alreadyExists("target %s has something else mounted (%s %s), not volume %s", r.TargetPath, top.FSType, top.Root, vol.ID)
 		}
 		if top.ReadOnly() != r.ReadOnly {
