@@ -192,3 +192,36 @@ func assertClean(t *testing.T, p *Pool, dir string, n int) {
 }
 
 var _ = unix.Stat
+
+// A directory on a volume's path replaced by a symlink (to the very same
+// place, or elsewhere) is not followed: the volume cannot be opened for a
+// bind, nor deleted through it, until the path is plain again.
+func TestSymlinkOnAVolumesPathIsNotFollowed(t *testing.T) {
+	p, dir := newPool(t)
+	v := create(t, p, "v", 16*mib, map[string]string{ParamBasePath: "a/b"})
+	if err := os.Rename(filepath.Join(dir, "a"), filepath.Join(dir, "real")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("real", filepath.Join(dir, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := p.OpenVolume(v.ID); err == nil {
+		f.Close()
+		t.Fatal("OpenVolume followed a symlink on the volume's path")
+	}
+	if err := p.Delete(context.Background(), v.ID); err == nil {
+		t.Fatal("Delete followed a symlink on the volume's path")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "real", "b", filepath.Base(v.Path))); err != nil {
+		t.Errorf("the volume was touched: %v", err)
+	}
+	if err := os.Remove(filepath.Join(dir, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "real"), filepath.Join(dir, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Delete(context.Background(), v.ID); err != nil {
+		t.Fatal(err)
+	}
+}
