@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path"
 	"strings"
 
@@ -131,15 +132,76 @@ func (p *Pool) EmptyTrash() error {
 	return errors.Join(errs...)
 }
 
-// destroyTree destroys the subvolume name in parent; a plain directory
-// (never made by the pool, but possible after an operator's move) is left
-// for the operator and reported.
+// destroyTree destroys the subvolume name in parent, with the subvolumes
+// a pod may have made inside it (btrfs lets any user create one where it
+// can write; the kernel refuses to destroy a subvolume that holds one,
+// ENOTEMPTY). A plain directory (never made by the pool, but possible
+// after an operator's move) is left for the operator and reported.
 func destroyTree(parent int, name string) error {
+	return destroyNested(parent, name, 0)
+}
+
+// maxNesting bounds how deep destroyNested looks for nested subvolumes: a
+// pod's directory tree can be arbitrarily deep.
+const maxNesting = 64
+
+func destroyNested(parent int, name string, depth int) error {
 	err := destroySubvolume(parent, name)
 	if err == nil || errors.Is(err, unix.ENOENT) {
 		return nil
 	}
-	return err
+	if !errors.Is(err, unix.ENOTEMPTY) || depth >= maxNesting {
+		return err
+	}
+	fd, oerr := openBeneath(parent, name)
+	if oerr != nil {
+		return errors.Join(err, oerr)
+	}
+	werr := destroySubvolumesIn(fd, depth+1)
+	_ = unix.Close(fd)
+	if werr != nil {
+		return errors.Join(err, werr)
+	}
+	return destroySubvolume(parent, name)
+}
+
+// destroySubvolumesIn destroys every subvolume under the directory dir,
+// opening each directory beneath the last without following links.
+func destroySubvolumesIn(dir, depth int) error {
+	if depth >= maxNesting {
+		return fmt.Errorf("subvolumes nested deeper than %d directories", maxNesting)
+	}
+	dup, err := unix.Dup(dir)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(dup), "nested")
+	ents, err := f.ReadDir(-1)
+	_ = f.Close()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		sub, err := openBeneath(dir, e.Name())
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		root, err := isSubvolumeRoot(sub)
+		if err == nil && !root {
+			err = destroySubvolumesIn(sub, depth+1)
+		}
+		_ = unix.Close(sub)
+		if err == nil && root {
+			err = destroyNested(dir, e.Name(), depth)
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // repair resolves what a crash left (doc.go), at an open that holds the

@@ -191,8 +191,6 @@ func assertClean(t *testing.T, p *Pool, dir string, n int) {
 	}
 }
 
-var _ = unix.Stat
-
 // A directory on a volume's path replaced by a symlink (to the very same
 // place, or elsewhere) is not followed: the volume cannot be opened for a
 // bind, nor deleted through it, until the path is plain again.
@@ -224,4 +222,42 @@ func TestSymlinkOnAVolumesPathIsNotFollowed(t *testing.T) {
 	if err := p.Delete(context.Background(), v.ID); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A pod may make subvolumes inside its volume (btrfs allows any user to):
+// the delete still removes the whole tree, nested ones included.
+func TestDeleteDestroysNestedSubvolumes(t *testing.T) {
+	p, dir := newPool(t)
+	v := create(t, p, "nest", 16*mib, nil)
+	vfd, err := p.openVolume(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mkdirat(vfd, "deep", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	deep, err := openBeneath(vfd, "deep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := createSubvolume(deep, "inner"); err != nil {
+		t.Fatal(err)
+	}
+	inner, err := openBeneath(deep, "inner")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := createSubvolume(inner, "innermost"); err != nil {
+		t.Fatal(err)
+	}
+	for _, fd := range []int{inner, deep, vfd} {
+		unix.Close(fd)
+	}
+	if err := p.Delete(context.Background(), v.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.EmptyTrash(); err != nil {
+		t.Fatalf("the trash keeps a volume with nested subvolumes: %v", err)
+	}
+	assertClean(t, p, dir, 0)
 }
