@@ -12,6 +12,14 @@ have xfs_growfs || need+=(xfsprogs)
 have mkfs.btrfs || need+=(btrfs-progs)
 have blkid      || need+=(util-linux)
 have fio        || need+=(fio)
+# The GlusterFS test harness (internal/testutil/gluster): a server in a
+# network namespace, FUSE clients per simulated node.
+have glusterd   || need+=(glusterfs-server)
+have gluster    || need+=(glusterfs-server)
+have glusterfs  || need+=(glusterfs-client)
+have ip         || need+=(iproute2)
+have nsenter    || need+=(util-linux)
+have unshare    || need+=(util-linux)
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0

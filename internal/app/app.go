@@ -49,6 +49,8 @@ func Run(ctx context.Context, o options.Options) error {
 		DeferExpansion:    o.DeferExpansionToNode,
 		Controller:        o.Mode == options.ModeAll || o.Mode == options.ModeController,
 		Node:              o.Mode == options.ModeAll || o.Mode == options.ModeNode,
+		Shared:            o.PoolShared,
+		PoolName:          poolName(o, p),
 	}, p, host)
 	defer d.Close()
 	if o.DirPoolDir != "" {
@@ -125,4 +127,13 @@ func register(o options.Options) (*registration.Server, func(), error) {
 		_, path, _ = options.ParseEndpoint(o.Endpoint)
 	}
 	return registration.Start(o.RegistrationDir, o.DriverName, path)
+}
+
+// poolName is a shared pool's name in its volumes' topology: --pool-name,
+// or the pool's ID, which every process that opens the pool reads alike.
+func poolName(o options.Options, p *pool.Pool) string {
+	if o.PoolName != "" || !o.PoolShared {
+		return o.PoolName
+	}
+	return p.ID()
 }

@@ -33,6 +33,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -322,3 +323,30 @@ func (e *ElsewhereError) Error() string {
 
 // Is makes errors.Is(err, ErrAttachedElsewhere) true.
 func (e *ElsewhereError) Is(target error) bool { return target == ErrAttachedElsewhere }
+
+// OfNode lists the volumes attached to node, for the attach limit. A
+// record that cannot be read is an error: it may hold an attachment.
+func (s *Store) OfNode(node string) ([]string, error) {
+	entries, err := os.ReadDir(s.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read attachments: %w", err)
+	}
+	var out []string
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".json") || strings.HasPrefix(name, ".") {
+			continue
+		}
+		r, err := s.Of(strings.TrimSuffix(name, ".json"))
+		if err != nil {
+			return nil, err
+		}
+		if _, ok := r.Find(node); ok {
+			out = append(out, r.VolumeID)
+		}
+	}
+	return out, nil
+}

@@ -194,3 +194,20 @@ func TestRacingControllersAttachOneNode(t *testing.T) {
 		t.Fatalf("winners %v, record %+v: want exactly one, the same", won, r.Attachments)
 	}
 }
+
+func TestOfNode(t *testing.T) {
+	s := New(t.TempDir())
+	for i, n := range []string{"node-a", "node-b", "node-a"} {
+		id := fmt.Sprintf("fv1-img-3f9a0c2e-%032d", i)
+		if _, err := s.Attach(Request{VolumeID: id, Node: n, SingleNode: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.OfNode("node-a")
+	if err != nil || len(got) != 2 {
+		t.Fatalf("OfNode(node-a) = %v, %v; want 2 volumes", got, err)
+	}
+	if got, _ := s.OfNode("node-c"); len(got) != 0 {
+		t.Fatalf("OfNode(node-c) = %v", got)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"strings"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"k8s.io/klog/v2"
@@ -132,10 +133,15 @@ func (s *ControllerService) checkAccessible(tr *csipb.TopologyRequirement) error
 	if len(req) == 0 {
 		return nil
 	}
+	key, value := s.cfg.topologySegment()
 	for _, t := range req {
-		if t.GetSegments()[TopologyKey] == s.cfg.NodeID {
+		if t.GetSegments()[key] == value {
 			return nil
 		}
+	}
+	if s.cfg.Shared {
+		return resourceExhausted("cannot provision in pool %q: the requisite topologies %s exclude it (%s=%s)",
+			value, describeTopologies(req), key, value)
 	}
 	return resourceExhausted("cannot provision on node %q: the requisite topologies %s exclude it, and filevol volumes live in the pool of the node that creates them",
 		s.cfg.NodeID, describeTopologies(req))
@@ -178,17 +184,30 @@ func (s *ControllerService) DeleteVolume(ctx context.Context, req *csipb.DeleteV
 	if len(staged) > 0 {
 		return nil, failedPrecondition("volume %s is still in use: %s; unpublish and unstage it first", id, describeInUse(staged))
 	}
+	attached, err := st.attach.Of(id)
+	if err != nil {
+		return nil, err
+	}
+	if n := attached.Nodes(); len(n) > 0 {
+		return nil, failedPrecondition("volume %s is still attached to node %s; detach it first (ControllerUnpublishVolume, or delete its VolumeAttachment)", id, strings.Join(n, ", "))
+	}
 	if err := st.Delete(ctx, id); err != nil {
 		return nil, err
+	}
+	// The volume is gone: so is its attachment record (and its lock file).
+	if err := st.attach.Forget(id); err != nil {
+		klog.ErrorS(err, "forget the attachments of a deleted volume", "volumeID", id)
 	}
 	klog.InfoS("volume deleted", "volumeID", id)
 	return &csipb.DeleteVolumeResponse{}, nil
 }
 
-// ControllerGetCapabilities lists what this controller does. Publish is not
-// among them: node-local volumes need no attach step (CSIDriver attachRequired: false).
+// ControllerGetCapabilities lists what this controller does. Publish is
+// among them only for a shared pool: node-local volumes need no attach step
+// (CSIDriver attachRequired: false), shared ones are attached to one node
+// at a time (controller_publish.go).
 func (s *ControllerService) ControllerGetCapabilities(context.Context, *csipb.ControllerGetCapabilitiesRequest) (*csipb.ControllerGetCapabilitiesResponse, error) {
-	return &csipb.ControllerGetCapabilitiesResponse{Capabilities: controllerCaps(
+	caps := controllerCaps(
 		csipb.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME,
 		csipb.ControllerServiceCapability_RPC_LIST_VOLUMES,
 		csipb.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES,
@@ -203,7 +222,14 @@ func (s *ControllerService) ControllerGetCapabilities(context.Context, *csipb.Co
 		csipb.ControllerServiceCapability_RPC_GET_SNAPSHOT,
 		csipb.ControllerServiceCapability_RPC_CLONE_VOLUME,
 		csipb.ControllerServiceCapability_RPC_EXPAND_VOLUME,
-	)}, nil
+	)
+	if s.cfg.Shared {
+		caps = append(caps, controllerCaps(
+			csipb.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME,
+			csipb.ControllerServiceCapability_RPC_PUBLISH_READONLY,
+		)...)
+	}
+	return &csipb.ControllerGetCapabilitiesResponse{Capabilities: caps}, nil
 }
 
 func controllerCaps(types ...csipb.ControllerServiceCapability_RPC_Type) []*csipb.ControllerServiceCapability {

@@ -61,9 +61,17 @@ func (s *ControllerService) ListVolumes(ctx context.Context, req *csipb.ListVolu
 	}
 	resp := &csipb.ListVolumesResponse{NextToken: next, Entries: make([]*csipb.ListVolumesResponse_Entry, 0, len(vols))}
 	for _, v := range vols {
+		st, err := s.stores.volume(v.ID)
+		if err != nil {
+			return nil, err
+		}
+		published, err := s.publishedOf(st, v.ID, staged[v.ID])
+		if err != nil {
+			return nil, err
+		}
 		resp.Entries = append(resp.Entries, &csipb.ListVolumesResponse_Entry{
 			Volume: s.csiVolume(v),
-			Status: &csipb.ListVolumesResponse_VolumeStatus{PublishedNodeIds: publishedNodes(staged[v.ID])},
+			Status: &csipb.ListVolumesResponse_VolumeStatus{PublishedNodeIds: published},
 		})
 	}
 	return resp, nil
@@ -83,9 +91,13 @@ func (s *ControllerService) ControllerGetVolume(ctx context.Context, req *csipb.
 	if err != nil {
 		return nil, err
 	}
+	published, err := s.publishedOf(st, vol.ID, staged)
+	if err != nil {
+		return nil, err
+	}
 	return &csipb.ControllerGetVolumeResponse{
 		Volume: s.csiVolume(vol),
-		Status: &csipb.ControllerGetVolumeResponse_VolumeStatus{PublishedNodeIds: publishedNodes(staged)},
+		Status: &csipb.ControllerGetVolumeResponse_VolumeStatus{PublishedNodeIds: published},
 	}, nil
 }
 
@@ -102,7 +114,7 @@ func (s *ControllerService) GetCapacity(ctx context.Context, req *csipb.GetCapac
 			return &csipb.GetCapacityResponse{}, nil
 		}
 	}
-	if t := req.GetAccessibleTopology(); t != nil && t.GetSegments()[TopologyKey] != s.cfg.NodeID {
+	if key, value := s.cfg.topologySegment(); req.GetAccessibleTopology() != nil && req.GetAccessibleTopology().GetSegments()[key] != value {
 		return &csipb.GetCapacityResponse{}, nil
 	}
 	st, err := s.createStore(p)

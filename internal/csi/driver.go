@@ -13,9 +13,14 @@ import (
 	"github.com/filevol/filevol/internal/volid"
 )
 
-// TopologyKey is the topology segment every filevol volume carries: the
-// node whose pool holds it.
+// TopologyKey is the topology segment of a volume in a node-local pool:
+// the node whose pool holds it.
 const TopologyKey = "topology.filevol.csi.io/node"
+
+// PoolTopologyKey is the topology segment of a volume in a shared pool:
+// the pool's name. Every node that mounts the pool reports it, so the
+// scheduler places a volume's pods only on nodes that can reach it.
+const PoolTopologyKey = "topology.filevol.csi.io/pool"
 
 // Config is what the services need to know about this process.
 type Config struct {
@@ -30,6 +35,12 @@ type Config struct {
 	KubeletDir string
 	// Controller and Node select the services served (--mode).
 	Controller, Node bool
+	// Shared: the pool is one that every node mounts (--pool-shared). Its
+	// volumes are attached to one node at a time by ControllerPublish
+	// (CSIDriver attachRequired: true), and their topology is the pool's
+	// (PoolTopologyKey=PoolName), not a node's.
+	Shared   bool
+	PoolName string
 }
 
 // Driver holds the three services. They are separate objects that share
@@ -99,7 +110,7 @@ func newControllerService(cfg Config, p *pool.Pool) *ControllerService {
 // the kernel h.
 func newNodeService(cfg Config, p *pool.Pool, h Host) *NodeService {
 	s := &NodeService{cfg: cfg, pool: p, host: h, locks: newInflight(), paths: pathPolicy{kubeletDir: cfg.KubeletDir}}
-	s.serve(p.ID(), volid.KindImage, &imageNode{pool: p, host: h, node: cfg.NodeID})
+	s.serve(p.ID(), volid.KindImage, &imageNode{pool: p, host: h, node: cfg.NodeID, fence: cfg.Shared})
 	s.vols.addLegacy(p.ID())
 	return s
 }
@@ -152,5 +163,15 @@ func (d *Driver) Register(s *grpc.Server) {
 
 // topology is the accessible topology of volumes on this node.
 func (c Config) topology() *csipb.Topology {
-	return &csipb.Topology{Segments: map[string]string{TopologyKey: c.NodeID}}
+	k, v := c.topologySegment()
+	return &csipb.Topology{Segments: map[string]string{k: v}}
+}
+
+// topologySegment is the one segment of this process's volumes: the
+// node's for a node-local pool, the pool's for a shared one.
+func (c Config) topologySegment() (key, value string) {
+	if c.Shared {
+		return PoolTopologyKey, c.PoolName
+	}
+	return TopologyKey, c.NodeID
 }

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/filevol/filevol/internal/attach"
 	"github.com/filevol/filevol/internal/dirpool"
 	"github.com/filevol/filevol/internal/freeze"
 	"github.com/filevol/filevol/internal/hostos/fs"
@@ -80,6 +81,19 @@ var sentinelCodes = []struct {
 	{loop.ErrNoDevice, codes.ResourceExhausted},
 	{loop.ErrBusy, codes.FailedPrecondition},
 	{loop.ErrNotFound, codes.FailedPrecondition},
+	// Fencing: another node's device still holds the image of a volume on a
+	// shared pool; it must be detached there (or that node's client cut
+	// off from the storage) before this node may attach it.
+	{loop.ErrLocked, codes.FailedPrecondition},
+	// Attachments (ControllerPublishVolume): a single-node volume attached
+	// elsewhere is FAILED_PRECONDITION and one attached here with other
+	// options ALREADY_EXISTS (CSI spec); a node that presents an attachment
+	// the record no longer holds must be attached again; an unreadable
+	// record needs an operator.
+	{attach.ErrAttachedElsewhere, codes.FailedPrecondition},
+	{attach.ErrIncompatible, codes.AlreadyExists},
+	{attach.ErrNotAttached, codes.FailedPrecondition},
+	{attach.ErrCorrupt, codes.FailedPrecondition},
 	{mount.ErrInvalidOption, codes.InvalidArgument},
 	{mount.ErrNotMounted, codes.FailedPrecondition},
 	{fs.ErrUnsupported, codes.InvalidArgument},

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/filevol/filevol/internal/attach"
 	"github.com/filevol/filevol/internal/dirpool"
 	"github.com/filevol/filevol/internal/freeze"
 	hostfs "github.com/filevol/filevol/internal/hostos/fs"
@@ -97,7 +98,7 @@ func TestInflight(t *testing.T) {
 
 // sentinelPackages are the directories whose exported Err* variables can
 // reach toStatus: the pool, the node markers and every hostos package.
-var sentinelPackages = []string{"../dirpool", "../pool", "../nodestate", "../hostos", "../freeze", "../volid", "../inuse"}
+var sentinelPackages = []string{"../dirpool", "../pool", "../nodestate", "../hostos", "../freeze", "../volid", "../inuse", "../attach"}
 
 // sentinelValues are the values of the Err* variables the source holds,
 // by package name and variable name (a test cannot look a value up by
@@ -122,6 +123,11 @@ var sentinelValues = map[string]error{
 	"nodestate.ErrNoSpace":         nodestate.ErrNoSpace,
 	"loop.ErrNotFound":             loop.ErrNotFound,
 	"loop.ErrBusy":                 loop.ErrBusy,
+	"loop.ErrLocked":               loop.ErrLocked,
+	"attach.ErrAttachedElsewhere":  attach.ErrAttachedElsewhere,
+	"attach.ErrIncompatible":       attach.ErrIncompatible,
+	"attach.ErrNotAttached":        attach.ErrNotAttached,
+	"attach.ErrCorrupt":            attach.ErrCorrupt,
 	"loop.ErrNoDevice":             loop.ErrNoDevice,
 	"mount.ErrNotMounted":          mount.ErrNotMounted,
 	"mount.ErrInvalidOption":       mount.ErrInvalidOption,

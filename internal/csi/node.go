@@ -56,6 +56,9 @@ func (s *NodeService) NodeStageVolume(ctx context.Context, req *csipb.NodeStageV
 	defer unlock()
 	r := StageRequest{StagingPath: staging, Block: c.GetBlock() != nil, FSType: fsType,
 		MountFlags: c.GetMount().GetMountFlags(), ReadOnly: readerOnly(c)}
+	if err := s.checkAttached(nv, id, req.GetPublishContext()); err != nil {
+		return nil, err
+	}
 
 	// Recorded first: the controller decides "in use" from these records,
 	// so nothing of the volume is ever on this node unrecorded, and a

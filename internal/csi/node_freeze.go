@@ -48,8 +48,9 @@ func (s *NodeService) freezePoint(id string) (string, error) {
 // Only the node's agent sets them, and one agent runs per node and pool:
 // every mark it finds when it starts is a dead predecessor's, whoever
 // else has the pool open (a controller process does, in split mode).
-// A node-local pool has one node; a pool that several nodes share needs
-// a directory of marks per node.
+// On a pool that several nodes share, each node's marks are its own
+// (<pool>/owners/<node key>/frozen, internal/nodestate): a node's start
+// thaws only what it froze.
 type frozenMarks struct{ s *NodeService }
 
 func (m frozenMarks) Mark(id string) error    { return m.s.pool.NodeState().Frozen.Set(id) }

@@ -27,6 +27,11 @@ type imageNode struct {
 	host Host
 	// node is this node's ID, for messages.
 	node string
+	// fence: the pool is shared by several nodes. The staged device then
+	// holds a lock on its image for as long as it exists
+	// (loop.Options.Lock), so that no other node's device can attach it
+	// while this one could still write, even after a force-detach.
+	fence bool
 }
 
 var (
@@ -66,7 +71,13 @@ const deviceBlockSize = 4096
 // ensureLoop returns the loop device of image with the wanted read-only
 // flag, attaching one only when sysfs shows none. attached says whether
 // this call attached it.
-func (b *imageNode) ensureLoop(ctx context.Context, image string, readOnly bool) (loop.Device, bool, error) {
+//
+// lock asks for the fencing lock (imageNode.fence) on a device it attaches:
+// ErrLocked (FAILED_PRECONDITION) while another node's device holds the
+// image. Only the staged device takes it: a read-only device that a block
+// publish adds beside this node's own staged writer would conflict with
+// that writer's lock.
+func (b *imageNode) ensureLoop(ctx context.Context, image string, readOnly, lock bool) (loop.Device, bool, error) {
 	devs, err := b.host.Loops.Find(image)
 	if err != nil {
 		return loop.Device{}, false, err
@@ -84,7 +95,11 @@ func (b *imageNode) ensureLoop(ctx context.Context, image string, readOnly bool)
 			return loop.Device{}, false, aborted("loop device %s of %s is still being detached (another process holds it open); retry", d.Path, image)
 		}
 	}
-	d, err := b.host.Loops.Attach(ctx, image, loop.Options{ReadOnly: readOnly, DirectIO: true, BlockSize: deviceBlockSize})
+	d, err := b.host.Loops.Attach(ctx, image, loop.Options{ReadOnly: readOnly, DirectIO: true, BlockSize: deviceBlockSize, Lock: lock})
+	if errors.Is(err, loop.ErrLocked) {
+		return loop.Device{}, false, fmt.Errorf("%w: another node still holds the image %s through its loop device and could write to it; "+
+			"that node must unstage the volume (or be cut off from the pool's storage) before node %s may stage it", err, image, b.node)
+	}
 	if err != nil {
 		return loop.Device{}, false, fmt.Errorf("attach %s: %w", image, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"syscall"
+	"time"
 
 	"k8s.io/klog/v2"
 
@@ -29,7 +30,7 @@ func (b *imageNode) Stage(ctx context.Context, vol pool.Volume, r StageRequest) 
 	if err != nil {
 		return "", err
 	}
-	dev, attached, err := b.ensureLoop(ctx, b.pool.ImagePath(id), r.ReadOnly)
+	dev, attached, err := b.ensureLoop(ctx, b.pool.ImagePath(id), r.ReadOnly, b.fence)
 	if err != nil {
 		return "", err
 	}
@@ -194,11 +195,37 @@ func (b *imageNode) Unstage(ctx context.Context, id, staging string) error {
 		return fmt.Errorf("unmount %s: %w", staging, err)
 	}
 	if u.Attached() {
-		if err := b.host.Loops.DetachFile(b.pool.ImagePath(id)); err != nil {
+		if err := b.detachSettled(ctx, b.pool.ImagePath(id)); err != nil {
 			return fmt.Errorf("detach loop devices of volume %s: %w", id, err)
 		}
 	}
 	return nil
+}
+
+// Busy retries of detachSettled: a device whose filesystem was just
+// unmounted can stay claimed for a moment when another mount namespace
+// holds a copy of the mount: a container being created starts as a copy
+// of the host's mount table until it pivots into its root and drops the
+// rest. Short enough that kubelet's own retry stays the remedy for a
+// device that is really in use.
+const (
+	busyRetries = 10
+	busyWait    = 100 * time.Millisecond
+)
+
+// detachSettled detaches the image's devices, retrying a device that is
+// busy for up to busyRetries×busyWait.
+func (b *imageNode) detachSettled(ctx context.Context, image string) error {
+	err := b.host.Loops.DetachFile(image)
+	for i := 0; i < busyRetries && errors.Is(err, loop.ErrBusy); i++ {
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(busyWait):
+		}
+		err = b.host.Loops.DetachFile(image)
+	}
+	return err
 }
 
 // unstageBlock removes the staging bind of a block volume, if any. With a

@@ -3,6 +3,7 @@ package csi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/volview"
@@ -315,5 +317,31 @@ func TestNodeStageRequestChecks(t *testing.T) {
 	unlock()
 	if log := e.k.Log(); len(log) != calls {
 		t.Errorf("refused requests reached the kernel: %v", log[calls:])
+	}
+}
+
+// TestNodeUnstageWaitsOutATransientlyBusyDevice: a device that is busy for
+// a moment after its filesystem is unmounted (a container being created
+// holds a copy of the mount) is detached by the same unstage; one busy for
+// good still fails, naming it busy.
+func TestNodeUnstageWaitsOutATransientlyBusyDevice(t *testing.T) {
+	e := newNodeEnv(t)
+	id := e.volume("a", "ext4", 64<<20)
+	e.mustStage(id, e.staging("a"), capMount("ext4", rw))
+	e.k.FailOnce("DetachFile", fmt.Errorf("detach: %w", loop.ErrBusy))
+	if err := e.unstage(id, e.staging("a")); err != nil {
+		t.Fatalf("unstage with a device busy once: %v", err)
+	}
+	if devs := e.devices(id); len(devs) != 0 {
+		t.Fatalf("devices after unstage: %v", devs)
+	}
+	if n := e.k.Calls("detach-file"); n != 2 {
+		t.Errorf("%d DetachFile calls, want 2 (busy, then detached)", n)
+	}
+
+	e.mustStage(id, e.staging("a"), capMount("ext4", rw))
+	e.k.Fail("DetachFile", fmt.Errorf("detach: %w", loop.ErrBusy))
+	if err := e.unstage(id, e.staging("a")); status.Code(toStatus(err)) != codes.FailedPrecondition || !errors.Is(err, loop.ErrBusy) {
+		t.Fatalf("unstage with a device busy for good = %v, want FAILED_PRECONDITION saying busy", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/filevol/filevol/internal/attach"
 	"github.com/filevol/filevol/internal/freeze"
 	"github.com/filevol/filevol/internal/inuse"
 	"github.com/filevol/filevol/internal/pool"
@@ -55,7 +56,14 @@ type poolStore struct {
 	VolumeStore
 	inuse   *inuse.Store
 	freezer *freeze.Requester
+	// attach holds the pool's attachments (ControllerPublishVolume); only
+	// a shared pool has any.
+	attach *attach.Store
 }
+
+// knownNode reports whether node has opened this pool (a node of a shared
+// pool says so there when it starts).
+func (p *poolStore) knownNode(node string) bool { return pool.KnownOwner(p.Dir(), node) }
 
 // serve routes the volumes of kind in the pool poolID to st. Stores in one
 // pool directory share its in-use records and its freeze requests.
@@ -63,11 +71,11 @@ func (s *ControllerService) serve(poolID string, kind volid.Kind, st VolumeStore
 	ps := &poolStore{VolumeStore: st}
 	for _, o := range s.stores.all {
 		if o.Dir() == st.Dir() {
-			ps.inuse, ps.freezer = o.inuse, o.freezer
+			ps.inuse, ps.freezer, ps.attach = o.inuse, o.freezer, o.attach
 		}
 	}
 	if ps.inuse == nil {
-		ps.inuse, ps.freezer = inuse.New(st.Dir()), freeze.NewRequester(st.Dir())
+		ps.inuse, ps.freezer, ps.attach = inuse.New(st.Dir()), freeze.NewRequester(st.Dir()), attach.New(st.Dir())
 	}
 	s.stores.add(poolID, kind, ps)
 }

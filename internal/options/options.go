@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -49,6 +50,10 @@ type Options struct {
 	// Default false: a node-local pool, repaired whole by the process that
 	// holds it alone. A pool once opened shared refuses node-local opens.
 	PoolShared bool
+	// PoolName names a shared pool in its volumes' topology
+	// (topology.filevol.csi.io/pool=<name>): every node and the
+	// controller of one pool give the same. Empty: the pool's ID.
+	PoolName string
 	// ControllerID names a --mode controller process among the owners of
 	// a shared pool: the key that tags its temporary files, which only a
 	// controller of that ID repairs. Every replica of one controller
@@ -104,6 +109,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Mode, "mode", ModeAll, "services to serve: all, controller or node")
 	fs.StringVar(&o.DirPoolDir, "dir-pool-dir", "", "a directory on btrfs to serve as a directory pool (provisioningMode: directory): a subvolume with a quota per volume (default: none)")
 	fs.BoolVar(&o.PoolShared, "pool-shared", false, "the pool directory is shared by several hosts: each process repairs, collects and thaws only what it made (default: node-local)")
+	fs.StringVar(&o.PoolName, "pool-name", "", "with --pool-shared: the pool's name in its volumes' topology, topology.filevol.csi.io/pool=<name>, the same on every node (default: the pool's ID)")
 	fs.StringVar(&o.ControllerID, "controller-id", "controller", "with --mode controller on a shared pool: this controller's name among the pool's owners, the same for every replica")
 	fs.Int64Var(&o.MaxVolumesPerNode, "max-volumes-per-node", 0, "maximum volumes per node reported to the CO (0: no limit)")
 	fs.Var(&o.ReservedCapacity, "reserved-capacity", "pool space never promised to volumes (e.g. 1Gi)")
@@ -151,6 +157,12 @@ func (o *Options) Validate() error {
 		if network, addr, _ := ParseEndpoint(o.Endpoint); network != "unix" && o.KubeletRegistrationPath == "" {
 			return fmt.Errorf("--registration-dir with the tcp endpoint %s needs --kubelet-registration-path", addr)
 		}
+	}
+	if o.PoolName != "" && !labelValue.MatchString(o.PoolName) {
+		return fmt.Errorf("--pool-name %q must be a Kubernetes label value: at most 63 letters, digits, '-', '_' or '.', beginning and ending with a letter or digit", o.PoolName)
+	}
+	if o.PoolName != "" && !o.PoolShared {
+		return fmt.Errorf("--pool-name %q names a shared pool's topology: it needs --pool-shared", o.PoolName)
 	}
 	if strings.TrimSpace(o.ControllerID) == "" || len(o.ControllerID) > 253 {
 		return fmt.Errorf("--controller-id %q must be 1 to 253 characters", o.ControllerID)
@@ -202,3 +214,6 @@ func ParseEndpoint(ep string) (network, addr string, err error) {
 	}
 	return "", "", fmt.Errorf("--endpoint %q must start with unix:// or tcp://", ep)
 }
+
+// labelValue is a Kubernetes label value (the topology segment's value).
+var labelValue = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$`)

@@ -136,3 +136,12 @@ func writeOwnerName(odir, name string) error {
 	}
 	return err
 }
+
+// KnownOwner reports whether owner (a node ID) has opened the shared pool
+// at dir: its name is under owners/. ControllerPublishVolume asks it, to
+// answer NOT_FOUND for a node that cannot reach the pool (CSI: "node does
+// not exist").
+func KnownOwner(dir, owner string) bool {
+	cur, err := os.ReadFile(filepath.Join(ownerDir(dir, OwnerKey(owner)), ownerNameFile))
+	return err == nil && bytes.Equal(cur, []byte(owner+"\n"))
+}

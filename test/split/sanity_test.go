@@ -15,21 +15,22 @@ import (
 
 	"github.com/filevol/filevol/internal/csi"
 	"github.com/filevol/filevol/internal/testutil"
+	"github.com/filevol/filevol/test/proc"
 	"github.com/filevol/filevol/test/sanity/harness"
 )
 
 func TestSanitySplitProcesses(t *testing.T) {
 	testutil.RequireRoot(t)
 	dir := testutil.Scratch(t, "split-sanity")
-	bin := buildDriver(t)
+	bin := proc.BuildDriver(t)
 	ctrl := startProc(t, bin, dir, "controller")
 	node := startProc(t, bin, dir, "node")
 	if err := os.MkdirAll(filepath.Join(dir, "mnt"), 0o750); err != nil {
 		t.Fatal(err)
 	}
 	cfg := sanity.NewTestConfig()
-	cfg.Address = "unix://" + node.sock
-	cfg.ControllerAddress = "unix://" + ctrl.sock
+	cfg.Address = "unix://" + node.Sock
+	cfg.ControllerAddress = "unix://" + ctrl.Sock
 	cfg.TargetPath = filepath.Join(dir, "mnt", "target")
 	cfg.StagingPath = filepath.Join(dir, "mnt", "staging")
 	cfg.TestVolumeSize = 512 << 20
@@ -43,10 +44,10 @@ func TestSanitySplitProcesses(t *testing.T) {
 	cfg.TestVolumeParameters = map[string]string{csi.ParamFSType: "xfs"}
 	sanity.Test(t, cfg)
 	if t.Failed() {
-		t.Logf("controller log:\n%s\nnode log:\n%s", ctrl.logText(), node.logText())
+		t.Logf("controller log:\n%s\nnode log:\n%s", ctrl.LogText(), node.LogText())
 	}
-	ctrl.stop(t)
-	node.stop(t)
+	ctrl.Stop(t)
+	node.Stop(t)
 	checkNoLeaks(t, dir)
 }
 

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/filevol/filevol/internal/testutil"
+	"github.com/filevol/filevol/test/proc"
 )
 
 // The controller process knows a volume is in use, refuses to delete it
@@ -21,10 +22,10 @@ import (
 func TestControllerDecidesFromThePool(t *testing.T) {
 	testutil.RequireRoot(t)
 	dir := testutil.Scratch(t, "split-story")
-	bin := buildDriver(t)
+	bin := proc.BuildDriver(t)
 	ctrlProc := startProc(t, bin, dir, "controller")
 	nodeProc := startProc(t, bin, dir, "node")
-	ctrl, node := csipb.NewControllerClient(ctrlProc.conn), csipb.NewNodeClient(nodeProc.conn)
+	ctrl, node := csipb.NewControllerClient(ctrlProc.Conn), csipb.NewNodeClient(nodeProc.Conn)
 	ctx := context.Background()
 
 	mountCap := &csipb.VolumeCapability{
@@ -61,8 +62,8 @@ func TestControllerDecidesFromThePool(t *testing.T) {
 	if err != nil {
 		t.Fatalf("CreateSnapshot of a mounted volume: %v", err)
 	}
-	if !nodeProc.logHas("filesystem frozen", id) || !nodeProc.logHas("filesystem thawed", id) {
-		t.Errorf("the node process did not log freezing and thawing volume %s for the snapshot:\n%s", id, nodeProc.logText())
+	if !nodeProc.LogHas("filesystem frozen", id) || !nodeProc.LogHas("filesystem thawed", id) {
+		t.Errorf("the node process did not log freezing and thawing volume %s for the snapshot:\n%s", id, nodeProc.LogText())
 	}
 	// The pod can still write: the filesystem was thawed.
 	if err := os.WriteFile(filepath.Join(target, "after"), []byte("x"), 0o600); err != nil {
@@ -84,7 +85,7 @@ func TestControllerDecidesFromThePool(t *testing.T) {
 	if _, err := ctrl.DeleteVolume(ctx, &csipb.DeleteVolumeRequest{VolumeId: id}); err != nil {
 		t.Fatalf("DeleteVolume after unstage: %v", err)
 	}
-	ctrlProc.stop(t)
-	nodeProc.stop(t)
+	ctrlProc.Stop(t)
+	nodeProc.Stop(t)
 	checkNoLeaks(t, dir)
 }

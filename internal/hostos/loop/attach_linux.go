@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -30,20 +31,91 @@ func attach(ctx context.Context, backingFile string, opts Options) (Device, erro
 	}
 	// The backing fd's mode decides what the kernel allows: a read-only fd
 	// makes a read-only device even without LO_FLAGS_READ_ONLY.
-	fileFlags, loFlags := unix.O_RDWR, uint32(0)
+	fileFlags := unix.O_RDWR
 	if opts.ReadOnly {
-		fileFlags, loFlags = unix.O_RDONLY, unix.LO_FLAGS_READ_ONLY
+		fileFlags = unix.O_RDONLY
+	}
+	file, err := openFD(path, fileFlags)
+	if err != nil {
+		return Device{}, fmt.Errorf("loop: attach: %w", err)
+	}
+	defer unix.Close(file) // the kernel keeps its own reference
+	if opts.Lock {
+		if err := lockBacking(file, opts.ReadOnly); err != nil {
+			return Device{}, fmt.Errorf("loop: attach %s: %w", path, err)
+		}
+	}
+	return attachFD(ctx, file, path, opts)
+}
+
+// lockBacking takes Options.Lock's lock on the backing file fd without
+// waiting: ErrLocked when another open file description holds a
+// conflicting one. Should the attach then fail, closing fd (our only
+// reference) releases it.
+func lockBacking(fd int, readOnly bool) error {
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: 0, Len: 0}
+	if readOnly {
+		lk.Type = unix.F_RDLCK
+	}
+	err := unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &lk)
+	if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
+		return fmt.Errorf("%w (F_OFD_SETLK: %w)", ErrLocked, err)
+	}
+	if err != nil {
+		return fmt.Errorf("lock the backing file: %w", err)
+	}
+	return nil
+}
+
+func attachFile(ctx context.Context, f *os.File, opts Options) (Device, error) {
+	if err := ctx.Err(); err != nil {
+		return Device{}, fmt.Errorf("loop: attach %s: %w", f.Name(), err)
+	}
+	path, err := filepath.Abs(f.Name())
+	if err != nil {
+		return Device{}, fmt.Errorf("loop: attach %s: %w", f.Name(), err)
+	}
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return Device{}, fmt.Errorf("loop: attach %s: %w", path, err)
+	}
+	var (
+		d     Device
+		opErr error
+	)
+	// Control keeps f's descriptor valid for the whole call even if another
+	// goroutine closes f.
+	if err := sc.Control(func(fd uintptr) {
+		flags, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
+		if err != nil {
+			opErr = fmt.Errorf("loop: attach %s: F_GETFL: %w", path, err)
+			return
+		}
+		// A read-only fd would silently make a read-only device; a
+		// write-only one cannot back a device at all.
+		if mode := flags & unix.O_ACCMODE; mode == unix.O_WRONLY || mode == unix.O_RDONLY && !opts.ReadOnly {
+			opErr = fmt.Errorf("loop: attach %s: file not open for reading and writing (flags %#o): open it O_RDWR or set ReadOnly", path, flags)
+			return
+		}
+		d, opErr = attachFD(ctx, int(fd), path, opts)
+	}); err != nil {
+		return Device{}, fmt.Errorf("loop: attach %s: %w", path, err)
+	}
+	return d, opErr
+}
+
+// attachFD configures a free loop device on the open backing file fd, which
+// the kernel takes its own reference to (the same open file description).
+func attachFD(ctx context.Context, file int, path string, opts Options) (Device, error) {
+	loFlags := uint32(0)
+	if opts.ReadOnly {
+		loFlags = unix.LO_FLAGS_READ_ONLY
 	}
 	if opts.DirectIO {
 		loFlags |= unix.LO_FLAGS_DIRECT_IO
 	}
 	// No LO_FLAGS_AUTOCLEAR: block volumes are bind-mounted device nodes that
 	// hold no open file, so autoclear would detach them at our close.
-	file, err := openFD(path, fileFlags)
-	if err != nil {
-		return Device{}, fmt.Errorf("loop: attach: %w", err)
-	}
-	defer unix.Close(file) // the kernel keeps its own reference
 	ctl, err := openFD(loopControl, unix.O_RDWR)
 	if err != nil {
 		return Device{}, fmt.Errorf("loop: attach %s: %w", path, err)
@@ -146,4 +218,24 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// locked reports whether an open file description holds a lock on path
+// that a write lock would conflict with (F_OFD_GETLK): a device attached
+// with Options.Lock, here or, on a filesystem that carries OFD locks to
+// its server, on another host.
+func locked(path string) (bool, error) {
+	fd, err := openFD(path, unix.O_RDONLY)
+	if errors.Is(err, unix.ENOENT) {
+		return false, nil // no file, no holder (a blank volume not used yet)
+	}
+	if err != nil {
+		return false, fmt.Errorf("loop: lock query %s: %w", path, err)
+	}
+	defer unix.Close(fd)
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: 0, Len: 0}
+	if err := unix.FcntlFlock(uintptr(fd), unix.F_OFD_GETLK, &lk); err != nil {
+		return false, fmt.Errorf("loop: lock query %s: F_OFD_GETLK: %w", path, err)
+	}
+	return lk.Type != unix.F_UNLCK, nil
 }

@@ -9,6 +9,7 @@ package loop
 import (
 	"context"
 	"errors"
+	"os"
 )
 
 // Sentinel errors; callers test them with errors.Is.
@@ -19,6 +20,10 @@ var (
 	ErrBusy = errors.New("loop device busy")
 	// ErrNoDevice: no free loop device could be obtained.
 	ErrNoDevice = errors.New("no free loop device")
+	// ErrLocked: Options.Lock was asked and another open file description
+	// (another node's device, on a filesystem that carries OFD locks
+	// between hosts) holds a conflicting lock on the backing file.
+	ErrLocked = errors.New("backing file locked by another holder")
 )
 
 // Device describes one attached loop device as sysfs shows it.
@@ -64,6 +69,14 @@ type Options struct {
 	// size once a file has shared extents (a reflink snapshot or clone),
 	// so the same image would show different sector sizes over its life.
 	BlockSize uint32
+	// Lock makes the device hold an OFD lock on its backing file for as
+	// long as it stays attached: a write lock, or a read lock with
+	// ReadOnly. The lock is taken on the open file description the device
+	// is configured on, so the kernel keeps it while the device exists,
+	// whoever dies, and drops it when the device lets go of the file. It
+	// is how a device on a shared pool fences another node's: Attach fails
+	// with ErrLocked while a conflicting device holds the file.
+	Lock bool
 }
 
 // Attach configures a free loop device for backingFile with one
@@ -78,6 +91,27 @@ type Options struct {
 func Attach(ctx context.Context, backingFile string, opts Options) (Device, error) {
 	return attach(ctx, backingFile, opts)
 }
+
+// AttachFile is Attach on a file the caller has opened: the device is
+// configured on f's own open file description (LOOP_CONFIGURE takes a
+// reference to it), where Attach opens the path itself and closes its fd.
+// Whatever is tied to that open file description then lives as long as the
+// device does, whoever closes f or dies: in particular an OFD lock
+// (F_OFD_SETLK) taken through f is released only when the device lets go of
+// the file (Detach, or the last close after a deferred detach). f must be
+// open O_RDWR unless opts.ReadOnly is set; the caller may close f as soon as
+// AttachFile returns. Device.BackingFile is what sysfs reports, as for
+// Attach.
+func AttachFile(ctx context.Context, f *os.File, opts Options) (Device, error) {
+	return attachFile(ctx, f, opts)
+}
+
+// Locked reports whether a device attached with Options.Lock (or any other
+// holder of an OFD or POSIX lock) holds a lock on backingFile that a
+// writer's lock would conflict with. It opens the file read-only and takes
+// no lock. On a filesystem without cross-host locks it sees this host's
+// holders only.
+func Locked(backingFile string) (bool, error) { return locked(backingFile) }
 
 // Find returns every attached loop device whose backing file is path
 // (compared after filepath.Clean; a path through symlinks also matches,

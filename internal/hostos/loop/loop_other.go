@@ -6,12 +6,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 )
 
 // Loop devices exist only on Linux; these stubs keep the package building
 // (and its sysfs parsing testable) elsewhere.
 
 func attach(context.Context, string, Options) (Device, error) {
+	return Device{}, fmt.Errorf("loop: attach: %w", errors.ErrUnsupported)
+}
+
+func attachFile(context.Context, *os.File, Options) (Device, error) {
 	return Device{}, fmt.Errorf("loop: attach: %w", errors.ErrUnsupported)
 }
 
@@ -24,4 +29,8 @@ func foreignMatch(Device, string) bool { return false }
 
 func setCapacity(string) (int64, error) {
 	return 0, fmt.Errorf("loop: set capacity: %w", errors.ErrUnsupported)
+}
+
+func locked(string) (bool, error) {
+	return false, fmt.Errorf("loop: lock query: %w", errors.ErrUnsupported)
 }

@@ -1,0 +1,67 @@
+// Package shared runs csi-sanity against a shared pool (--pool-shared):
+// ControllerPublishVolume is advertised, so its tests run. Its own package:
+// Ginkgo runs one suite per test binary.
+package shared
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
+
+	"github.com/filevol/filevol/internal/csi"
+	"github.com/filevol/filevol/internal/testutil"
+	"github.com/filevol/filevol/test/proc"
+	"github.com/filevol/filevol/test/sanity/harness"
+)
+
+// TestSanitySharedPool runs csi-sanity against one process that serves
+// the controller and the node of a shared pool: ControllerPublishVolume is
+// advertised, so its tests run, and the node tests attach before they
+// stage. (csi-sanity asks the node endpoint whether a controller service
+// exists, so a split pair would skip publishing; test/split's TestSharedVolumeFollowsItsPod
+// runs the split processes.)
+func TestSanitySharedPool(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := testutil.Scratch(t, "split-shared-sanity")
+	bin := proc.BuildDriver(t)
+	kubelet := filepath.Join(dir, "node-a")
+	if err := os.MkdirAll(kubelet, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	p := proc.Start(t, bin, dir, "all", "--mode", "all", "--pool-shared", "--pool-name", "shared-test",
+		"--node-id", "node-a", "--kubelet-dir", kubelet, "--max-volumes-per-node", "4")
+	cfg := sanity.NewTestConfig()
+	cfg.Address = "unix://" + p.Sock
+	cfg.TargetPath = filepath.Join(kubelet, "target")
+	cfg.StagingPath = filepath.Join(kubelet, "staging")
+	cfg.TestNodeVolumeAttachLimit = true
+	cfg.TestVolumeSize = 512 << 20
+	cfg.TestVolumeExpandSize = 768 << 20
+	cfg.IdempotentCount = 2
+	cfg.TestVolumeParameters = map[string]string{csi.ParamFSType: "xfs"}
+	sanity.Test(t, cfg)
+	if t.Failed() {
+		t.Logf("driver log:\n%s", p.LogText())
+	}
+	p.Stop(t)
+	checkNoLeaks(t, dir)
+}
+
+// checkNoLeaks: nothing of a volume is left in the pool or the kernel.
+func checkNoLeaks(t *testing.T, dir string) {
+	t.Helper()
+	for _, sub := range []string{"volumes", "snapshots", "inuse", "attach"} {
+		entries, _ := os.ReadDir(filepath.Join(dir, "pool", sub))
+		for _, e := range entries {
+			if strings.HasSuffix(e.Name(), ".lock") && sub == "attach" {
+				t.Errorf("left in the pool: %s/%s (a deleted volume's attachment lock)", sub, e.Name())
+				continue
+			}
+			t.Errorf("left in the pool: %s/%s", sub, e.Name())
+		}
+	}
+	harness.CheckKernelClean(t, dir)
+}
