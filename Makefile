@@ -39,7 +39,7 @@ test: deps vet chart-test ## everything, as root: vet, chart tests, unit tests, 
 unit: ## unit tests of internal/ (no root: the tests that need loop devices or mounts skip; the node service's tests run on hostos/fake)
 	$(GO) test -count=1 ./internal/...
 
-sanity: deps ## csi-sanity only (ext4, xfs, block)
+sanity: deps ## csi-sanity only (ext4, xfs, block, dir: directory volumes on a btrfs pool)
 	$(GO) test -count=1 -v ./test/sanity/... 2>&1 | grep -E '^(---|ok|FAIL)|Passed|Failed'
 
 vet: ## go vet and gofmt check

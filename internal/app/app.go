@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/filevol/filevol/internal/csi"
+	"github.com/filevol/filevol/internal/dirpool"
 	"github.com/filevol/filevol/internal/hostos"
 	"github.com/filevol/filevol/internal/metrics"
 	"github.com/filevol/filevol/internal/nodeview"
@@ -54,6 +55,14 @@ func Run(ctx context.Context, o options.Options) error {
 		PoolName:          poolName(o, p),
 	}, p, host)
 	defer d.Close()
+	if o.DirPoolDir != "" {
+		dp, err := dirpool.Open(o.DirPoolDir, dirpool.Options{NodeID: o.NodeID})
+		if err != nil {
+			return fmt.Errorf("open directory pool %s: %w", o.DirPoolDir, err)
+		}
+		defer dp.Close()
+		d.ServeDirPool(dp)
+	}
 	view := &nodeview.Builder{Node: o.NodeID, Driver: o.DriverName, Version: version.Version,
 		Pool: p, Kernel: host, Health: volumeHealth(d)}
 	m := metrics.New(metrics.Config{View: view, Snapshots: func() (int, error) { return len(p.ListSnapshots()), nil }})

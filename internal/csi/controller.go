@@ -53,7 +53,7 @@ func (s *ControllerService) CreateVolume(ctx context.Context, req *csipb.CreateV
 	if err := s.checkAccessible(req.GetAccessibilityRequirements()); err != nil {
 		return nil, err
 	}
-	st, err := s.createStore()
+	st, err := s.createStore(p)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volid"
 )
 
 // ControllerExpandVolume grows the volume's image file (thin: ftruncate;
@@ -76,7 +77,15 @@ func (s *ControllerService) ControllerExpandVolume(ctx context.Context, req *csi
 	if grown.CapacityBytes != vol.CapacityBytes {
 		klog.InfoS("volume expanded", "volumeID", id, "fromBytes", vol.CapacityBytes, "toBytes", grown.CapacityBytes, "provisioning", grown.Provisioning)
 	}
-	return &csipb.ControllerExpandVolumeResponse{CapacityBytes: grown.CapacityBytes, NodeExpansionRequired: true}, nil
+	// A directory volume's quota is raised online: the node has nothing
+	// to do. An image's filesystem grows on the node.
+	return &csipb.ControllerExpandVolumeResponse{CapacityBytes: grown.CapacityBytes, NodeExpansionRequired: !isDirVolume(id)}, nil
+}
+
+// isDirVolume reports whether id names a directory volume (internal/dirpool).
+func isDirVolume(id string) bool {
+	v, err := volid.ParseVolumeAnyKind(id)
+	return err == nil && v.Kind == volid.KindDir
 }
 
 // deferToNode answers for a volume that lives in another node's pool: a

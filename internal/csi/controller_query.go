@@ -117,7 +117,7 @@ func (s *ControllerService) GetCapacity(ctx context.Context, req *csipb.GetCapac
 	if key, value := s.cfg.topologySegment(); req.GetAccessibleTopology() != nil && req.GetAccessibleTopology().GetSegments()[key] != value {
 		return &csipb.GetCapacityResponse{}, nil
 	}
-	st, err := s.createStore()
+	st, err := s.createStore(p)
 	if err != nil {
 		return nil, err
 	}

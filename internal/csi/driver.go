@@ -8,6 +8,7 @@ import (
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 
+	"github.com/filevol/filevol/internal/dirpool"
 	"github.com/filevol/filevol/internal/freeze"
 	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volid"
@@ -121,6 +122,27 @@ func newNodeService(cfg Config, p *pool.Pool, h Host) *NodeService {
 	s.serve(p.ID(), volid.KindImage, &imageNode{pool: p, host: h, node: cfg.NodeID, fence: cfg.Shared})
 	s.vols.addLegacy(p.ID())
 	return s
+}
+
+// ServeDirPool serves the directory volumes of the directory pool dp
+// (internal/dirpool) beside the image pool: its store on the controller,
+// its node half on the node. Call it before serving.
+func (d *Driver) ServeDirPool(dp *dirpool.Pool) {
+	if d.Controller != nil {
+		d.Controller.serve(dp.ID(), volid.KindDir, dp)
+	}
+	if d.Node != nil {
+		b := &dirNode{pool: dp}
+		d.Node.serve(dp.ID(), volid.KindDir, b)
+		// As New does for the image pool: a killed predecessor's temporary
+		// in-use records, and records of volumes no longer bound here.
+		for _, nv := range d.Node.vols.all {
+			if nv.NodeBackend == NodeBackend(b) {
+				nv.inuse.CleanTemp(d.Node.cfg.NodeID)
+				d.Node.reconcile(nv)
+			}
+		}
+	}
 }
 
 // Close releases what the services hold open in the pools (the

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/filevol/filevol/internal/attach"
+	"github.com/filevol/filevol/internal/dirpool"
 	"github.com/filevol/filevol/internal/freeze"
 	"github.com/filevol/filevol/internal/hostos/cgroup"
 	"github.com/filevol/filevol/internal/hostos/fs"
@@ -59,6 +60,12 @@ var sentinelCodes = []struct {
 }{
 	{context.DeadlineExceeded, codes.DeadlineExceeded},
 	{context.Canceled, codes.Canceled},
+	{dirpool.ErrNotBtrfs, codes.FailedPrecondition},
+	{dirpool.ErrInvalidParameter, codes.InvalidArgument},
+	{dirpool.ErrInvalidPath, codes.InvalidArgument},
+	{dirpool.ErrGIDRangeExhausted, codes.ResourceExhausted},
+	{dirpool.ErrDirectoryExists, codes.AlreadyExists},
+	{dirpool.ErrNotVolume, codes.FailedPrecondition},
 	{pool.ErrNotFound, codes.NotFound},
 	{pool.ErrInvalidID, codes.NotFound},
 	// What the pool refuses in a request it was given: a bad name, a

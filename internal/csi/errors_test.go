@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/filevol/filevol/internal/attach"
+	"github.com/filevol/filevol/internal/dirpool"
 	"github.com/filevol/filevol/internal/freeze"
 	"github.com/filevol/filevol/internal/hostos/cgroup"
 	hostfs "github.com/filevol/filevol/internal/hostos/fs"
@@ -98,45 +99,51 @@ func TestInflight(t *testing.T) {
 
 // sentinelPackages are the directories whose exported Err* variables can
 // reach toStatus: the pool, the node markers and every hostos package.
-var sentinelPackages = []string{"../pool", "../nodestate", "../hostos", "../freeze", "../volid", "../inuse", "../attach"}
+var sentinelPackages = []string{"../dirpool", "../pool", "../nodestate", "../hostos", "../freeze", "../volid", "../inuse", "../attach"}
 
 // sentinelValues are the values of the Err* variables the source holds,
 // by package name and variable name (a test cannot look a value up by
 // name, so the table is kept by hand; TestEverySentinelHasACode says what
 // is missing from it).
 var sentinelValues = map[string]error{
-	"pool.ErrNotFound":            pool.ErrNotFound,
-	"pool.ErrAlreadyExists":       pool.ErrAlreadyExists,
-	"pool.ErrNoSpace":             pool.ErrNoSpace,
-	"pool.ErrInvalidID":           pool.ErrInvalidID,
-	"pool.ErrInvalidArgument":     pool.ErrInvalidArgument,
-	"pool.ErrSnapshotNotFound":    pool.ErrSnapshotNotFound,
-	"pool.ErrOtherNode":           pool.ErrOtherNode,
-	"pool.ErrImageMissing":        pool.ErrImageMissing,
-	"pool.ErrShrink":              pool.ErrShrink,
-	"nodestate.ErrNoSpace":        nodestate.ErrNoSpace,
-	"loop.ErrNotFound":            loop.ErrNotFound,
-	"loop.ErrBusy":                loop.ErrBusy,
-	"loop.ErrLocked":              loop.ErrLocked,
-	"attach.ErrAttachedElsewhere": attach.ErrAttachedElsewhere,
-	"attach.ErrIncompatible":      attach.ErrIncompatible,
-	"attach.ErrNotAttached":       attach.ErrNotAttached,
-	"attach.ErrCorrupt":           attach.ErrCorrupt,
-	"loop.ErrNoDevice":            loop.ErrNoDevice,
-	"mount.ErrNotMounted":         mount.ErrNotMounted,
-	"mount.ErrInvalidOption":      mount.ErrInvalidOption,
-	"fs.ErrUnsupported":           hostfs.ErrUnsupported,
-	"fs.ErrToolMissing":           hostfs.ErrToolMissing,
-	"fs.ErrNotMountPoint":         hostfs.ErrNotMountPoint,
-	"fs.ErrCapability":            hostfs.ErrCapability,
-	"fs.ErrInUse":                 hostfs.ErrInUse,
-	"fs.ErrNoSuperblock":          hostfs.ErrNoSuperblock,
-	"volid.ErrInvalid":            volid.ErrInvalid,
-	"freeze.ErrBusy":              freeze.ErrBusy,
-	"freeze.ErrNodeUnavailable":   freeze.ErrNodeUnavailable,
-	"freeze.ErrNoSpace":           freeze.ErrNoSpace,
-	"freeze.ErrFailed":            freeze.ErrFailed,
-	"cgroup.ErrPodNotFound":       cgroup.ErrPodNotFound,
+	"dirpool.ErrNotBtrfs":          dirpool.ErrNotBtrfs,
+	"dirpool.ErrInvalidParameter":  dirpool.ErrInvalidParameter,
+	"dirpool.ErrInvalidPath":       dirpool.ErrInvalidPath,
+	"dirpool.ErrGIDRangeExhausted": dirpool.ErrGIDRangeExhausted,
+	"dirpool.ErrDirectoryExists":   dirpool.ErrDirectoryExists,
+	"dirpool.ErrNotVolume":         dirpool.ErrNotVolume,
+	"pool.ErrNotFound":             pool.ErrNotFound,
+	"pool.ErrAlreadyExists":        pool.ErrAlreadyExists,
+	"pool.ErrNoSpace":              pool.ErrNoSpace,
+	"pool.ErrInvalidID":            pool.ErrInvalidID,
+	"pool.ErrInvalidArgument":      pool.ErrInvalidArgument,
+	"pool.ErrSnapshotNotFound":     pool.ErrSnapshotNotFound,
+	"pool.ErrOtherNode":            pool.ErrOtherNode,
+	"pool.ErrImageMissing":         pool.ErrImageMissing,
+	"pool.ErrShrink":               pool.ErrShrink,
+	"nodestate.ErrNoSpace":         nodestate.ErrNoSpace,
+	"loop.ErrNotFound":             loop.ErrNotFound,
+	"loop.ErrBusy":                 loop.ErrBusy,
+	"loop.ErrLocked":               loop.ErrLocked,
+	"attach.ErrAttachedElsewhere":  attach.ErrAttachedElsewhere,
+	"attach.ErrIncompatible":       attach.ErrIncompatible,
+	"attach.ErrNotAttached":        attach.ErrNotAttached,
+	"attach.ErrCorrupt":            attach.ErrCorrupt,
+	"loop.ErrNoDevice":             loop.ErrNoDevice,
+	"mount.ErrNotMounted":          mount.ErrNotMounted,
+	"mount.ErrInvalidOption":       mount.ErrInvalidOption,
+	"fs.ErrUnsupported":            hostfs.ErrUnsupported,
+	"fs.ErrToolMissing":            hostfs.ErrToolMissing,
+	"fs.ErrNotMountPoint":          hostfs.ErrNotMountPoint,
+	"fs.ErrCapability":             hostfs.ErrCapability,
+	"fs.ErrInUse":                  hostfs.ErrInUse,
+	"fs.ErrNoSuperblock":           hostfs.ErrNoSuperblock,
+	"volid.ErrInvalid":             volid.ErrInvalid,
+	"freeze.ErrBusy":               freeze.ErrBusy,
+	"freeze.ErrNodeUnavailable":    freeze.ErrNodeUnavailable,
+	"freeze.ErrNoSpace":            freeze.ErrNoSpace,
+	"freeze.ErrFailed":             freeze.ErrFailed,
+	"cgroup.ErrPodNotFound":        cgroup.ErrPodNotFound,
 }
 
 // exportedSentinels parses the non-test Go files under dirs and returns

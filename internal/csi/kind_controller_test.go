@@ -122,7 +122,7 @@ func TestControllerVolumeOfKindOrPoolNotServed(t *testing.T) {
 	s, p, f := controllerWithSecondKind(t)
 	ctx := context.Background()
 	for what, id := range map[string]string{
-		"kind served nowhere":         volid.NewVolume("dir", p.ID(), "x"),
+		"kind served nowhere":         volid.NewVolume("nfs", p.ID(), "x"),
 		"pool not served":             volid.NewVolume(volid.KindImage, "0badc0de", "x"),
 		"kind served in another pool": volid.NewVolume(fakeKind, p.ID(), "x"),
 	} {

@@ -90,7 +90,7 @@ func TestNodeVolumeOfKindOrPoolNotServed(t *testing.T) {
 	e.node.serve(fakePool, fakeKind, f)
 	ctx := context.Background()
 	for what, id := range map[string]string{
-		"kind served nowhere":         volid.NewVolume("dir", e.pool.ID(), "x"),
+		"kind served nowhere":         volid.NewVolume("nfs", e.pool.ID(), "x"),
 		"pool not served":             volid.NewVolume(volid.KindImage, "0badc0de", "x"),
 		"kind served in another pool": volid.NewVolume(fakeKind, e.pool.ID(), "x"),
 	} {

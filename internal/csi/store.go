@@ -84,11 +84,19 @@ func (s *ControllerService) serve(poolID string, kind volid.Kind, st VolumeStore
 	s.stores.add(poolID, kind, ps)
 }
 
-// createStore is where CreateVolume makes a new volume: today every volume
-// is an image in this node's pool, the first store served. With several
-// pools or kinds, the StorageClass's parameters and the requested
-// topology will choose here, and nowhere else.
-func (s *ControllerService) createStore() (*poolStore, error) {
+// createStore is where CreateVolume makes a new volume: the StorageClass's
+// parameters choose the kind (provisioningMode=directory: the directory
+// pool; otherwise an image in this node's pool, the first store served),
+// here and nowhere else.
+func (s *ControllerService) createStore(p createParams) (*poolStore, error) {
+	if p.dir {
+		for k, st := range s.stores.byVolume {
+			if k.kind == volid.KindDir && k.pool != "" {
+				return st, nil
+			}
+		}
+		return nil, failedPrecondition("provisioningMode=directory: this filevol serves no directory pool (start it with --dir-pool-dir)")
+	}
 	if len(s.stores.all) == 0 {
 		return nil, failedPrecondition("this controller serves no pool")
 	}

@@ -9,6 +9,7 @@ import (
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 
+	"github.com/filevol/filevol/internal/dirpool"
 	"github.com/filevol/filevol/internal/hostos/fs"
 	"github.com/filevol/filevol/internal/pool"
 )
@@ -48,11 +49,24 @@ type createParams struct {
 	block        bool // only block access was requested
 	// qos are the I/O limits the parameters set (qos_params.go).
 	qos pool.QoS
+	// dir: provisioningMode=directory, a directory volume
+	// (internal/dirpool), whose own parameters dirpool validates.
+	dir bool
 }
 
 // parseParameters validates StorageClass parameters; an unknown one is an
 // INVALID_ARGUMENT that names it and lists what is accepted.
 func parseParameters(params map[string]string) (createParams, error) {
+	if mode, ok := params[dirpool.ParamProvisioningMode]; ok {
+		if mode != dirpool.ProvisioningModeDirectory {
+			return createParams{}, invalidArgument("parameter %s=%q: the one mode is %q (a directory volume); leave it out for an image volume",
+				dirpool.ParamProvisioningMode, mode, dirpool.ProvisioningModeDirectory)
+		}
+		if _, err := dirpool.Parameters(params); err != nil {
+			return createParams{}, err
+		}
+		return createParams{dir: true}, nil
+	}
 	p := createParams{provisioning: "thin"}
 	for k, v := range params {
 		switch {
@@ -69,7 +83,8 @@ func parseParameters(params map[string]string) (createParams, error) {
 			}
 		case strings.HasPrefix(k, kubernetesMetaPrefix+"pv/"), strings.HasPrefix(k, kubernetesMetaPrefix+"pvc/"):
 		default:
-			return p, invalidArgument("unknown parameter %q (filevol accepts %s, %s and %s)", k, ParamFSType, ParamProvisioning, strings.Join(qosParams, ", "))
+			return p, invalidArgument("unknown parameter %q (filevol accepts %s, %s and %s, or %s=%s and the directory volume's parameters)",
+				k, ParamFSType, ParamProvisioning, strings.Join(qosParams, ", "), dirpool.ParamProvisioningMode, dirpool.ProvisioningModeDirectory)
 		}
 	}
 	if p.fsType != "" && !supportedFS(p.fsType) {
@@ -126,6 +141,9 @@ func checkCapability(c *csipb.VolumeCapability) (string, error) {
 func checkCapabilities(caps []*csipb.VolumeCapability, p *createParams) error {
 	if len(caps) == 0 {
 		return invalidArgument("volume capabilities are missing")
+	}
+	if p.dir {
+		return checkDirCapabilities(caps)
 	}
 	blockOnly := true
 	for _, c := range caps {
@@ -264,4 +282,29 @@ func describeTopologies(ts []*csipb.Topology) string {
 		out = append(out, "{"+strings.Join(kv, ",")+"}")
 	}
 	return fmt.Sprint(out)
+}
+
+// checkDirCapabilities validates the capabilities of a directory volume:
+// mount access only, with no filesystem type (the volume is a directory
+// of the pool's filesystem), on one node: this pool is node-local, and
+// MULTI_NODE_* needs a pool that the nodes share.
+func checkDirCapabilities(caps []*csipb.VolumeCapability) error {
+	for _, c := range caps {
+		switch c.GetAccessMode().GetMode() {
+		case csipb.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER, csipb.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY,
+			csipb.VolumeCapability_AccessMode_MULTI_NODE_SINGLE_WRITER:
+			return invalidArgument("access mode %s: this directory pool is node-local (on one node's disk), so its volumes are SINGLE_NODE_* only; "+
+				"MULTI_NODE_* needs a directory pool that every node shares", c.GetAccessMode().GetMode())
+		}
+		if _, err := checkCapability(c); err != nil {
+			return err
+		}
+		if c.GetBlock() != nil {
+			return invalidArgument("a directory volume has no block access: ask for mount access")
+		}
+		if t := c.GetMount().GetFsType(); t != "" {
+			return invalidArgument("a directory volume is a directory of the pool's filesystem: filesystem type %q cannot be chosen", t)
+		}
+	}
+	return nil
 }

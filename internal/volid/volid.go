@@ -45,9 +45,13 @@ type Kind string
 // KindImage is a volume held in an image file: block, or a filesystem on it.
 const KindImage Kind = "img"
 
+// KindDir is a directory volume: a btrfs subvolume with a qgroup limit in a
+// directory pool (internal/dirpool).
+const KindDir Kind = "dir"
+
 // kinds are the kinds this filevol knows; ParseVolume refuses an ID of
 // another kind, ParseVolumeAnyKind reads it.
-var kinds = []Kind{KindImage}
+var kinds = []Kind{KindImage, KindDir}
 
 const (
 	hashLen    = 32 // hex digits: 128 bits of sha256

@@ -60,7 +60,7 @@ func TestInvalidIDs(t *testing.T) {
 	for _, id := range []string{
 		"", "fv-", "fv-zz", "../../etc/passwd", "fv-" + strings.Repeat("0", 31) + "/",
 		"fv1-img-" + pool + "-" + strings.Repeat("0", 31),
-		"fv1-dir-" + pool + "-" + hash("n"), // a kind this filevol does not know
+		"fv1-nfs-" + pool + "-" + hash("n"), // a kind this filevol does not know
 		"fv1-img-3F9A0C2E-" + hash("n"),     // upper case
 		"fv1-img-" + pool + "-" + hash("n") + "-x",
 		"fv1-img--" + hash("n"),
@@ -80,9 +80,9 @@ func TestInvalidIDs(t *testing.T) {
 // A router reads a well-formed ID of any kind (it then answers that it
 // serves no such kind); a pool, through ParseVolume, only its own kinds.
 func TestAnyKind(t *testing.T) {
-	id := "fv1-dir-" + pool + "-" + hash("n")
+	id := "fv1-nfs-" + pool + "-" + hash("n")
 	v, err := ParseVolumeAnyKind(id)
-	if err != nil || v != (Volume{Version: 1, Kind: "dir", Pool: pool, Hash: hash("n")}) {
+	if err != nil || v != (Volume{Version: 1, Kind: "nfs", Pool: pool, Hash: hash("n")}) {
 		t.Errorf("ParseVolumeAnyKind(%s) = %+v, %v", id, v, err)
 	}
 	if _, err := ParseVolume(id); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "does not know") {

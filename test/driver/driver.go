@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/filevol/filevol/internal/csi"
+	"github.com/filevol/filevol/internal/dirpool"
 	"github.com/filevol/filevol/internal/hostos"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
@@ -30,9 +31,11 @@ const NodeID = "test-node"
 type Driver struct {
 	Dir, PoolDir, Socket string
 	Pool                 *pool.Pool
-	Controller           csipb.ControllerClient
-	Node                 csipb.NodeClient
-	Identity             csipb.IdentityClient
+	// DirPool is the directory pool served beside Pool (StartWithDirPool).
+	DirPool    *dirpool.Pool
+	Controller csipb.ControllerClient
+	Node       csipb.NodeClient
+	Identity   csipb.IdentityClient
 	// Services are the in-process services, for what has no RPC (GC).
 	Services *csi.Driver
 
@@ -43,11 +46,18 @@ type Driver struct {
 
 // Start serves filevol on dir/pool and dir/csi.sock. Stop it with Stop;
 // t.Cleanup stops it too if the test did not.
-func Start(t testing.TB, dir string) *Driver { return StartWith(t, dir, nil) }
+func Start(t testing.TB, dir string) *Driver { return StartWith(t, dir, "", nil) }
 
-// StartWith is Start with the services' configuration adjusted by
-// mutate first (nil: none).
-func StartWith(t testing.TB, dir string, mutate func(*csi.Config)) *Driver {
+// StartWithDirPool is Start with the directory pool in dirPoolDir (a
+// directory on btrfs; "" for none) served beside the image pool, as
+// --dir-pool-dir does.
+func StartWithDirPool(t testing.TB, dir, dirPoolDir string) *Driver {
+	return StartWith(t, dir, dirPoolDir, nil)
+}
+
+// StartWith is Start with a directory pool (as StartWithDirPool) and the
+// services' configuration adjusted by mutate first (nil: none).
+func StartWith(t testing.TB, dir, dirPoolDir string, mutate func(*csi.Config)) *Driver {
 	t.Helper()
 	d := &Driver{Dir: dir, PoolDir: filepath.Join(dir, "pool"), Socket: filepath.Join(dir, "csi.sock")}
 	p, err := pool.Open(d.PoolDir, pool.Options{NodeID: NodeID})
@@ -64,6 +74,14 @@ func StartWith(t testing.TB, dir string, mutate func(*csi.Config)) *Driver {
 	}
 	svc := csi.New(cfg, p, hostos.New(p.Dir()))
 	d.Services = svc
+	if dirPoolDir != "" {
+		dp, err := dirpool.Open(dirPoolDir, dirpool.Options{NodeID: NodeID})
+		if err != nil {
+			t.Fatalf("open directory pool: %v", err)
+		}
+		d.DirPool = dp
+		svc.ServeDirPool(dp)
+	}
 	lis, err := csi.Listen("unix://" + d.Socket)
 	if err != nil {
 		t.Fatalf("listen: %v", err)
@@ -103,6 +121,11 @@ func (d *Driver) Stop(t testing.TB) {
 	}
 	if err := d.Pool.Close(); err != nil {
 		t.Errorf("close pool: %v", err)
+	}
+	if d.DirPool != nil {
+		if err := d.DirPool.Close(); err != nil {
+			t.Errorf("close directory pool: %v", err)
+		}
 	}
 	d.cancel = nil
 }

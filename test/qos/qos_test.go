@@ -123,7 +123,7 @@ func testLimits(t *testing.T, block bool) {
 	uid := newUID(t)
 	root, pod := podCgroup(t, uid)
 	dir := testutil.Scratch(t, "qos")
-	d := driver.StartWith(t, dir, func(c *csi.Config) { c.CgroupRoots = []string{root}; c.QoSResync = resync })
+	d := driver.StartWith(t, dir, "", func(c *csi.Config) { c.CgroupRoots = []string{root}; c.QoSResync = resync })
 	defer d.Stop(t)
 	ctx := context.Background()
 

@@ -13,6 +13,8 @@ import (
 
 	"github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
 
+	"github.com/filevol/filevol/internal/dirpool"
+	"github.com/filevol/filevol/internal/dirpool/dirpooltest"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
 	"github.com/filevol/filevol/internal/pool"
@@ -24,10 +26,31 @@ import (
 // after mutate adjusts the config. When sanity is done it checks that
 // nothing leaked: no image or record left in the pool, no loop device
 // backed by it, no mount under the scratch directory.
-func Run(t *testing.T, name string, mutate func(*sanity.TestConfig)) {
+func Run(t *testing.T, name string, mutate func(*sanity.TestConfig)) { run(t, name, false, mutate) }
+
+// RunDir runs csi-sanity on directory volumes: a directory pool on a
+// btrfs of its own served beside the image pool, and a StorageClass
+// with provisioningMode: directory. After sanity it checks that the
+// directory pool holds no volume, snapshot or subvolume.
+func RunDir(t *testing.T, name string, mutate func(*sanity.TestConfig)) {
+	run(t, name, true, func(cfg *sanity.TestConfig) {
+		cfg.TestVolumeParameters = map[string]string{dirpool.ParamProvisioningMode: dirpool.ProvisioningModeDirectory}
+		if mutate != nil {
+			mutate(cfg)
+		}
+	})
+}
+
+func run(t *testing.T, name string, withDir bool, mutate func(*sanity.TestConfig)) {
 	testutil.RequireRoot(t)
 	dir := testutil.Scratch(t, "sanity-"+name)
-	d := driver.Start(t, dir)
+	dirPool := ""
+	if withDir {
+		// Its own scratch directory: the kernel check below is about what
+		// the driver leaves, not about the pool filesystem itself.
+		dirPool = dirpooltest.Btrfs(t, testutil.Scratch(t, "sanity-"+name+"-btrfs"), 1<<30)
+	}
+	d := driver.StartWithDirPool(t, dir, dirPool)
 	defer d.Stop(t)
 	sock, p := d.Socket, d.Pool
 	if err := os.MkdirAll(filepath.Join(dir, "mnt"), 0o750); err != nil {
@@ -51,6 +74,34 @@ func Run(t *testing.T, name string, mutate func(*sanity.TestConfig)) {
 	sanity.Test(t, cfg)
 
 	checkNoLeaks(t, dir, p)
+	if d.DirPool != nil {
+		checkNoDirLeaks(t, d.DirPool, dirPool)
+	}
+}
+
+// checkNoDirLeaks asserts that the directory pool holds nothing after
+// sanity's cleanup: no record, and once the trash is emptied no
+// subvolume being made or deleted.
+func checkNoDirLeaks(t *testing.T, dp *dirpool.Pool, dir string) {
+	t.Helper()
+	if vols := dp.List(); len(vols) != 0 {
+		t.Errorf("%d directory volume(s) left after sanity, first %s", len(vols), vols[0].ID)
+	}
+	if snaps := dp.ListSnapshots(); len(snaps) != 0 {
+		t.Errorf("%d directory snapshot(s) left after sanity, first %s", len(snaps), snaps[0].ID)
+	}
+	if err := dp.EmptyTrash(); err != nil {
+		t.Errorf("empty the trash: %v", err)
+	}
+	for _, sub := range []string{".filevol/tmp", ".filevol/trash", ".filevol/snaps"} {
+		entries, err := os.ReadDir(filepath.Join(dir, sub))
+		if err != nil {
+			t.Errorf("read directory pool: %v", err)
+		}
+		for _, e := range entries {
+			t.Errorf("left in the directory pool: %s/%s", sub, e.Name())
+		}
+	}
 }
 
 // checkNoLeaks asserts csi-sanity's cleanup left nothing behind.

@@ -1,0 +1,232 @@
+package dirpool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"k8s.io/klog/v2"
+
+	"github.com/filevol/filevol/internal/pool"
+)
+
+// Create makes the directory volume req asks for (doc.go: the steps and
+// what a crash between them leaves). req.Parameters are validated here
+// (Parameters); the caller serialises operations on one name.
+func (p *Pool) Create(ctx context.Context, req pool.CreateRequest) (pool.Volume, error) {
+	if req.Name == "" || len(req.Name) > pool.MaxNameLen || req.CapacityBytes <= 0 {
+		return pool.Volume{}, fmt.Errorf("%w: name %d bytes, capacity %d", pool.ErrInvalidArgument, len(req.Name), req.CapacityBytes)
+	}
+	params, err := Parameters(req.Parameters)
+	if err != nil {
+		return pool.Volume{}, err
+	}
+	id := p.VolumeID(req.Name)
+	rel, err := params.Path(req.Name, id)
+	if err != nil {
+		return pool.Volume{}, err
+	}
+	gid, allocated, err := p.reserveGID(params)
+	if err != nil {
+		return pool.Volume{}, err
+	}
+	defer p.releaseReservation(gid, allocated)
+	uid := gid
+	if params.HasUID {
+		uid = params.UID
+	}
+	v := Volume{Version: recordVersion, ID: id, Name: req.Name, CapacityBytes: req.CapacityBytes,
+		RequestedBytes: req.RequestedBytes, Parameters: req.Parameters, Path: rel, UID: uid, GID: gid,
+		GIDAllocated: allocated, Mode: params.Perms, ContentSource: req.Source, Node: p.node,
+		CreatedAt: time.Now().UTC()}
+	if err := p.create(ctx, &v); err != nil {
+		return pool.Volume{}, err
+	}
+	klog.V(2).InfoS("directory volume created", "volumeID", id, "path", rel, "uid", uid, "gid", gid, "bytes", v.CapacityBytes)
+	return v.common(), nil
+}
+
+// create makes v's subvolume and record; v.Subvolume is filled in.
+func (p *Pool) create(ctx context.Context, v *Volume) (err error) {
+	tmp, err := p.metaFD(tmpDir)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(tmp)
+	// A failed earlier attempt of this create left its subvolume: start over.
+	if err := destroySubvolume(tmp, v.ID); err != nil && !errors.Is(err, unix.ENOENT) {
+		return err
+	}
+	if err := p.makeSubvolume(tmp, v); err != nil {
+		return err
+	}
+	made := true
+	defer func() {
+		if made && err != nil {
+			if derr := destroySubvolume(tmp, v.ID); derr != nil {
+				klog.ErrorS(derr, "Failed create left a subvolume; the next open destroys it", "volumeID", v.ID)
+			}
+		}
+	}()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	parent, last, err := p.makeParents(v.Path)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(parent)
+	// The subvolume is complete and durable before its record commits.
+	if err := unix.Syncfs(p.root); err != nil {
+		return err
+	}
+	draft, err := p.vols.Prepare(*v)
+	if err != nil {
+		return err
+	}
+	if err := draft.Commit(); err != nil {
+		draft.Abandon()
+		return err
+	}
+	if err := unix.Renameat2(tmp, v.ID, parent, last, unix.RENAME_NOREPLACE); err != nil {
+		draft.Abandon()
+		if errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("%w: %s is taken: another volume or something else is there (set %s to true, or choose another %s)",
+				ErrDirectoryExists, v.Path, ParamEnsureUnique, ParamSubPathPattern)
+		}
+		return fmt.Errorf("rename subvolume into place at %s: %w", v.Path, err)
+	}
+	made = false
+	if err := unix.Syncfs(p.root); err != nil {
+		return err // the record stays; the next open rolls it forward
+	}
+	return draft.Durable()
+}
+
+// makeSubvolume makes tmp/<id>, empty or a writable snapshot of the
+// source, with its qgroup limit, owner and mode.
+func (p *Pool) makeSubvolume(tmp int, v *Volume) error {
+	if src := v.ContentSource; src != nil {
+		sfd, err := p.openSource(src)
+		if err != nil {
+			return err
+		}
+		err = snapshotSubvolume(sfd, tmp, v.ID, false)
+		_ = unix.Close(sfd)
+		if err != nil {
+			return err
+		}
+	} else if err := createSubvolume(tmp, v.ID); err != nil {
+		return err
+	}
+	fd, err := openBeneath(tmp, v.ID)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if v.Subvolume, err = subvolumeID(fd); err != nil {
+		return err
+	}
+	if err := limitQgroup(fd, v.CapacityBytes); err != nil {
+		return err
+	}
+	if err := unix.Fchown(fd, int(v.UID), int(v.GID)); err != nil {
+		return fmt.Errorf("chown the volume's directory to %d:%d: %w", v.UID, v.GID, err)
+	}
+	// After the chown, which clears the setgid bit.
+	if err := unix.Fchmod(fd, v.Mode); err != nil {
+		return fmt.Errorf("chmod the volume's directory to %o: %w", v.Mode, err)
+	}
+	return nil
+}
+
+// makeParents makes the directories above rel, each beneath the last and
+// in the pool's own subvolume (never inside a volume), and returns the
+// last one open with the name rel has in it.
+func (p *Pool) makeParents(rel string) (int, string, error) {
+	comps := strings.Split(rel, "/")
+	fd, err := unix.Dup(p.root)
+	if err != nil {
+		return -1, "", err
+	}
+	for _, c := range comps[:len(comps)-1] {
+		if err := unix.Mkdirat(fd, c, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+			_ = unix.Close(fd)
+			return -1, "", fmt.Errorf("make directory %s of %s: %w", c, rel, err)
+		}
+		next, err := openBeneath(fd, c)
+		_ = unix.Close(fd)
+		if err != nil {
+			return -1, "", fmt.Errorf("%w: %s of %s: %v", ErrInvalidPath, c, rel, err)
+		}
+		fd = next
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			_ = unix.Close(fd)
+			return -1, "", err
+		}
+		if st.Dev != p.rootDev {
+			_ = unix.Close(fd)
+			return -1, "", fmt.Errorf("%w: %s of %s is inside another subvolume (a volume): volumes are never nested", ErrInvalidPath, c, rel)
+		}
+	}
+	return fd, comps[len(comps)-1], nil
+}
+
+// openSource opens the root of a clone's source: a snapshot or a volume.
+func (p *Pool) openSource(src *pool.ContentSource) (int, error) {
+	switch src.Kind {
+	case pool.SourceSnapshot:
+		s, err := p.snapshotRecord(src.ID)
+		if err != nil {
+			return -1, err
+		}
+		return p.openSnapshot(s)
+	case pool.SourceVolume:
+		v, err := p.Record(src.ID)
+		if err != nil {
+			return -1, err
+		}
+		return p.openVolume(v)
+	}
+	return -1, fmt.Errorf("%w: content source of kind %q", pool.ErrInvalidArgument, src.Kind)
+}
+
+// Expand raises the volume's qgroup limit to size, online: nothing on a
+// node needs to change. The same size is success; less is ErrShrink.
+func (p *Pool) Expand(_ context.Context, id string, size, requested int64) (pool.Volume, error) {
+	v, err := p.Record(id)
+	if err != nil {
+		return pool.Volume{}, err
+	}
+	if size < v.CapacityBytes {
+		return pool.Volume{}, fmt.Errorf("%w: volume %s has %d bytes, %d requested", pool.ErrShrink, id, v.CapacityBytes, size)
+	}
+	if size == v.CapacityBytes {
+		return v.common(), nil
+	}
+	fd, err := p.openVolume(v)
+	if err != nil {
+		return pool.Volume{}, err
+	}
+	defer unix.Close(fd)
+	// Limit first, record second: a crash between leaves a limit above
+	// the record, which a retried expansion raises to the same value.
+	if err := limitQgroup(fd, size); err != nil {
+		return pool.Volume{}, err
+	}
+	if err := unix.Syncfs(p.root); err != nil {
+		return pool.Volume{}, err
+	}
+	v.CapacityBytes = size
+	if requested > 0 {
+		v.RequestedBytes = requested
+	}
+	if err := p.vols.Replace(v); err != nil {
+		return pool.Volume{}, err
+	}
+	return v.common(), nil
+}

@@ -1,0 +1,301 @@
+package dirpool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"strings"
+
+	"golang.org/x/sys/unix"
+	"k8s.io/klog/v2"
+
+	"github.com/filevol/filevol/internal/pool"
+)
+
+// Delete removes the volume: its subvolume is renamed into the trash
+// (durably), then its record removed (the commit point); the background
+// deleter destroys the subvolume. A missing volume is success. What is
+// at the volume's path is checked to be its subvolume first: a directory
+// that replaced it is refused (ErrNotVolume), never deleted.
+func (p *Pool) Delete(_ context.Context, id string) error {
+	v, err := p.Record(id)
+	if errors.Is(err, pool.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := p.trash(v.Path, v); err != nil && !errors.Is(err, unix.ENOENT) {
+		return err
+	}
+	mark := p.vols.Mark()
+	if err := p.vols.Remove(id); err != nil {
+		return err
+	}
+	if err := p.vols.Synced(mark); err != nil {
+		return err
+	}
+	p.kick()
+	klog.V(2).InfoS("directory volume deleted", "volumeID", id, "path", v.Path)
+	return nil
+}
+
+// trash renames the subvolume at rel (checked against v when v.ID is set)
+// into the trash, durably. ENOENT when nothing is there.
+func (p *Pool) trash(rel string, v Volume) error {
+	dir, name := path.Split(rel)
+	parent, err := openBeneathOrRoot(p.root, strings.TrimSuffix(dir, "/"))
+	if err != nil {
+		return err
+	}
+	defer unix.Close(parent)
+	fd, err := openBeneath(parent, name)
+	if err != nil {
+		return err
+	}
+	err = p.checkSubvolume(fd, v)
+	_ = unix.Close(fd)
+	if err != nil {
+		return err
+	}
+	trash, err := p.metaFD(trashDir)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(trash)
+	if err := unix.Renameat2(parent, name, trash, v.ID+"."+randomSuffix(), unix.RENAME_NOREPLACE); err != nil {
+		return fmt.Errorf("move %s to the trash: %w", rel, err)
+	}
+	return unix.Syncfs(p.root)
+}
+
+func openBeneathOrRoot(root int, rel string) (int, error) {
+	if rel == "" {
+		return unix.Dup(root)
+	}
+	return openBeneath(root, rel)
+}
+
+// stopCollector stops the background deleter (tests: to leave the trash
+// as a kill would).
+func (p *Pool) stopCollector() {
+	p.collectorOff.Store(true)
+}
+
+// kick wakes the background deleter.
+func (p *Pool) kick() {
+	if p.collectorOff.Load() {
+		return
+	}
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// collect destroys what is in the trash whenever woken, until Close.
+func (p *Pool) collect() {
+	defer close(p.done)
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-p.wake:
+			if err := p.EmptyTrash(); err != nil {
+				klog.ErrorS(err, "Emptying the directory pool's trash", "pool", p.dir)
+			}
+		}
+	}
+}
+
+// EmptyTrash destroys every subvolume in the trash: the end of deletes,
+// interrupted ones included (the garbage collector's part).
+func (p *Pool) EmptyTrash() error {
+	p.trashMu.Lock()
+	defer p.trashMu.Unlock()
+	names, err := p.entries(trashDir)
+	if err != nil {
+		return err
+	}
+	trash, err := p.metaFD(trashDir)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(trash)
+	var errs []error
+	for _, n := range names {
+		if err := destroyTree(trash, n); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, p.sweepSnapshots())
+	return errors.Join(errs...)
+}
+
+// destroyTree destroys the subvolume name in parent, with the subvolumes
+// a pod may have made inside it (btrfs lets any user create one where it
+// can write; the kernel refuses to destroy a subvolume that holds one,
+// ENOTEMPTY). A plain directory (never made by the pool, but possible
+// after an operator's move) is left for the operator and reported.
+func destroyTree(parent int, name string) error {
+	return destroyNested(parent, name, 0)
+}
+
+// maxNesting bounds how deep destroyNested looks for nested subvolumes: a
+// pod's directory tree can be arbitrarily deep.
+const maxNesting = 64
+
+func destroyNested(parent int, name string, depth int) error {
+	err := destroySubvolume(parent, name)
+	if err == nil || errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if !errors.Is(err, unix.ENOTEMPTY) || depth >= maxNesting {
+		return err
+	}
+	// The kernel frees a destroyed subvolume's directory entries a moment
+	// after the call: a walk may still meet one (ENOENT, skipped) and the
+	// parent's destroy may still find it not empty, so walk and retry a
+	// few times before giving up.
+	for range destroyAttempts {
+		fd, oerr := openBeneath(parent, name)
+		if errors.Is(oerr, unix.ENOENT) {
+			return nil
+		}
+		if oerr != nil {
+			return errors.Join(err, oerr)
+		}
+		werr := destroySubvolumesIn(fd, depth+1)
+		_ = unix.Close(fd)
+		if werr != nil {
+			return errors.Join(err, werr)
+		}
+		err = destroySubvolume(parent, name)
+		if err == nil || errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		if !errors.Is(err, unix.ENOTEMPTY) {
+			return err
+		}
+	}
+	return err
+}
+
+// destroyAttempts bounds destroyNested's walks of one subvolume.
+const destroyAttempts = 5
+
+// destroySubvolumesIn destroys every subvolume under the directory dir,
+// opening each directory beneath the last without following links.
+func destroySubvolumesIn(dir, depth int) error {
+	if depth >= maxNesting {
+		return fmt.Errorf("subvolumes nested deeper than %d directories", maxNesting)
+	}
+	dup, err := unix.Dup(dir)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(dup), "nested")
+	ents, err := f.ReadDir(-1)
+	_ = f.Close()
+	if errors.Is(err, unix.ENOENT) {
+		return nil // the directory itself is gone: nothing left in it
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		sub, err := openBeneath(dir, e.Name())
+		if errors.Is(err, unix.ENOENT) {
+			// Gone since the listing: a nested subvolume destroyed a
+			// moment ago can still be listed by its parent directory.
+			continue
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		root, err := isSubvolumeRoot(sub)
+		if err == nil && !root {
+			err = destroySubvolumesIn(sub, depth+1)
+		}
+		_ = unix.Close(sub)
+		if err == nil && root {
+			err = destroyNested(dir, e.Name(), depth)
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// repair resolves what a crash left (doc.go), at an open that holds the
+// pool alone.
+func (p *Pool) repair() error {
+	tmps, err := p.entries(tmpDir)
+	if err != nil {
+		return err
+	}
+	tmp, err := p.metaFD(tmpDir)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(tmp)
+	for _, id := range tmps {
+		v, err := p.vols.Get(id)
+		if err != nil {
+			// No record (or not an ID): a create before its commit.
+			klog.InfoS("Destroying the subvolume of a create that did not commit", "name", id)
+			if err := destroyTree(tmp, id); err != nil {
+				return err
+			}
+			continue
+		}
+		parent, last, err := p.makeParents(v.Path)
+		if err != nil {
+			return err
+		}
+		err = unix.Renameat2(tmp, id, parent, last, unix.RENAME_NOREPLACE)
+		_ = unix.Close(parent)
+		if err != nil {
+			return fmt.Errorf("roll create of %s forward to %s: %w", id, v.Path, err)
+		}
+		klog.InfoS("Rolled an interrupted create forward", "volumeID", id, "path", v.Path)
+	}
+	// A record whose subvolume is in the trash: a delete after its rename.
+	trashed, err := p.entries(trashDir)
+	if err != nil {
+		return err
+	}
+	inTrash := map[string]bool{}
+	for _, n := range trashed {
+		id, _, _ := strings.Cut(n, ".")
+		inTrash[id] = true
+	}
+	mark := p.vols.Mark()
+	removed := false
+	for _, v := range p.vols.List() {
+		if !inTrash[v.ID] {
+			continue
+		}
+		if fd, err := p.openVolume(v); err == nil {
+			_ = unix.Close(fd)
+			continue // the volume is in place; the trash holds an older one of its name
+		}
+		klog.InfoS("Finishing an interrupted delete", "volumeID", v.ID)
+		if err := p.vols.Remove(v.ID); err != nil {
+			return err
+		}
+		removed = true
+	}
+	if removed {
+		if err := p.vols.Synced(mark); err != nil {
+			return err
+		}
+	}
+	return unix.Syncfs(p.root)
+}

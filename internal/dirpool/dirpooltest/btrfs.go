@@ -1,0 +1,70 @@
+// Package dirpooltest makes btrfs filesystems on loop devices for the
+// tests of directory pools. Tests only; it imports testutil and hostos,
+// never dirpool.
+package dirpooltest
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/filevol/filevol/internal/hostos/loop"
+	"github.com/filevol/filevol/internal/hostos/mount"
+	"github.com/filevol/filevol/internal/testutil"
+)
+
+// Btrfs makes a btrfs filesystem of size bytes on a loop device of its
+// own, backed by a sparse file under dir, mounts it at dir/btrfs and
+// returns that path: a directory pool's filesystem. dir is a Scratch
+// directory, whose cleanup unmounts and detaches it. Root only; skips
+// when mkfs.btrfs is missing (hack/install-deps.sh installs it).
+func Btrfs(t testing.TB, dir string, size int64) string {
+	t.Helper()
+	testutil.RequireRoot(t)
+	if _, err := exec.LookPath("mkfs.btrfs"); err != nil {
+		t.Skip("mkfs.btrfs is not installed (hack/install-deps.sh)")
+	}
+	img := filepath.Join(dir, "btrfs.img")
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, size); err != nil {
+		t.Fatal(err)
+	}
+	dev, err := loop.Attach(context.Background(), img, loop.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mkfs.btrfs", "-q", "-f", dev.Path).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.btrfs: %v: %s", err, out)
+	}
+	mnt := filepath.Join(dir, "btrfs")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := mount.Mount(dev.Path, mnt, "btrfs", nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := mount.UnmountAll(mnt); err != nil {
+			t.Errorf("unmount %s: %v", mnt, err)
+		}
+		// btrfs lets go of its device shortly after the unmount returns:
+		// retry a while, then leave the device to the Scratch cleanup
+		// (testutil.CleanLeftovers detaches what is backed under dir).
+		for i := 0; ; i++ {
+			err := loop.Detach(dev.Path)
+			if err == nil || i == 50 {
+				if err != nil {
+					t.Logf("detach %s: %v (left to the scratch cleanup)", dev.Path, err)
+				}
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	return mnt
+}

@@ -1,0 +1,138 @@
+package dirpool
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/filevol/filevol/internal/pool"
+)
+
+// killChildEnv makes the test binary a worker that creates and deletes
+// volumes in the pool it names until it is killed (TestKillDuringCreateAndDelete).
+const killChildEnv = "FILEVOL_DIRPOOL_KILL_CHILD"
+
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(killChildEnv); dir != "" {
+		killChild(dir)
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// killChild creates, fills and deletes volumes as fast as it can; a kill
+// lands anywhere in Create or Delete.
+func killChild(dir string) {
+	p, err := Open(dir, Options{NodeID: "n1"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	ctx := context.Background()
+	params := map[string]string{ParamBasePath: "k", ParamGIDRangeStart: "1000", ParamGIDRangeEnd: "1063"}
+	for i := 0; ; i++ {
+		name := fmt.Sprintf("v%d-%d", os.Getpid(), i)
+		if _, err := p.Create(ctx, pool.CreateRequest{Name: name, CapacityBytes: 8 * mib, Parameters: params}); err == nil {
+			v, _ := p.Record(p.VolumeID(name))
+			_ = os.WriteFile(filepath.Join(dir, v.Path, "f"), make([]byte, 64<<10), 0o644)
+		}
+		if vols := p.List(); len(vols) > 8 {
+			_ = p.Delete(ctx, vols[rand.IntN(len(vols))].ID)
+		}
+	}
+}
+
+// A kill at any point of a create or a delete leaves either the volume or
+// nothing: after each kill the next open finds every record with its
+// subvolume in place, nothing in tmp, no subvolume that no record names,
+// gids unique, and the trash emptied by the collector.
+func TestKillDuringCreateAndDelete(t *testing.T) {
+	first, dir := newPool(t)
+	// The worker and the checks below must each hold the pool alone to
+	// repair it at open.
+	first.Close()
+	rng := rand.New(rand.NewPCG(1, 2))
+	kills := 12
+	if testing.Short() {
+		kills = 4
+	}
+	for i := range kills {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), killChildEnv+"="+dir)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond)
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Wait()
+
+		p, err := Open(dir, Options{NodeID: "n1"})
+		if err != nil {
+			t.Fatalf("kill %d: open: %v", i, err)
+		}
+		if err := p.EmptyTrash(); err != nil {
+			t.Errorf("kill %d: empty trash: %v", i, err)
+		}
+		checkInvariants(t, p, dir, fmt.Sprintf("after kill %d", i))
+		p.Close()
+	}
+}
+
+func checkInvariants(t *testing.T, p *Pool, dir, when string) {
+	t.Helper()
+	paths := map[string]bool{}
+	gids := map[uint32]string{}
+	for _, v := range p.vols.List() {
+		fd, err := p.openVolume(v)
+		if err != nil {
+			t.Errorf("%s: volume %s has no subvolume at %s: %v", when, v.ID, v.Path, err)
+			continue
+		}
+		unix.Close(fd)
+		paths[v.Path] = true
+		if other, dup := gids[v.GID]; dup {
+			t.Errorf("%s: gid %d held by %s and %s", when, v.GID, other, v.ID)
+		}
+		gids[v.GID] = v.ID
+	}
+	for _, sub := range []string{tmpDir, trashDir} {
+		if ents, _ := os.ReadDir(filepath.Join(dir, metaDir, sub)); len(ents) != 0 {
+			t.Errorf("%s: left in %s: %d entries", when, sub, len(ents))
+		}
+	}
+	// Every subvolume under the pool's root is a recorded volume's.
+	err := filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
+		if err != nil || !e.IsDir() || path == dir {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		if strings.HasPrefix(rel, metaDir) {
+			return filepath.SkipDir
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(path, &st); err != nil {
+			return err
+		}
+		if st.Ino == firstFreeObjectID {
+			if !paths[rel] {
+				t.Errorf("%s: subvolume %s has no record", when, rel)
+			}
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
+}

@@ -1,0 +1,449 @@
+package dirpool
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/filevol/filevol/internal/durable"
+	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/recordstore"
+	"github.com/filevol/filevol/internal/volid"
+)
+
+// Sentinel errors; internal/csi/errors.go maps them to gRPC codes.
+var (
+	// ErrNotBtrfs: the pool directory is not on btrfs, or its quotas
+	// cannot be enabled.
+	ErrNotBtrfs = errors.New("directory pool needs btrfs with quotas")
+	// ErrInvalidParameter: a StorageClass parameter of a directory volume
+	// is unknown or malformed.
+	ErrInvalidParameter = errors.New("invalid directory volume parameter")
+	// ErrInvalidPath: a path made of the parameters or the claim's names
+	// could leave the pool or is not a plain relative path.
+	ErrInvalidPath = errors.New("invalid directory volume path")
+	// ErrGIDRangeExhausted: every gid of the range is held by a live volume.
+	ErrGIDRangeExhausted = errors.New("gid range exhausted")
+	// ErrDirectoryExists: the volume's directory is taken (by another
+	// volume, or by something that is not a volume).
+	ErrDirectoryExists = errors.New("directory already exists")
+	// ErrNotVolume: what is at a volume's path is not its subvolume (it
+	// was replaced, or moved): the pool refuses to touch it.
+	ErrNotVolume = errors.New("not the volume's subvolume")
+)
+
+const (
+	metaDir       = ".filevol"
+	recordVersion = 1
+	identityFile  = "pool.json"
+	tmpDir        = "tmp"
+	trashDir      = "trash"
+	volumesDir    = "volumes"
+)
+
+// Volume is the record of a directory volume.
+type Volume struct {
+	Version        int               `json:"version"`
+	ID             string            `json:"id"`
+	Name           string            `json:"name"`
+	CapacityBytes  int64             `json:"capacityBytes"`
+	RequestedBytes int64             `json:"requestedBytes,omitempty"`
+	Parameters     map[string]string `json:"parameters,omitempty"`
+	// Path is the subvolume's path relative to the pool's root.
+	Path string `json:"path"`
+	// Subvolume is its btrfs subvolume ID (qgroup 0/Subvolume): checked
+	// before every operation on Path, so that a directory that replaced
+	// the volume is never taken for it.
+	Subvolume uint64 `json:"subvolume"`
+	UID       uint32 `json:"uid"`
+	GID       uint32 `json:"gid"`
+	// GIDAllocated: GID came from the range and is the pool's to hand
+	// out again once the volume is gone.
+	GIDAllocated  bool                `json:"gidAllocated,omitempty"`
+	Mode          uint32              `json:"mode"`
+	ContentSource *pool.ContentSource `json:"contentSource,omitempty"`
+	Node          string              `json:"node"`
+	CreatedAt     time.Time           `json:"createdAt"`
+}
+
+// RecordID and RecordVersion make Volume a recordstore.Record.
+func (v Volume) RecordID() string   { return v.ID }
+func (v Volume) RecordVersion() int { return v.Version }
+
+// Options configures Open.
+type Options struct {
+	NodeID string
+}
+
+// Pool is an open directory pool.
+type Pool struct {
+	dir, id, uuid string
+	node          string
+	root          int // the pool's directory, held open
+	rootDev       uint64
+	lockFD        int
+	vols          *recordstore.Store[Volume]
+	snaps         *recordstore.Store[pool.Snapshot]
+
+	mu       sync.Mutex
+	reserved map[uint32]bool // gids handed out to creates in flight
+	// trashMu serialises EmptyTrash: the background collector and the
+	// garbage collector (or a test) destroying one tree at once race on
+	// its nested subvolumes (ENOENT, ENOTEMPTY).
+	trashMu sync.Mutex
+
+	collectorOff atomic.Bool
+	wake         chan struct{}
+	stop         chan struct{}
+	done         chan struct{}
+}
+
+// Open opens (or makes) the directory pool in dir, which must be on
+// btrfs; quotas are enabled if they are off. When no other process has
+// the pool open, it repairs what a crash left (doc.go).
+func Open(dir string, o Options) (_ *Pool, err error) {
+	dir = filepath.Clean(dir)
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(dir, &sfs); err != nil {
+		return nil, err
+	}
+	if sfs.Type != unix.BTRFS_SUPER_MAGIC {
+		return nil, fmt.Errorf("%w: %s is on filesystem type %#x, not btrfs", ErrNotBtrfs, dir, sfs.Type)
+	}
+	for _, d := range []string{metaDir, metaDir + "/" + volumesDir, metaDir + "/" + tmpDir, metaDir + "/" + trashDir} {
+		if err := durable.EnsureDir(filepath.Join(dir, d)); err != nil {
+			return nil, err
+		}
+	}
+	p := &Pool{dir: dir, node: o.NodeID, root: -1, lockFD: -1, reserved: map[uint32]bool{},
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			p.closeFDs()
+		}
+	}()
+	if p.root, err = unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+		return nil, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(p.root, &st); err != nil {
+		return nil, err
+	}
+	p.rootDev = st.Dev
+	if err := enableQuota(p.root); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrNotBtrfs, dir, err)
+	}
+	if p.uuid, err = fsUUID(p.root); err != nil {
+		return nil, err
+	}
+	if p.id, err = loadIdentity(filepath.Join(dir, metaDir, identityFile)); err != nil {
+		return nil, err
+	}
+	if p.lockFD, err = unix.Open(filepath.Join(dir, metaDir, ".lock"), unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o600); err != nil {
+		return nil, err
+	}
+	alone := unix.Flock(p.lockFD, unix.LOCK_EX|unix.LOCK_NB) == nil
+	p.vols, err = recordstore.Open(recordstore.Config[Volume]{
+		Dir: filepath.Join(dir, metaDir, volumesDir), Kind: "directory volume", Version: recordVersion,
+		Valid: validID, NotFound: pool.ErrNotFound, Exists: pool.ErrAlreadyExists,
+		Weight: func(v Volume) int64 { return v.CapacityBytes },
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := p.openSnapshotStore(); err != nil {
+		p.vols.Close()
+		return nil, err
+	}
+	if err := p.load(alone); err != nil {
+		p.closeStores()
+		return nil, err
+	}
+	if err := unix.Flock(p.lockFD, unix.LOCK_SH); err != nil {
+		p.closeStores()
+		return nil, err
+	}
+	go p.collect()
+	p.kick()
+	return p, nil
+}
+
+// load reads the records and, when the pool is held alone, repairs.
+func (p *Pool) load(alone bool) error {
+	if _, err := p.vols.Load(alone); err != nil {
+		return err
+	}
+	if _, err := p.snaps.Load(alone); err != nil {
+		return err
+	}
+	if !alone {
+		return nil
+	}
+	if err := p.repairSnapshots(); err != nil {
+		return fmt.Errorf("repair directory pool %s: %w", p.dir, err)
+	}
+	if err := p.repair(); err != nil {
+		return fmt.Errorf("repair directory pool %s: %w", p.dir, err)
+	}
+	return nil
+}
+
+func (p *Pool) closeStores() {
+	p.vols.Close()
+	p.snaps.Close()
+}
+
+// validID accepts the IDs of directory volumes only.
+func validID(id string) error {
+	v, err := volid.ParseVolume(id)
+	if err != nil {
+		return err
+	}
+	if v.Kind != volid.KindDir {
+		return fmt.Errorf("%w: %s is not a directory volume", volid.ErrInvalid, id)
+	}
+	return nil
+}
+
+type identity struct {
+	Version   int       `json:"version"`
+	ID        string    `json:"id"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// loadIdentity reads the pool's ID, making it at the first open (published
+// with a no-replace rename: two first opens agree).
+func loadIdentity(path string) (string, error) {
+	for range 2 {
+		data, err := os.ReadFile(path)
+		if err == nil {
+			var id identity
+			if err := json.Unmarshal(data, &id); err != nil {
+				return "", fmt.Errorf("directory pool identity %s: %w", path, err)
+			}
+			if err := volid.ValidPool(id.ID); err != nil || id.Version != recordVersion {
+				return "", fmt.Errorf("directory pool identity %s: version %d, ID %q: not one this filevol reads", path, id.Version, id.ID)
+			}
+			return id.ID, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+		b := make([]byte, 4)
+		_, _ = rand.Read(b)
+		data, _ = json.Marshal(identity{Version: recordVersion, ID: hex.EncodeToString(b), CreatedAt: time.Now().UTC()})
+		tmp := fmt.Sprintf("%s.tmp-%x", path, b)
+		fd, err := durable.CreateExcl(tmp)
+		if err != nil {
+			return "", err
+		}
+		err = durable.WriteAll(fd, data)
+		if err == nil {
+			err = durable.Fsync(fd)
+		}
+		_ = unix.Close(fd)
+		if err == nil {
+			err = durable.RenameNoReplace(tmp, path)
+		}
+		_ = os.Remove(tmp)
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			return "", err
+		}
+		if err := durable.SyncDir(filepath.Dir(path)); err != nil {
+			return "", err
+		}
+	}
+	return "", fmt.Errorf("directory pool identity %s: could not be made", path)
+}
+
+// Close stops the background deleter and releases the pool.
+func (p *Pool) Close() error {
+	close(p.stop)
+	<-p.done
+	p.closeStores()
+	p.closeFDs()
+	return nil
+}
+
+func (p *Pool) closeFDs() {
+	for _, fd := range []*int{&p.root, &p.lockFD} {
+		if *fd >= 0 {
+			_ = unix.Close(*fd)
+			*fd = -1
+		}
+	}
+}
+
+// Dir is the pool's directory; the in-use records and freeze requests of
+// the controller and nodes live under it.
+func (p *Pool) Dir() string { return p.dir }
+
+// ID is the pool's ID, part of every volume ID it gives.
+func (p *Pool) ID() string { return p.id }
+
+// VolumeID is the ID of the volume called name.
+func (p *Pool) VolumeID(name string) string { return volid.NewVolume(volid.KindDir, p.id, name) }
+
+// SnapshotID is the ID of the snapshot called name.
+func (p *Pool) SnapshotID(name string) string { return volid.NewSnapshot(p.id, name) }
+
+// Known reports whether the index holds the volume.
+func (p *Pool) Known(id string) bool { return p.vols.Has(id) }
+
+// Record returns the volume's record.
+func (p *Pool) Record(id string) (Volume, error) {
+	if err := validID(id); err != nil {
+		return Volume{}, fmt.Errorf("%w: %v", pool.ErrNotFound, err)
+	}
+	return p.vols.Get(id)
+}
+
+// Get returns the volume as the services see it.
+func (p *Pool) Get(id string) (pool.Volume, error) {
+	v, err := p.Record(id)
+	if err != nil {
+		return pool.Volume{}, err
+	}
+	return v.common(), nil
+}
+
+// GetByName returns the volume called name.
+func (p *Pool) GetByName(name string) (pool.Volume, error) { return p.Get(p.VolumeID(name)) }
+
+// List lists the volumes in ID order.
+func (p *Pool) List() []pool.Volume {
+	var out []pool.Volume
+	for _, v := range p.vols.List() {
+		out = append(out, v.common())
+	}
+	return out
+}
+
+// common is what the services see of a directory volume. FSType is empty:
+// the volume is a directory of the pool's filesystem.
+func (v Volume) common() pool.Volume {
+	return pool.Volume{Version: v.Version, ID: v.ID, Name: v.Name, CapacityBytes: v.CapacityBytes,
+		RequestedBytes: v.RequestedBytes, Parameters: v.Parameters, Node: v.Node,
+		ContentSource: v.ContentSource, CreatedAt: v.CreatedAt}
+}
+
+// Capacity is statfs of the pool's filesystem. Volumes are thin: their
+// quotas together may promise more than the filesystem holds
+// (ProvisionedBytes says how much).
+func (p *Pool) Capacity() (pool.Capacity, error) {
+	var s unix.Statfs_t
+	if err := unix.Fstatfs(p.root, &s); err != nil {
+		return pool.Capacity{}, err
+	}
+	free := int64(s.Bavail) * s.Bsize
+	return pool.Capacity{TotalBytes: int64(s.Blocks) * s.Bsize, FreeBytes: free, AvailableBytes: free,
+		ProvisionedBytes: p.vols.Total()}, nil
+}
+
+// ImageLost reports whether the volume's subvolume is gone.
+func (p *Pool) ImageLost(id string) bool {
+	v, err := p.Record(id)
+	if err != nil {
+		return false
+	}
+	fd, err := p.openVolume(v)
+	if err != nil {
+		return true
+	}
+	_ = unix.Close(fd)
+	return false
+}
+
+// openVolume opens the volume's subvolume root, beneath the pool's root,
+// following no symlink, and checks that it is the volume's subvolume.
+func (p *Pool) openVolume(v Volume) (int, error) {
+	fd, err := openBeneath(p.root, v.Path)
+	if err != nil {
+		return -1, err
+	}
+	if err := p.checkSubvolume(fd, v); err != nil {
+		_ = unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+func (p *Pool) checkSubvolume(fd int, v Volume) error {
+	root, err := isSubvolumeRoot(fd)
+	if err != nil {
+		return err
+	}
+	id, err := subvolumeID(fd)
+	if err != nil {
+		return err
+	}
+	if !root || id != v.Subvolume {
+		return fmt.Errorf("%w: %s holds subvolume %d (a subvolume's root: %t), volume %s is subvolume %d",
+			ErrNotVolume, v.Path, id, root, v.ID, v.Subvolume)
+	}
+	return nil
+}
+
+// OpenVolume opens the volume's subvolume root for the node to bind
+// (through the descriptor, never a path a pod could change): the caller
+// closes it.
+func (p *Pool) OpenVolume(id string) (*os.File, error) {
+	v, err := p.Record(id)
+	if err != nil {
+		return nil, err
+	}
+	fd, err := p.openVolume(v)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil, fmt.Errorf("%w: the directory of volume %s (%s) is missing", pool.ErrImageMissing, id, v.Path)
+		}
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), filepath.Join(p.dir, v.Path)), nil
+}
+
+// Usage returns the bytes the volume's qgroup references and its limit,
+// as of the filesystem's last transaction commit.
+func (p *Pool) Usage(id string) (used, limit int64, err error) {
+	v, err := p.Record(id)
+	if err != nil {
+		return 0, 0, err
+	}
+	return qgroupUsage(p.uuid, v.Subvolume)
+}
+
+// SyncFS commits the pool filesystem's transaction, so that usage is current.
+func (p *Pool) SyncFS() error { return unix.Syncfs(p.root) }
+
+func randomSuffix() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// entries lists the names in one of the pool's own directories.
+func (p *Pool) entries(sub string) ([]string, error) {
+	f, err := os.Open(filepath.Join(p.dir, metaDir, sub))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
+}
+
+// metaFD opens one of the pool's own directories.
+func (p *Pool) metaFD(sub string) (int, error) {
+	return openBeneath(p.root, metaDir+"/"+sub)
+}
+
+func (p *Pool) String() string { return "directory pool " + p.dir }
