@@ -35,6 +35,9 @@ func Run(t *testing.T, name string, mutate func(*sanity.TestConfig)) { run(t, na
 func RunDir(t *testing.T, name string, mutate func(*sanity.TestConfig)) {
 	run(t, name, true, func(cfg *sanity.TestConfig) {
 		cfg.TestVolumeParameters = map[string]string{dirpool.ParamProvisioningMode: dirpool.ProvisioningModeDirectory}
+		// A directory volume has no I/O limits (they throttle an image's
+		// loop device): no mutable parameters to modify it with.
+		cfg.TestVolumeMutableParameters = nil
 		if mutate != nil {
 			mutate(cfg)
 		}
