@@ -7,6 +7,7 @@ package driver
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -144,7 +145,16 @@ func SimulateReboot(t testing.TB, dir string) {
 		}
 	}
 	for _, l := range Loops(t, dir) {
-		if err := loop.Detach(l.Path); err != nil {
+		// A device just unmounted can stay claimed for a moment while
+		// another mount namespace still holds a copy of the mount (a
+		// container or a test server being set up copies the host's
+		// mount table, then drops it): retry for up to two seconds.
+		err := loop.Detach(l.Path)
+		for i := 0; i < 40 && errors.Is(err, loop.ErrBusy); i++ {
+			time.Sleep(50 * time.Millisecond)
+			err = loop.Detach(l.Path)
+		}
+		if err != nil {
 			t.Fatalf("detach %s: %v", l.Path, err)
 		}
 	}
