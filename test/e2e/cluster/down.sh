@@ -123,10 +123,12 @@ if [ -d "$TASKS" ]; then
 fi
 # Anything still in our kubelet's cgroups is a container of ours (up.sh created these
 # cgroups for it and stamped them). A real node's /kubepods is never looked into.
+# cgroup_dir DIR: a cgroup under the cgroup filesystem, not a hierarchy's root (a stamp's
+# line is data: never kill or rmdir on what it says without checking).
+cgroup_dir() { case "$1" in "$CGROUP_FS"/?*) [ -d "$1" ] && ! mountpoint -q "$1" ;; *) false ;; esac; }
 our_cgroups=$(owned cgroup | awk '{print length($0) " " $0}' | sort -rn | cut -d' ' -f2-)
 for c in $our_cgroups; do
-  case "$c" in "$CGROUP_FS"/*/*) ;; *) log "  not a cgroup directory, skipped: $c" >&2; continue ;; esac
-  [ -d "$c" ] || continue
+  cgroup_dir "$c" || continue
   while read -r f; do
     while read -r p; do [ -n "$p" ] && { kill -KILL "$p" 2>/dev/null || true; did=1; }; done < "$f"
   done < <(find "$c" -name cgroup.procs 2>/dev/null)
@@ -227,8 +229,7 @@ else
   done < <(owned chain)
 fi
 for c in $our_cgroups; do
-  case "$c" in "$CGROUP_FS"/*/*) ;; *) continue ;; esac
-  [ -d "$c" ] && { find "$c" -depth -type d -exec rmdir {} \; 2>/dev/null || true; did=1; }
+  if cgroup_dir "$c"; then find "$c" -depth -type d -exec rmdir {} \; 2>/dev/null || true; did=1; fi
 done
 rm -f "$STATE_DIR/kubelet-config.yaml"
 # keep whatever container logs are left, next to the cluster logs
@@ -248,7 +249,7 @@ if [ -s "$OWNED" ]; then rm -f /var/lib/cni/results/filevol-e2e-* 2>/dev/null ||
 # A killed shim leaves its socket; remove those of our shims that nobody listens on.
 listening=$(ss -xlnH 2>/dev/null | awk '{print $5}' || true)
 for s in "${shim_socks[@]}"; do
-  [ -S "$s" ] && ! grep -qxF "$s" <<<"$listening" && rm -f "$s"
+  if [ -S "$s" ] && ! grep -qxF "$s" <<<"$listening"; then rm -f "$s"; fi
 done
 # Directories that were absent before up.sh (our KUBELET_ROOT mount point among them),
 # deepest first, and only once empty.
