@@ -43,6 +43,6 @@ EOF
       { echo "bookworm_apt: apt-get update failed:" >&2; tail -n 20 "$d/update.log" >&2; return 1; }
   fi
   # What apt now offers must be bookworm's, or the images would not be what they say.
-  apt-cache policy | grep -q 'n=bookworm' ||
+  [[ $(apt-cache policy) == *n=bookworm,* ]] ||
     { echo "bookworm_apt: no bookworm release in $d/lists" >&2; return 1; }
 }

@@ -67,7 +67,7 @@ image_spec() {
       "$CLUSTER_DIR/images/nsenter-shim.sh" "$CLUSTER_DIR/versions.env" \
       "$REPO_ROOT/hack/debian-bookworm.sh" "$REPO_ROOT"/hack/tools/cmd/debroot/*.go 2>/dev/null
     (source "$REPO_ROOT/hack/debian-bookworm.sh" && bookworm_apt "${FILEVOL_IMAGES_CACHE:-/var/cache/filevol-images}" --if-missing &&
-      apt-cache show --no-all-versions coreutils libc6 | grep -E '^(Package|Version):')
+      apt-cache show --no-all-versions coreutils dash libc6 | grep -E '^(Package|Version):')
   } | sha256sum | cut -c1-16
 }
 kube_src() { (cd "$TOOLS_DIR" && go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | jq -r .Dir); }

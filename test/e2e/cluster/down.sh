@@ -205,9 +205,13 @@ for id in $ids; do rm -f /var/lib/cni/results/*-"$id"-*; done
 for l in $(owned link); do
   if ip link show "$l" >/dev/null 2>&1; then ip link del "$l"; log "  deleted bridge $l"; did=1; fi
 done
-owned addr | while read -r a d; do
-  if ip -o addr show dev "$d" | grep -qF " $a "; then ip addr del "$a" dev "$d"; log "  removed address $a from $d"; fi
-done
+# (Tests on captured output, not `| grep -q`: with pipefail, grep quitting early can fail
+# the pipeline.)
+while read -r a d; do
+  if [[ $(ip -o addr show dev "$d" 2>/dev/null) == *" $a "* ]]; then
+    ip addr del "$a" dev "$d"; log "  removed address $a from $d"; did=1
+  fi
+done < <(owned addr)
 # The kubelet creates these chains and the KUBE-FIREWALL jumps, and never removes them. The
 # stamp names those that did not exist before our kubelet; while another kubelet or a
 # kube-proxy runs, they may be its too, and stay (in the stamp, for a later down.sh).

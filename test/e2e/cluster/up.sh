@@ -31,11 +31,11 @@ FILEVOL_E2E_GRACEFUL=0 "$CLUSTER_DIR/down.sh" | sed 's/^/  /'
 theirs=$(mounts_under "$KUBELET_ROOT")
 [ -z "$theirs" ] || die "$KUBELET_ROOT holds mounts this harness did not make (is this a Kubernetes node?); not starting:
 $(sed 's/^/    /' <<<"$theirs")"
-if ip -o addr show | grep -qF " $NODE_IP/"; then
+if [[ $(ip -o addr show) == *" $NODE_IP/"* ]]; then
   die "the node address $NODE_IP is already on this machine, and not ours: $(ip -o addr show | grep -F " $NODE_IP/")"
 fi
 for port in 2379 2380 2381 6443 10248 10250 10257 10259; do
-  if ss -ltnH "sport = :$port" | grep -q .; then
+  if [ -n "$(ss -ltnH "sport = :$port")" ]; then
     die "port $port is in use by a process this script did not start: $(ss -ltnpH "sport = :$port")"
   fi
 done

@@ -4,10 +4,11 @@
 #   pause.tar    pause from kubernetes' own build/pause/linux/pause.c (gcc -static)
 #   busybox.tar  Debian's busybox-static; also tagged as the e2e nginx image, which the
 #                storage suites only use for `sh -c`
-#   glibc-dns-testing.tar  e2e-test-images/glibc-dns-testing: GNU coreutils from Debian
-#                bookworm (debroot, hack/debian-bookworm.sh) on the busybox rootfs. The
-#                storage suites run GNU dd in it (multivolume: `dd oflag=nocache`,
-#                `iflag=direct`), which busybox's dd refuses
+#   glibc-dns-testing.tar  e2e-test-images/glibc-dns-testing: GNU coreutils and dash
+#                from Debian bookworm (debroot, hack/debian-bookworm.sh) on the busybox
+#                rootfs. The storage suites run GNU dd in it (multivolume: `dd
+#                oflag=nocache`, `iflag=direct`), which busybox's dd refuses; /bin/sh is
+#                dash, since busybox's sh runs its own applets before anything on the PATH
 #   agnhost.tar  agnhost built from the kubernetes module, on the busybox rootfs, with
 #                the nsenter shim (see nsenter-shim.sh)
 set -euo pipefail
@@ -35,13 +36,14 @@ echo 'root:x:0:' > "$r/etc/group"
 "$here/mkimage.sh" "$out/busybox.tar" "$r" 'null' '["sh"]' \
   "$BUSYBOX_TAG" docker.io/library/busybox:latest registry.k8s.io/e2e-test-images/nginx:1.15-4
 
-# GNU coreutils and exactly the libraries they load, from bookworm whatever the host's apt
-# says; busybox fills in every other command, never shadowing a GNU one on the PATH.
+# GNU coreutils, dash as /bin/sh, and exactly the libraries they load, from bookworm
+# whatever the host's apt says; busybox fills in every other command, never shadowing a
+# GNU one on the PATH. Not busybox's sh: it would run its own dd whatever the PATH says.
 images_cache=${FILEVOL_IMAGES_CACHE:-/var/cache/filevol-images}
 bookworm_apt "$images_cache" --if-missing
 (cd "$repo/hack/tools" && go build -o "$w/debroot" ./cmd/debroot)
 g=$w/rootfs-glibc
-"$w/debroot" -debs "$images_cache/debs" -out "$g" -list "$out/glibc-dns-testing.packages.txt" coreutils >/dev/null
+"$w/debroot" -debs "$images_cache/debs" -out "$g" -list "$out/glibc-dns-testing.packages.txt" coreutils dash >/dev/null
 rm -rf "$g"/usr/share/{man,info,locale,doc}
 mkdir -p "$g"/{bin,sbin,usr/bin,usr/sbin,tmp,etc,proc,sys,dev,root,var}
 cp /bin/busybox "$g/bin/busybox"
@@ -51,9 +53,9 @@ for a in $(/bin/busybox --list-full); do
 done
 chmod 1777 "$g/tmp"
 cp "$r/etc/passwd" "$r/etc/group" "$g/etc/"
-for c in dd sha256sum base64; do   # what the suites run there: GNU's, and it starts
-  v=$(chroot "$g" "$c" --version 2>&1 || true)
-  [[ $v == *"coreutils) "* ]] || { echo "glibc-dns-testing: $c is not GNU coreutils: $v" >&2; exit 1; }
+for c in dd sha256sum base64; do   # what the suites run there, through sh -c: GNU's
+  v=$(chroot "$g" /bin/sh -c "$c --version" 2>&1 || true)
+  [[ $v == *"coreutils) "* ]] || { echo "glibc-dns-testing: sh -c '$c' is not GNU coreutils: $v" >&2; exit 1; }
 done
 "$here/mkimage.sh" "$out/glibc-dns-testing.tar" "$g" 'null' '["sh"]' \
   registry.k8s.io/e2e-test-images/glibc-dns-testing:2.0.0
