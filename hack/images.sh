@@ -5,7 +5,8 @@
 #   filevol.tar          ghcr.io/filevol/filevol:v<chart appVersion> and :<git version>
 #                        layer 1: Debian bookworm packages (dpkg-deb -x, no maintainer
 #                        scripts): PACKAGES below plus exactly the libraries their
-#                        programs load (hack/tools/cmd/debroot); layer 2: bin/filevol
+#                        programs load (hack/tools/cmd/debroot), from bookworm whatever
+#                        the host's apt is set to (hack/debian-bookworm.sh); layer 2: bin/filevol
 #                        (make build, DWARF stripped)
 #   csi-provisioner.tar  registry.k8s.io/sig-storage/csi-provisioner:<versions.env> etc.:
 #   csi-resizer.tar      the binaries test/e2e/cluster/build.sh cached, built from the
@@ -50,8 +51,10 @@ objcopy --strip-debug "$ROOT/bin/filevol" "$W/filevol"
 version=$("$ROOT/bin/filevol" --version 2>/dev/null | awk '{print $NF}' || true)
 [ -n "$version" ] || version=$(cd "$ROOT" && git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-log "Debian rootfs: ${PACKAGES[*]} + their libraries"
-apt-cache show --no-all-versions "${PACKAGES[0]}" >/dev/null 2>&1 || apt-get -o DPkg::Lock::Timeout=300 update -qq
+log "Debian bookworm rootfs: ${PACKAGES[*]} + their libraries"
+# apt (and debroot, through it) sees bookworm only: its own sources, lists and status.
+source "$ROOT/hack/debian-bookworm.sh"
+bookworm_apt "$CACHE"
 R=$W/rootfs
 "$W/debroot" -debs "$CACHE/debs" -out "$R" -list "$OUT/filevol.packages.txt" "${PACKAGES[@]}"
 for d in "${SLIM[@]}"; do rm -rf "${R:?}/$d"; done

@@ -23,7 +23,8 @@
 # Knobs (environment, or make variables passed through):
 #   E2E_INSTALL=helm   helm (default) or host: how filevol is installed (see above)
 #   E2E_DOCTOR=0       skip the doctor proofs;   E2E_CHART=0   skip the chart's upgrade/uninstall test
-#   E2E_SLOW=1         also run [Disruptive], [Serial] and [Slow] suite tests (skipped by default)
+#   E2E_SLOW=1         also run [Serial] and [Slow] suite tests (skipped by default), and
+#                      [Disruptive] ones in a pass of their own, one at a time, after them
 #   E2E_STORIES=0      skip the stories;   E2E_SUITE=0   skip the External Storage suite
 #   E2E_FOCUS=regexp   suite focus (default External.Storage); E2E_SKIP=regexp adds to the skips
 #   E2E_PROCS=n        parallel suite processes (default 4; 1 runs e2e.test directly)
@@ -196,34 +197,32 @@ if [ "$E2E_DOCTOR" = 1 ]; then
 fi
 
 # ---- 6. External Storage suite -------------------------------------------------------------
-if [ "$E2E_SUITE" = 1 ]; then
+# suite_pass NAME PROCS FOCUS SKIP: one run of e2e.test, its log and junit files in
+# suite/ (NAME "suite") or suite/NAME/, its counts in the summary and the totals.
+suite_pass() {
+  local name=$1 procs=$2 focus=$3 skip=$4 dir=$OUT/suite t rc=0 ran res args
+  [ "$name" = suite ] || dir=$OUT/suite/$name
+  mkdir -p "$dir"
   t=$(date +%s)
-  skip='\[Disruptive\]|\[Serial\]|\[Slow\]'
-  [ "$E2E_SLOW" = 1 ] && skip=''
-  # The chart runs csi-snapshotter per node (--node-deployment): it handles only the
-  # VolumeSnapshotContents snapshot-controller labelled with its node, which a
-  # pre-provisioned content (made by the test, not the controller) never is.
-  [ "$E2E_INSTALL" = helm ] && skip=${skip:+$skip|}'Pre-provisioned.Snapshot'
-  [ -n "$E2E_SKIP" ] && skip=${skip:+$skip|}$E2E_SKIP
-  args=(-kubeconfig="$ADMIN_KUBECONFIG" -storage.testdriver="$OUT/testdriver.yaml"
-        -kubelet-root-dir="$KUBELET_ROOT" -report-dir="$OUT/suite" -ginkgo.no-color -ginkgo.v
-        -ginkgo.focus="$E2E_FOCUS" -ginkgo.timeout=2h)
+  # -kubectl-path: the suite's own kubectl, not whatever one the host has on its PATH.
+  args=(-kubeconfig="$ADMIN_KUBECONFIG" -storage.testdriver="$OUT/testdriver.yaml" -kubectl-path="$KUBECTL"
+        -kubelet-root-dir="$KUBELET_ROOT" -report-dir="$dir" -ginkgo.no-color -ginkgo.v
+        -ginkgo.focus="$focus" -ginkgo.timeout=2h)
   [ -n "$skip" ] && args+=(-ginkgo.skip="$skip")
-  log "suite: e2e.test ${args[*]} (procs $E2E_PROCS; log $OUT/suite/e2e.log)"
-  rc=0
-  cd "$OUT/suite"
-  if [ "$E2E_PROCS" -gt 1 ]; then
-    # The ginkgo CLI runs the precompiled e2e.test in E2E_PROCS processes; [Serial] specs
+  log "$name: e2e.test ${args[*]} (procs $procs; log $dir/e2e.log)"
+  cd "$dir"
+  if [ "$procs" -gt 1 ]; then
+    # The ginkgo CLI runs the precompiled e2e.test in $procs processes; [Serial] specs
     # (when E2E_SLOW=1) still run alone, at the end.
-    fg "$BIN_DIR/ginkgo" --procs="$E2E_PROCS" --no-color --silence-skips --timeout=2h \
-      "$BIN_DIR/e2e.test" -- "${args[@]}" > "$OUT/suite/e2e.log" 2>&1 || rc=$?
+    fg env "${ssh_env[@]}" "$BIN_DIR/ginkgo" --procs="$procs" --no-color --silence-skips --timeout=2h \
+      "$BIN_DIR/e2e.test" -- "${args[@]}" > "$dir/e2e.log" 2>&1 || rc=$?
   else
-    fg "$BIN_DIR/e2e.test" "${args[@]}" > "$OUT/suite/e2e.log" 2>&1 || rc=$?
+    fg env "${ssh_env[@]}" "$BIN_DIR/e2e.test" "${args[@]}" > "$dir/e2e.log" 2>&1 || rc=$?
   fi
   cd "$REPO_ROOT"
-  ran=$(grep -aE '^Ran [0-9]+ of [0-9]+ Specs' "$OUT/suite/e2e.log" | tail -1)
-  res=$(grep -aE '^(SUCCESS|FAIL)! -- ' "$OUT/suite/e2e.log" | tail -1)
-  note "suite: $(( $(date +%s) - t ))s, ${ran:-no result line}; ${res:-see log} (exit $rc, $OUT/suite/e2e.log)"
+  ran=$(grep -aE '^Ran [0-9]+ of [0-9]+ Specs' "$dir/e2e.log" | tail -1)
+  res=$(grep -aE '^(SUCCESS|FAIL)! -- ' "$dir/e2e.log" | tail -1)
+  note "$name: $(( $(date +%s) - t ))s, ${ran:-no result line}; ${res:-see log} (exit $rc, $dir/e2e.log)"
   # "SUCCESS! -- 54 Passed | 0 Failed | ..."; no such line: the suite did not finish.
   if [[ $res =~ ([0-9]+)\ Passed\ \|\ ([0-9]+)\ Failed ]]; then
     PASSED=$(( PASSED + BASH_REMATCH[1] )) FAILED=$(( FAILED + BASH_REMATCH[2] ))
@@ -231,8 +230,42 @@ if [ "$E2E_SUITE" = 1 ]; then
     FAILED=$(( FAILED + 1 ))
   fi
   # The failed specs, by name (ginkgo's closing summary lists them as "[FAIL] ...").
-  grep -aE '^\s*\[FAIL\]' "$OUT/suite/e2e.log" | sed 's/^\s*/  /' | sort -u || true
-  [ "$rc" = 0 ] || failed+=(suite)
+  grep -aE '^\s*\[FAIL\]' "$dir/e2e.log" | sed 's/^\s*/  /' | sort -u || true
+  [ "$rc" = 0 ] || failed+=("$name")
+}
+
+if [ "$E2E_SUITE" = 1 ]; then
+  # Tests that cannot run on this cluster, skipped by name ("regexp|reason"); each reason
+  # goes to the summary.
+  cannot=()
+  # The chart runs csi-snapshotter per node (--node-deployment): it handles only the
+  # VolumeSnapshotContents snapshot-controller labelled with its node, which a
+  # pre-provisioned content (made by the test, not the controller) never is.
+  [ "$E2E_INSTALL" = helm ] && cannot+=("Pre-provisioned.Snapshot|the chart's csi-snapshotter runs per node (--node-deployment) and handles only the VolumeSnapshotContents snapshot-controller labelled with its node, which a content the test makes itself never is")
+  # The [Disruptive] tests ssh to the node (up.sh's sshd) to stop and start the kubelet.
+  ssh_env=()
+  if [ -s "$STATE_DIR/ssh/id_ed25519" ]; then
+    ssh_env=(KUBE_SSH_KEY_PATH="$STATE_DIR/ssh/id_ed25519" KUBE_SSH_USER=root)
+  elif [ "$E2E_SLOW" = 1 ]; then
+    cannot+=("\[Disruptive\]|no sshd on the node (up.sh did not start one)")
+  fi
+  [ "$E2E_SLOW" = 1 ] && cannot+=("should provision storage with any volume data source|its hello-populator and volume-data-source-validator pods talk to the API server through the kubernetes Service, which routes nowhere here (no kube-proxy; the API server listens on 127.0.0.1, out of a pod's reach), and the validator's manifest pulls with imagePullPolicy: Always from registry.k8s.io (no registry)")
+  skip=$E2E_SKIP
+  for c in "${cannot[@]}"; do
+    skip=${skip:+$skip|}${c%%|*}
+    note "  skipped by name: '${c%%|*}': ${c#*|}"
+  done
+  if [ "$E2E_SLOW" = 1 ]; then
+    # [Disruptive] is no ginkgo Serial: run in parallel, a test that stops the kubelet
+    # breaks every other one under way (exec through the kubelet, mounts). They get a
+    # pass of their own, one at a time, after the others.
+    suite_pass suite "$E2E_PROCS" "$E2E_FOCUS" "${skip:+$skip|}\[Disruptive\]"
+    if [[ ${ssh_env[*]} ]]; then
+      suite_pass disruptive 1 "$E2E_FOCUS.*\[Disruptive\]" "$skip"
+    fi
+  else
+    suite_pass suite "$E2E_PROCS" "$E2E_FOCUS" "${skip:+$skip|}\[Disruptive\]|\[Serial\]|\[Slow\]"
+  fi
 fi
 
 # ---- 7. the chart: upgrade in place, uninstall, reinstall (last: it uninstalls) ------------

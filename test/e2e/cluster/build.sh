@@ -55,13 +55,20 @@ stamp() { # name spec
   mv -f "$STAMP.tmp" "$STAMP"
 }
 
-# Images: their inputs are the busybox binary, the pause source, agnhost, the shim and
-# the image builder itself.
+# Images: their inputs are the busybox binary, the pause source, agnhost, the shim, the
+# image builder itself, and the bookworm packages of glibc-dns-testing (debroot, and the
+# versions apt offers from the lists it has: fetched once, then read offline).
+IMAGES=(pause busybox agnhost glibc-dns-testing)
 image_spec() {
   local kdir; kdir=$(kube_src)
-  cat /bin/busybox "$kdir/build/pause/linux/pause.c" "$BIN_DIR/agnhost" \
+  {
+    cat /bin/busybox "$kdir/build/pause/linux/pause.c" "$BIN_DIR/agnhost" \
       "$CLUSTER_DIR/images/mkimage.sh" "$CLUSTER_DIR/images/build-images.sh" \
-      "$CLUSTER_DIR/images/nsenter-shim.sh" "$CLUSTER_DIR/versions.env" 2>/dev/null | sha256sum | cut -c1-16
+      "$CLUSTER_DIR/images/nsenter-shim.sh" "$CLUSTER_DIR/versions.env" \
+      "$REPO_ROOT/hack/debian-bookworm.sh" "$REPO_ROOT"/hack/tools/cmd/debroot/*.go 2>/dev/null
+    (source "$REPO_ROOT/hack/debian-bookworm.sh" && bookworm_apt "${FILEVOL_IMAGES_CACHE:-/var/cache/filevol-images}" --if-missing &&
+      apt-cache show --no-all-versions coreutils dash libc6 | grep -E '^(Package|Version):')
+  } | sha256sum | cut -c1-16
 }
 kube_src() { (cd "$TOOLS_DIR" && go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | jq -r .Dir); }
 
@@ -72,7 +79,7 @@ all_done() {
     [ -x "$BIN_DIR/$name" ] && stamped "$name" "$spec" || return 1
   done
   [ -s "$KEY_DIR/crd/.complete" ] || return 1
-  for t in pause busybox agnhost; do [ -s "$IMG_DIR/$t.tar" ] || return 1; done
+  for t in "${IMAGES[@]}"; do [ -s "$IMG_DIR/$t.tar" ] || return 1; done
   [ -s "$IMG_DIR/.stamp" ] || return 1
 }
 

@@ -2,16 +2,25 @@
 # Tear the e2e cluster down completely; safe to run any number of times, and after a
 # killed session (up.sh runs it first for exactly that reason).
 #
+# It touches only what the ownership stamp names (lib.sh: $STATE_DIR/pids and
+# $STATE_DIR/owned, which up.sh writes before it creates each thing) and what lies
+# inside our state dir. A machine may also be a real Kubernetes node: its kubelet,
+# pods, /kubepods cgroups, mounts under a /var/lib/kubelet that is not our bind mount,
+# and KUBE-* chains we did not see appear are left alone, and named on stderr.
+#
 #  1. (graceful, if the apiserver answers) stop the controllers, delete every pod so the
 #     kubelet stops sandboxes and unmounts volumes itself;
-#  2. stop every process up.sh recorded in $STATE_DIR/pids, by PID, newest first, after
+#  2. stop every process recorded in $STATE_DIR/pids, by PID, newest first, after
 #     checking the PID still is the process we started (its start time is recorded);
 #  3. stop containerd shims and container processes that outlived containerd, found by
-#     the PIDs containerd wrote into our own state dir (never by name);
-#  4. unmount everything under /var/lib/kubelet and the state dir, and the pod netns;
-#  5. detach loop devices backed by files under the state dir or /var/lib/kubelet;
-#  6. delete the CNI bridge, the pod cgroups, and the state (PKI is kept);
-#  7. remove the empty directories kubelet/containerd/libcni create at hard-coded paths.
+#     the PIDs containerd wrote into our own state dir (never by name), then whatever is
+#     left in our kubelet's cgroups (stamped);
+#  4. unmount everything under the state dir, and under /var/lib/kubelet when it is our
+#     bind mount (stamped, and the same directory as $STATE_DIR/kubelet);
+#  5. detach loop devices backed by our files;
+#  6. delete the CNI bridge, the node address, the stamped cgroups and iptables chains,
+#     and the state (PKI is kept);
+#  7. remove what kubelet/containerd/libcni left at hard-coded paths, when it is ours.
 #
 # FILEVOL_E2E_GRACEFUL=0 skips step 1 (up.sh uses that for leftovers).
 set -euo pipefail
@@ -44,6 +53,19 @@ recorded() { # name -> "pid" if that recorded process is still ours and alive
   return 1
 }
 
+# ---- 0. what is not ours: named, and left alone ----------------------------------------
+# Looked at before anything is stopped, so that our own processes still count as ours.
+foreign=$(foreign_kube)
+foreign_cg=$(foreign_cgroups)
+if [ -n "$foreign" ] || [ -n "$foreign_cg" ]; then
+  {
+    log "down: this machine runs Kubernetes programs this harness did not start; leaving them,"
+    log "  their pods, cgroups and mounts alone (only what $STATE_DIR/{pids,owned} names is ours):"
+    [ -z "$foreign" ] || describe_pids <<<"$foreign"
+    [ -z "$foreign_cg" ] || sed 's/^/    cgroup with processes: /' <<<"$foreign_cg"
+  } >&2
+fi
+
 did=0
 # ---- 1. graceful: let the kubelet tear pods down itself -------------------------------
 if [ "$GRACEFUL" = 1 ] && recorded kube-apiserver >/dev/null && recorded kubelet >/dev/null && [ -x "$KUBECTL" ] &&
@@ -75,6 +97,7 @@ fi
 # shims are found from those (parent of init, listener of the socket), and are only
 # signalled when their command line names our containerd socket.
 ours() { tr '\0' ' ' < "/proc/$1/cmdline" 2>/dev/null | grep -qF -- "-address $CONTAINERD_SOCK"; }
+shim_socks=()   # our shims' sockets, in /run/containerd/s whatever containerd's config says
 if [ -d "$TASKS" ]; then
   shims=()
   for b in "$TASKS"/*/*; do
@@ -88,6 +111,7 @@ if [ -d "$TASKS" ]; then
     fi
     if [ -s "$b/address" ]; then
       a=$(sed 's#^unix://##' "$b/address")
+      shim_socks+=("$a")
       for pp in $(ss -xlpH src "$a" 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2); do
         ours "$pp" && shims+=("$pp")
       done
@@ -97,9 +121,14 @@ if [ -d "$TASKS" ]; then
     stop_pid "containerd-shim" "$pp" 5; did=1
   done
 fi
-# Anything still in the pod cgroups was started by our kubelet (nothing else uses kubepods).
-for c in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
-  [ -d "$c" ] || continue
+# Anything still in our kubelet's cgroups is a container of ours (up.sh created these
+# cgroups for it and stamped them). A real node's /kubepods is never looked into.
+# cgroup_dir DIR: a cgroup under the cgroup filesystem, not a hierarchy's root (a stamp's
+# line is data: never kill or rmdir on what it says without checking).
+cgroup_dir() { case "$1" in "$CGROUP_FS"/?*) [ -d "$1" ] && ! mountpoint -q "$1" ;; *) false ;; esac; }
+our_cgroups=$(owned cgroup | awk '{print length($0) " " $0}' | sort -rn | cut -d' ' -f2-)
+for c in $our_cgroups; do
+  cgroup_dir "$c" || continue
   while read -r f; do
     while read -r p; do [ -n "$p" ] && { kill -KILL "$p" 2>/dev/null || true; did=1; }; done < "$f"
   done < <(find "$c" -name cgroup.procs 2>/dev/null)
@@ -109,15 +138,21 @@ for c in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
 done
 
 # ---- 4. mounts ------------------------------------------------------------------------
-# mountinfo field 5 is the mount point, with space/tab/newline/backslash octal-escaped.
+# Ours: under the state dir (pod netns included: containerd keeps them there, see up.sh),
+# and under $KUBELET_ROOT only while it is our bind mount of $STATE_DIR/kubelet. Decided
+# once: after our bind mount is gone, $KUBELET_ROOT is a plain directory again.
+kroot_ours=0
+kubelet_root_ours && kroot_ours=1
 our_mounts() {
-  awk '{print $5}' /proc/self/mountinfo | while read -r m; do
-    m=$(printf '%b' "$m")
-    case "$m" in
-      "$KUBELET_ROOT"|"$KUBELET_ROOT"/*|"$STATE_DIR"|"$STATE_DIR"/*|/run/netns/cni-*|/var/run/netns/cni-*) echo "$m" ;;
-    esac
-  done | awk '{print length($0) " " $0}' | sort -rn | cut -d' ' -f2- | uniq
+  { mounts_under "$STATE_DIR"; [ "$kroot_ours" = 0 ] || mounts_under "$KUBELET_ROOT"; } |
+    awk '{print length($0) " " $0}' | sort -rn | cut -d' ' -f2- | uniq
 }
+if [ "$kroot_ours" = 0 ] && [ -n "$(mounts_under "$KUBELET_ROOT")" ]; then
+  {
+    log "down: $KUBELET_ROOT is not this harness's bind mount of $STATE_DIR/kubelet; leaving its mounts alone:"
+    mounts_under "$KUBELET_ROOT" | sed 's/^/    mount: /'
+  } >&2
+fi
 for round in 1 2 3 4 5; do
   ms=$(our_mounts)
   [ -n "$ms" ] || break
@@ -129,81 +164,106 @@ for round in 1 2 3 4 5; do
 done
 left=$(our_mounts)
 [ -z "$left" ] || die "mounts left behind: $left"
-for n in /run/netns/cni-*; do [ -e "$n" ] && { rm -f "$n"; did=1; }; done
 
 # ---- 5. loop devices backed by our files ----------------------------------------------
-# Ours: backed by a file under the state dir or the kubelet dir, or attached by a filevol
-# pod. Such a device shows its backing file relative to that pod's mount of the pool
-# ("/volumes/<volume ID>.img"), which no host path names once the pod is gone: the driver
-# finds those by inode, but if it never got to unstage them (a killed run), they are
-# recognised here by filevol's image names on the state directory's filesystem.
+# Ours: backed by a file under the state dir (or our kubelet root), found by path or, when
+# a pod's mount namespace attached it under another path, by inode on the state dir's
+# filesystem. A filevol pod's device shows its backing file relative to that pod's mount
+# of the pool ("/volumes/<volume ID>.img"); once the image is deleted no inode names it.
+# It is then recognised as a filevol image on the state dir's filesystem whose directory
+# exists in no host path (only in a pod), and only after a run of ours whose kubelet could
+# have run pods (the stamp names its root) and when no other Kubernetes runs here: other
+# filevol tests, or a real node's filevol, attach images on this filesystem too.
 state_fs=$(stat -c '%d' "$STATE_DIR" 2>/dev/null || echo none)
-# pod_image DEV_MAJ:MIN BACKING: is this a filevol image seen through a pod's mount?
-pod_image() {
-  [[ $2 =~ ^/(.+/)?volumes/(\.tmp-)?fv(1-[a-z]+-[0-9a-f]{8})?-[0-9a-f]{32}\.img(\ \(deleted\))?$ ]] || return 1
-  # MAJ:MIN as the kernel encodes a dev_t for stat(2) (new_encode_dev).
+# on_state_fs DEV_MAJ:MIN: MAJ:MIN as the kernel encodes a dev_t for stat(2) (new_encode_dev).
+on_state_fs() {
   local ma=${1%%:*} mi=${1##*:}
   [ "$(( (mi & 0xff) | (ma << 8) | ((mi & ~0xff) << 12) ))" = "$state_fs" ]
 }
-while read -r dev majmin back; do
+stamped_run=0
+[ -z "$(owned mount)" ] || stamped_run=1
+pod_image() { # BACKING
+  [ -z "$foreign" ] && [ "$stamped_run" = 1 ] &&
+    [[ $1 =~ ^/(.+/)?volumes/(\.tmp-)?fv(1-[a-z]+-[0-9a-f]{8})?-[0-9a-f]{32}\.img(\ \(deleted\))?$ ]] &&
+    [ ! -e "$(dirname "$1")" ]
+}
+while read -r dev majmin ino back; do
   case "$back" in
-    "$STATE_DIR"/*|"$KUBELET_ROOT"/*) ;;
-    *) pod_image "$majmin" "$back" || continue ;;
+    "$STATE_DIR"/*) ;;
+    "$KUBELET_ROOT"/*) [ "$kroot_ours" = 1 ] || continue ;;
+    *) on_state_fs "$majmin" || continue
+       [ -n "$(find "$STATE_DIR" -xdev -inum "$ino" -print -quit 2>/dev/null)" ] || pod_image "$back" || continue ;;
   esac
   losetup -d "$dev" && log "  detached $dev ($back)" && echo "$dev $back" >> "$LOG_DIR/detached-loops.txt"
   did=1
-done < <(losetup -nl -O NAME,BACK-MAJ:MIN,BACK-FILE 2>/dev/null || true)
+done < <(losetup -nl -O NAME,BACK-MAJ:MIN,BACK-INO,BACK-FILE 2>/dev/null || true)
 
-# ---- 6. bridge, iptables, cgroups, state ---------------------------------------------
+# ---- 6. bridge, address, iptables, cgroups, state ------------------------------------
 # Sandboxes whose CNI DEL never ran (killed runs) leave libcni cache entries keyed by id.
 ids=$(ls "$STATE_DIR"/containerd/{root,state}/io.containerd.grpc.v1.cri/sandboxes "$TASKS"/* 2>/dev/null | grep -xE '[0-9a-f]{64}' | sort -u || true)
 for id in $ids; do rm -f /var/lib/cni/results/*-"$id"-*; done
-if ip link show "$BRIDGE" >/dev/null 2>&1; then ip link del "$BRIDGE"; log "  deleted bridge $BRIDGE"; did=1; fi
-# The kubelet creates these chains (and the KUBE-FIREWALL jumps) and never removes them.
-# No kube-proxy or other kubelet runs here, so they are ours.
-for ipt in iptables ip6tables; do
-  command -v $ipt >/dev/null || continue
-  for chain in INPUT OUTPUT; do
-    while $ipt -w -t filter -C $chain -j KUBE-FIREWALL 2>/dev/null; do $ipt -w -t filter -D $chain -j KUBE-FIREWALL; did=1; done
-  done
-  for table in filter nat mangle; do
-    for chain in KUBE-FIREWALL KUBE-KUBELET-CANARY KUBE-IPTABLES-HINT; do
-      if $ipt -w -t $table -nL $chain >/dev/null 2>&1; then
-        $ipt -w -t $table -F $chain && $ipt -w -t $table -X $chain && did=1
-      fi
-    done
-  done
+for l in $(owned link); do
+  if ip link show "$l" >/dev/null 2>&1; then ip link del "$l"; log "  deleted bridge $l"; did=1; fi
 done
-for c in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
-  [ -d "$c" ] || continue
-  find "$c" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+# (Tests on captured output, not `| grep -q`: with pipefail, grep quitting early can fail
+# the pipeline.)
+while read -r a d; do
+  if [[ $(ip -o addr show dev "$d" 2>/dev/null) == *" $a "* ]]; then
+    ip addr del "$a" dev "$d"; log "  removed address $a from $d"; did=1
+  fi
+done < <(owned addr)
+# The kubelet creates these chains and the KUBE-FIREWALL jumps, and never removes them. The
+# stamp names those that did not exist before our kubelet; while another kubelet or a
+# kube-proxy runs, they may be its too, and stay (in the stamp, for a later down.sh).
+chains_left=0
+if [ -n "$(owned chain)" ] && grep -qE '^(kubelet|kube-proxy) ' <<<"$foreign"; then
+  chains_left=1
+  log "down: leaving the iptables chains our kubelet made, since a kubelet or kube-proxy we did not start may use them too: $(owned chain | awk '{print $1 "/" $2 "/" $3}' | tr '\n' ' ')" >&2
+else
+  while read -r ipt table chain; do
+    [ -n "$chain" ] && command -v "$ipt" >/dev/null || continue
+    if [ "$table $chain" = "filter KUBE-FIREWALL" ]; then
+      for from in INPUT OUTPUT; do
+        while $ipt -w -t filter -C $from -j KUBE-FIREWALL 2>/dev/null; do $ipt -w -t filter -D $from -j KUBE-FIREWALL; did=1; done
+      done
+    fi
+    if $ipt -w -t "$table" -nL "$chain" >/dev/null 2>&1; then
+      $ipt -w -t "$table" -F "$chain" && $ipt -w -t "$table" -X "$chain" && did=1
+    fi
+  done < <(owned chain)
+fi
+for c in $our_cgroups; do
+  if cgroup_dir "$c"; then find "$c" -depth -type d -exec rmdir {} \; 2>/dev/null || true; did=1; fi
 done
 rm -f "$STATE_DIR/kubelet-config.yaml"
 # keep whatever container logs are left, next to the cluster logs
 if [ -n "$(ls -A "$STATE_DIR/pod-logs" 2>/dev/null)" ]; then
   mkdir -p "$LOG_DIR/cluster" && cp -a "$STATE_DIR/pod-logs" "$LOG_DIR/cluster/" 2>/dev/null || true
 fi
-for d in etcd containerd kubelet cni pod-logs; do
+for d in etcd containerd kubelet cni pod-logs ssh; do
   [ -e "$STATE_DIR/$d" ] && rm -rf --one-file-system "${STATE_DIR:?}/$d"
 done
 
 # ---- 7. hard-coded paths outside the state dir, only what we created ----------------
-rmdir "$KUBELET_ROOT" 2>/dev/null || true                        # our bind-mount point
-if [ -d /var/log/containers ]; then                              # kubelet's log symlinks
+if [ -d /var/log/containers ]; then                              # kubelet's log symlinks to our pod logs
   find /var/log/containers -maxdepth 1 -type l -lname "$STATE_DIR/pod-logs/*" -delete 2>/dev/null || true
-  rmdir /var/log/containers 2>/dev/null || true
 fi
-rm -f /var/lib/cni/results/filevol-e2e-* 2>/dev/null || true      # libcni cache of our network (+ ids above)
-rmdir /var/lib/cni/results /var/lib/cni 2>/dev/null || true
-# containerd 1.6 puts shim sockets in /run/containerd/s whatever its config says; a shim
-# that was killed leaves its socket behind. Remove only sockets nobody listens on.
-if [ -d /run/containerd/s ]; then
-  listening=$(ss -xlnH 2>/dev/null | grep -oE '/run/containerd/s/[^ ]+' || true)
-  for s in /run/containerd/s/*; do
-    [ -S "$s" ] || continue
-    grep -qxF "$s" <<<"$listening" || rm -f "$s"
-  done
+# libcni's cache of our network (and of the sandbox ids above), when a run of ours left it
+if [ -s "$OWNED" ]; then rm -f /var/lib/cni/results/filevol-e2e-* 2>/dev/null || true; fi
+# A killed shim leaves its socket; remove those of our shims that nobody listens on.
+listening=$(ss -xlnH 2>/dev/null | awk '{print $5}' || true)
+for s in "${shim_socks[@]}"; do
+  if [ -S "$s" ] && ! grep -qxF "$s" <<<"$listening"; then rm -f "$s"; fi
+done
+# Directories that were absent before up.sh (our KUBELET_ROOT mount point among them),
+# deepest first, and only once empty.
+for d in $(owned dir | awk '{print length($0) " " $0}' | sort -rn | cut -d' ' -f2-); do
+  rmdir "$d" 2>/dev/null || true
+done
+if [ "$chains_left" = 1 ]; then
+  owned chain | sed 's/^/chain /' > "$OWNED.tmp" && mv -f "$OWNED.tmp" "$OWNED"
+else
+  rm -f "$OWNED"
 fi
-rmdir /run/netns /run/containerd/s /run/containerd 2>/dev/null || true
 
 if [ "$did" = 1 ]; then log "down: cluster is down"; else log "down: nothing to do"; fi

@@ -12,6 +12,7 @@ PKGS=(
   gcc libc6-dev               # static pause binary (build/pause/linux/pause.c)
   openssl jq curl bc          # PKI, scripts
   util-linux mount iproute2   # losetup, mountpoint, nsenter, ip
+  openssh-server openssh-client # the node's sshd for the upstream [Disruptive] tests (up.sh)
 )
 
 if [ "$(id -u)" != 0 ]; then
@@ -32,6 +33,14 @@ fi
 
 echo "install-packages: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
+# Packages with a service (openssh-server) must not start it: up.sh runs its own sshd on
+# the node's address only. policy-rc.d says no to invoke-rc.d while we install; one that
+# is already there is left as it is.
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  printf '#!/bin/sh\n# install-packages.sh (filevol e2e): start no service while it installs\nexit 101\n' > /usr/sbin/policy-rc.d
+  chmod 755 /usr/sbin/policy-rc.d
+  trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+fi
 apt-get -o DPkg::Lock::Timeout=300 update -qq >/dev/null
 apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 echo "install-packages: done"

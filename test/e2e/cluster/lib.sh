@@ -11,8 +11,17 @@ CACHE_ROOT=${FILEVOL_E2E_CACHE:-/var/cache/filevol-e2e}
 STATE_DIR=${FILEVOL_E2E_STATE:-/var/lib/filevol-e2e}
 LOG_DIR=${FILEVOL_E2E_LOGS:-$REPO_ROOT/_output/e2e}
 # Hard-coded by the e2e storage suite (volumemode.go, utils.go): must be /var/lib/kubelet.
-KUBELET_ROOT=/var/lib/kubelet
+# Overridable only so that guard_test.go can point the scripts at a directory of its own.
+KUBELET_ROOT=${FILEVOL_E2E_KUBELET_ROOT:-/var/lib/kubelet}
 NODE_NAME=vm            # resolves to 127.0.0.1 through /etc/hosts (apiserver -> kubelet)
+# The node's InternalIP, on lo: the kubelet refuses a loopback node IP, and the upstream
+# [Disruptive] tests ssh to the node's address (up.sh runs an sshd there and nowhere else).
+# Not routable from the pods (their bridge has no gateway) nor, as a /32 on lo, announced.
+NODE_IP=10.89.0.1
+# Our kubelet's cgroupRoot: its pods live under <hierarchy>/filevol-e2e/kubepods, never in
+# the /kubepods of a real node's kubelet, so each side's cgroups are told apart by path.
+CGROUP_NAME=filevol-e2e
+CGROUP_FS=/sys/fs/cgroup
 BRIDGE=filevol-e2e0     # CNI bridge: no gateway, no masquerade, pod traffic stays on it
 POD_SUBNET=10.88.0.0/16
 SERVICE_CIDR=10.0.0.0/24
@@ -30,7 +39,9 @@ versions_key() {
   echo "k8s-${KUBE_VERSION}-${h}"
 }
 
-KEY=$(versions_key)
+# FILEVOL_E2E_KEY: the key, already computed (the node's ssh sessions get it from up.sh,
+# since they may have no Go on their PATH; guard_test.go saves the hashing).
+KEY=${FILEVOL_E2E_KEY:-$(versions_key)}
 KEY_DIR=$CACHE_ROOT/$KEY
 BIN_DIR=$KEY_DIR/bin
 IMG_DIR=$KEY_DIR/images
@@ -42,7 +53,18 @@ CONTAINERD_SOCK=$STATE_DIR/containerd/containerd.sock
 log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*"; }
 die() { log "ERROR: $*" >&2; exit 1; }
 
+# The ownership stamp: what up.sh started and created, so down.sh stops and removes exactly
+# that and nothing else (a machine may be a real Kubernetes node too).
+#   pids   "name pid starttime", one process per line (record_pid)
+#   owned  "kind what...", one thing up.sh created per line, written BEFORE creating it,
+#          so that a killed up.sh leaves no thing the stamp does not name:
+#            dir PATH                a directory at a hard-coded path that was absent
+#            mount PATH DEV:INO      our bind mount of $STATE_DIR/kubelet on PATH
+#            cgroup DIR              a cgroup directory (our kubelet's cgroupRoot)
+#            chain IPT TABLE CHAIN   an iptables chain our kubelet makes, absent before
+#            addr ADDRESS DEV        the node's address, and link NAME, the CNI bridge
 PIDS_FILE=$STATE_DIR/pids
+OWNED=$STATE_DIR/owned
 # Start time of a process (clock ticks since boot, field 22 of /proc/PID/stat): recorded
 # with each PID so that down.sh never signals a reused PID.
 proc_start() {
@@ -56,3 +78,66 @@ proc_start() {
 # record_pid NAME PID: make down.sh stop this process (newest records are stopped first).
 # Scripts that start the driver or sidecars on the cluster should call this.
 record_pid() { echo "$1 $2 $(proc_start "$2")" >> "$PIDS_FILE"; }
+# is_recorded PID: the process PID is one we started (its start time matches the record).
+is_recorded() {
+  [ -s "$PIDS_FILE" ] || return 1
+  local n p st
+  while read -r n p st; do
+    [ "$p" = "$1" ] && [ "$(proc_start "$p" 2>/dev/null)" = "$st" ] && return 0
+  done < "$PIDS_FILE"
+  return 1
+}
+# own KIND WHAT...: add a line to the stamp (before creating the thing it names).
+own() { mkdir -p "$STATE_DIR"; echo "$*" >> "$OWNED"; }
+# owned KIND: print the stamp's lines of that kind, without the kind.
+owned() { [ -s "$OWNED" ] && awk -v k="$1" '$1 == k { sub(/^[^ ]+ /, ""); print }' "$OWNED"; return 0; }
+# dev_ino PATH: what a bind mount of PATH shows at its mount point too.
+dev_ino() { stat -c '%d:%i' "$1" 2>/dev/null; }
+# kubelet_root_ours: $KUBELET_ROOT is our bind mount of $STATE_DIR/kubelet, as stamped.
+kubelet_root_ours() {
+  local m di
+  m=$(owned mount | awk -v r="$KUBELET_ROOT" '$1 == r {print $2}' | tail -1)
+  di=$(dev_ino "$KUBELET_ROOT") || return 1
+  [ -n "$m" ] && [ "$m" = "$di" ] && [ "$di" = "$(dev_ino "$STATE_DIR/kubelet")" ]
+}
+
+# Kubernetes node programs, by the name of their executable. Only ever used to find what
+# we must NOT touch: nothing is signalled by name.
+KUBE_PROGS=(kubelet kube-apiserver kube-controller-manager kube-scheduler kube-proxy etcd)
+# foreign_kube: "name pid" of every running Kubernetes program this harness did not start
+# (a real node's kubelet, another cluster's apiserver...). Zombies have no exe: skipped.
+foreign_kube() {
+  local args=() n d p
+  for n in "${KUBE_PROGS[@]}"; do args+=(-o -lname "*/$n" -o -lname "*/$n (deleted)"); done
+  # find fails on processes that exit while it looks: not an error here.
+  { find /proc -mindepth 2 -maxdepth 2 -name exe \( -false "${args[@]}" \) -printf '%h %l\n' 2>/dev/null || true; } |
+  while read -r d p; do
+    p=${p% (deleted)}; p=${p##*/}
+    is_recorded "${d#/proc/}" || echo "$p ${d#/proc/}"
+  done
+}
+# describe_pids "name pid"...: one line each, with the command line, for messages.
+describe_pids() {
+  local n p
+  while read -r n p; do
+    [ -n "$p" ] || continue
+    echo "    $n pid $p: $(tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | cut -c1-160)"
+  done
+}
+# foreign_cgroups: cgroups of a real node's kubelet that hold processes (reported, never
+# touched): <hierarchy>/kubepods and kubepods.slice, the cgroupfs and systemd layouts.
+foreign_cgroups() {
+  local c
+  for c in "$CGROUP_FS"/*/kubepods "$CGROUP_FS"/*/kubepods.slice "$CGROUP_FS"/kubepods "$CGROUP_FS"/kubepods.slice; do
+    [ -d "$c" ] || continue
+    [ -n "$(find "$c" -name cgroup.procs -exec cat {} + 2>/dev/null | head -1)" ] && echo "$c"
+  done
+  return 0
+}
+# mounts_under DIR: the mount points at or under DIR (mountinfo unescaped), deepest first.
+mounts_under() {
+  awk '{print $5}' /proc/self/mountinfo | while read -r m; do
+    m=$(printf '%b' "$m")
+    case "$m" in "$1"|"$1"/*) echo "$m" ;; esac
+  done | awk '{print length($0) " " $0}' | sort -rn | cut -d' ' -f2- | uniq
+}

@@ -2,25 +2,51 @@
 # Bring up the single-node e2e cluster from the binaries build.sh cached. Everything
 # listens on 127.0.0.1; pods sit on a host-only bridge (no gateway, no masquerade).
 #
-# First it runs down.sh (non-graceful) to clean up whatever a killed earlier run left
-# behind, then starts: containerd, etcd, kube-apiserver, kube-controller-manager,
-# kube-scheduler, kubelet (root dir /var/lib/kubelet, bind-mounted from the state dir);
-# waits for node Ready, imports the local images, applies the VolumeSnapshot CRDs and
-# starts snapshot-controller. Every PID is recorded in $STATE_DIR/pids for down.sh.
+# It refuses to run on a machine that is a Kubernetes node (a kubelet it did not start).
+# Then it runs down.sh (non-graceful) to clean up whatever a killed earlier run left
+# behind, and starts: containerd, etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler, kubelet (root dir /var/lib/kubelet, bind-mounted from the state dir),
+# an sshd on the node's address for the upstream [Disruptive] tests; waits for node
+# Ready, imports the local images, applies the VolumeSnapshot CRDs and starts
+# snapshot-controller. Every PID is recorded in $STATE_DIR/pids, and everything else it
+# creates in $STATE_DIR/owned, before creating it: down.sh removes exactly that.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 [ "$(id -u)" = 0 ] || die "up.sh must run as root"
 
-for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl snapshot-controller; do
-  [ -x "$BIN_DIR/$b" ] || die "$BIN_DIR/$b missing: run build.sh (make e2e-tools) first"
-done
-for t in pause busybox agnhost; do [ -s "$IMG_DIR/$t.tar" ] || die "$IMG_DIR/$t.tar missing: run build.sh"; done
-for c in containerd runc ctr openssl curl; do command -v "$c" >/dev/null || die "$c missing: run install-packages.sh"; done
-[ -x /usr/lib/cni/bridge ] || die "CNI plugins missing: run install-packages.sh"
-getent hosts "$NODE_NAME" | grep -q '^127\.' || die "$NODE_NAME must resolve to 127.0.0.1 (/etc/hosts)"
+# ---- never on a Kubernetes node ---------------------------------------------------------
+# A kubelet we did not start means a real node: our cluster would bind-mount over its
+# /var/lib/kubelet and share its iptables chains. Refuse before touching anything.
+theirs=$(foreign_kube | grep '^kubelet ' || true)
+[ -z "$theirs" ] || die "a kubelet this harness did not start is running: this machine is a Kubernetes node, and the e2e cluster would disturb it. Not starting; nothing was touched.
+$(describe_pids <<<"$theirs")"
 
 T0=$(date +%s.%N)
 ts() { printf '%s [%6.1fs] %s\n' "$(date +%H:%M:%S)" "$(echo "$(date +%s.%N) - $T0" | bc)" "$*"; }
+
+# ---- clean up leftovers of an earlier (possibly killed) run ----------------------------
+FILEVOL_E2E_GRACEFUL=0 "$CLUSTER_DIR/down.sh" | sed 's/^/  /'
+# What is still mounted under the kubelet root after down.sh is not ours (a real node's
+# pods, with its kubelet stopped): our bind mount would hide it.
+theirs=$(mounts_under "$KUBELET_ROOT")
+[ -z "$theirs" ] || die "$KUBELET_ROOT holds mounts this harness did not make (is this a Kubernetes node?); not starting:
+$(sed 's/^/    /' <<<"$theirs")"
+if [[ $(ip -o addr show) == *" $NODE_IP/"* ]]; then
+  die "the node address $NODE_IP is already on this machine, and not ours: $(ip -o addr show | grep -F " $NODE_IP/")"
+fi
+for port in 2379 2380 2381 6443 10248 10250 10257 10259; do
+  if [ -n "$(ss -ltnH "sport = :$port")" ]; then
+    die "port $port is in use by a process this script did not start: $(ss -ltnpH "sport = :$port")"
+  fi
+done
+
+for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl snapshot-controller; do
+  [ -x "$BIN_DIR/$b" ] || die "$BIN_DIR/$b missing: run build.sh (make e2e-tools) first"
+done
+for t in pause busybox agnhost glibc-dns-testing; do [ -s "$IMG_DIR/$t.tar" ] || die "$IMG_DIR/$t.tar missing: run build.sh"; done
+for c in containerd runc ctr openssl curl sshd ssh-keygen; do command -v "$c" >/dev/null || die "$c missing: run install-packages.sh"; done
+[ -x /usr/lib/cni/bridge ] || die "CNI plugins missing: run install-packages.sh"
+getent hosts "$NODE_NAME" | grep -q '^127\.' || die "$NODE_NAME must resolve to 127.0.0.1 (/etc/hosts)"
 
 # On failure, tear down what was started (logs stay) unless asked to keep it for debugging.
 on_exit() {
@@ -32,18 +58,21 @@ on_exit() {
 }
 trap on_exit EXIT
 
-# ---- clean up leftovers of an earlier (possibly killed) run ----------------------------
-FILEVOL_E2E_GRACEFUL=0 "$CLUSTER_DIR/down.sh" | sed 's/^/  /'
-for port in 2379 2380 2381 6443 10248 10250 10257 10259; do
-  if ss -ltnH "sport = :$port" | grep -q .; then
-    die "port $port is in use by a process this script did not start: $(ss -ltnpH "sport = :$port")"
-  fi
-done
+# own_dir DIR...: create DIR, stamped as ours when it was absent (hard-coded paths the
+# kubelet, containerd, libcni or sshd would otherwise create unrecorded).
+own_dir() {
+  local d
+  for d in "$@"; do
+    [ -e "$d" ] || { own dir "$d"; mkdir -p "$d"; }
+  done
+}
 
 # Keep one generation of old logs.
 if [ -d "$LOG_DIR/cluster" ]; then rm -rf "$LOG_DIR/cluster.prev"; mv "$LOG_DIR/cluster" "$LOG_DIR/cluster.prev"; fi
 LOGS=$LOG_DIR/cluster
-mkdir -p "$LOGS" "$STATE_DIR"/{etcd,kubelet,pod-logs,cni/net.d,cni/ipam,containerd}
+mkdir -p "$LOGS" "$STATE_DIR"/{etcd,kubelet,pod-logs,cni/net.d,cni/ipam,containerd,ssh}
+rm -f "$OWNED"    # down.sh removed what the last one named
+own_dir /var/log/containers /var/lib/cni /var/lib/cni/results /run/containerd /run/containerd/s
 
 PIDS=$PIDS_FILE
 : > "$PIDS"
@@ -135,6 +164,8 @@ state = "$C/state"
     stream_server_port = "0"
     enable_selinux = false
     restrict_oom_score_adj = true
+    # Pod network namespaces under our state dir, not in /run/netns with a real node's.
+    netns_mounts_under_state_dir = true
     [plugins."io.containerd.grpc.v1.cri".containerd]
       snapshotter = "overlayfs"
       default_runtime_name = "runc"
@@ -171,6 +202,7 @@ cat > "$STATE_DIR/cni/net.d/10-filevol-e2e.conflist" <<EOF
   ]
 }
 EOF
+ip link show "$BRIDGE" >/dev/null 2>&1 || own link "$BRIDGE"   # the bridge plugin creates it
 start containerd containerd --config "$C/config.toml"
 
 # ---- control plane --------------------------------------------------------------------
@@ -225,7 +257,7 @@ start kube-scheduler "$BIN_DIR/kube-scheduler" \
 
 # ---- images ---------------------------------------------------------------------------
 waitfor containerd 60 ctr --address "$CONTAINERD_SOCK" version
-for t in pause busybox agnhost; do
+for t in pause busybox agnhost glibc-dns-testing; do
   ctr --address "$CONTAINERD_SOCK" -n k8s.io images import "$IMG_DIR/$t.tar" >/dev/null
 done
 ts "imported images: $(ctr --address "$CONTAINERD_SOCK" -n k8s.io images ls -q | grep -vc '^sha256:') tags"
@@ -233,12 +265,34 @@ ts "imported images: $(ctr --address "$CONTAINERD_SOCK" -n k8s.io images ls -q |
 # ---- kubelet --------------------------------------------------------------------------
 # The e2e storage suite hard-codes /var/lib/kubelet: bind-mount the state dir's kubelet
 # dir there so all data stays under the state dir.
-mkdir -p "$KUBELET_ROOT"
+own_dir "$KUBELET_ROOT"
+own mount "$KUBELET_ROOT" "$(dev_ino "$STATE_DIR/kubelet")"
 mount --bind "$STATE_DIR/kubelet" "$KUBELET_ROOT"
 # Shared, as on a systemd host: a CSI node pod mounts kubelet's plugins/ and pods/ with
 # Bidirectional propagation, which the runtime refuses on a private mount, and its
 # staging and publish mounts must propagate back to the host.
 mount --make-rshared "$KUBELET_ROOT"
+# Our kubelet's cgroupRoot, in every hierarchy (cgroup v1 has one per controller; the
+# kubelet wants it in each). cpuset: a new v1 cgroup starts with no CPUs and memory nodes.
+while read -r h; do
+  own cgroup "$h/$CGROUP_NAME"
+  mkdir -p "$h/$CGROUP_NAME"
+  for f in cpuset.cpus cpuset.mems; do
+    if [ -e "$h/$CGROUP_NAME/$f" ] && [ -z "$(cat "$h/$CGROUP_NAME/$f")" ]; then cat "$h/$f" > "$h/$CGROUP_NAME/$f"; fi
+  done
+done < <(awk -v fs="$CGROUP_FS" '($9 == "cgroup" || $9 == "cgroup2") && ($5 == fs || index($5, fs "/") == 1) {print $5}' /proc/self/mountinfo | sort -u)
+# The chains the kubelet makes and never removes: ours to remove if absent now.
+for ipt in iptables ip6tables; do
+  command -v $ipt >/dev/null || continue
+  for table in filter nat mangle; do
+    for chain in KUBE-FIREWALL KUBE-KUBELET-CANARY KUBE-IPTABLES-HINT; do
+      $ipt -w -t $table -nL $chain >/dev/null 2>&1 || own chain $ipt $table $chain
+    done
+  done
+done
+# The node's address (lib.sh: NODE_IP), where the sshd below listens.
+own addr "$NODE_IP/32" lo
+ip addr add "$NODE_IP/32" dev lo
 cat > "$STATE_DIR/kubelet-config.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -261,6 +315,7 @@ tlsPrivateKeyFile: $P/kubelet.key
 containerRuntimeEndpoint: unix://$CONTAINERD_SOCK
 imageServiceEndpoint: unix://$CONTAINERD_SOCK
 cgroupDriver: cgroupfs
+cgroupRoot: /$CGROUP_NAME
 # cgroup v1 here; kubelet 1.36 refuses it unless told otherwise.
 failCgroupV1: false
 failSwapOn: false
@@ -280,12 +335,48 @@ evictionHard:
   nodefs.inodesFree: "1%"
 protectKernelDefaults: false
 EOF
-start kubelet "$BIN_DIR/kubelet" \
-  --config="$STATE_DIR/kubelet-config.yaml" \
-  --kubeconfig="$STATE_DIR/kubelet.kubeconfig" \
-  --root-dir="$KUBELET_ROOT" \
-  --hostname-override="$NODE_NAME" \
-  --v=2
+: > "$LOGS/kubelet.log"
+"$CLUSTER_DIR/kubelet.sh" start >/dev/null   # the same start as over ssh (systemctl start kubelet)
+ts "started kubelet (pid $(awk '$1 == "kubelet" {print $2}' "$PIDS"))"
+
+# ---- sshd on the node's address ---------------------------------------------------------
+# The upstream [Disruptive] storage tests ssh to the node's InternalIP as root with the key
+# they are given (run.sh: KUBE_SSH_KEY_PATH), to stop and start the kubelet and look at
+# its mounts. A fresh key pair each run; password and keyboard logins are off; the
+# ForceCommand runs their command with node-bin/ first on the PATH.
+S=$STATE_DIR/ssh
+chmod 700 "$S"
+rm -f "$S"/host_key* "$S"/id_ed25519*
+ssh-keygen -q -t ed25519 -N '' -C filevol-e2e-node -f "$S/host_key"
+ssh-keygen -q -t ed25519 -N '' -C filevol-e2e-suite -f "$S/id_ed25519"
+cp "$S/id_ed25519.pub" "$S/authorized_keys"
+{
+  printf 'export PATH=%q\n' "$CLUSTER_DIR/node-bin:$PATH"
+  for v in FILEVOL_E2E_STATE=$STATE_DIR FILEVOL_E2E_CACHE=$CACHE_ROOT FILEVOL_E2E_LOGS=$LOG_DIR \
+           FILEVOL_E2E_KUBELET_ROOT=$KUBELET_ROOT FILEVOL_E2E_KEY=$KEY; do
+    printf 'export %s=%q\n' "${v%%=*}" "${v#*=}"
+  done
+} > "$S/env"
+cat > "$S/sshd_config" <<EOF
+ListenAddress $NODE_IP:22
+HostKey $S/host_key
+PidFile none
+AuthorizedKeysFile $S/authorized_keys
+AllowUsers root
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+AllowTcpForwarding no
+AllowAgentForwarding no
+X11Forwarding no
+PermitTunnel no
+ForceCommand $CLUSTER_DIR/node-ssh.sh $S/env
+EOF
+own_dir /run/sshd     # sshd's privilege separation directory
+start sshd "$(command -v sshd)" -D -e -f "$S/sshd_config"
+waitfor sshd 30 ss -ltnH "src $NODE_IP:22"
 waitfor node-registered 120 "$KUBECTL" get node "$NODE_NAME"
 waitfor node-Ready 120 "$KUBECTL" wait --for=condition=Ready "node/$NODE_NAME" --timeout=1s
 T_READY=$(printf '%.1f' "$(echo "$(date +%s.%N) - $T0" | bc)")
