@@ -191,7 +191,7 @@ func (s *ControllerService) DeleteVolume(ctx context.Context, req *csipb.DeleteV
 	if len(staged) > 0 {
 		return nil, failedPrecondition("volume %s is still in use: %s; unpublish and unstage it first", id, describeInUse(staged))
 	}
-	attached, err := st.attach.Of(id)
+	attached, err := s.attachments(st, id)
 	if err != nil {
 		return nil, err
 	}
@@ -202,8 +202,10 @@ func (s *ControllerService) DeleteVolume(ctx context.Context, req *csipb.DeleteV
 		return nil, err
 	}
 	// The volume is gone: so is its attachment record (and its lock file).
-	if err := st.attach.Forget(id); err != nil {
-		klog.ErrorS(err, "forget the attachments of a deleted volume", "volumeID", id)
+	if s.cfg.Shared {
+		if err := st.attach.Forget(id); err != nil {
+			klog.ErrorS(err, "forget the attachments of a deleted volume", "volumeID", id)
+		}
 	}
 	klog.InfoS("volume deleted", "volumeID", id)
 	return &csipb.DeleteVolumeResponse{}, nil

@@ -182,3 +182,12 @@ func (s *ControllerService) ControllerUnpublishVolume(ctx context.Context, req *
 	}
 	return &csipb.ControllerUnpublishVolumeResponse{}, nil
 }
+
+// attachments is the volume's attachment record: empty for a node-local
+// pool, whose volumes are never attached (no attach/ directory is made).
+func (s *ControllerService) attachments(st *poolStore, id string) (attach.Record, error) {
+	if !s.cfg.Shared {
+		return attach.Record{VolumeID: id}, nil
+	}
+	return st.attach.Of(id)
+}
