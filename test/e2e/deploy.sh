@@ -49,7 +49,7 @@ recorded_pid() {
 start() { # name command... (its own session, log appended: a restarted driver keeps one log)
   local n=$1; shift
   echo "==== $(date -u +%FT%T.%NZ) start: $*" >> "$DLOGS/$n.log"
-  setsid "$@" >> "$DLOGS/$n.log" 2>&1 < /dev/null &
+  setsid "$@" >> "$DLOGS/$n.log" 2>&1 < /dev/null 8>&- &   # 8: run.sh's lock
   local p=$!
   record_pid "$n" "$p"
   log "started $n (pid $p)"

@@ -33,6 +33,17 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/cluster/lib.sh"
 [ "$(id -u)" = 0 ] || die "run.sh must run as root"
 
+# One run at a time on a state dir: a second run's up.sh would take the first run's live
+# cluster for a killed run's leftovers and tear it down under it. The lock goes with this
+# process, so a killed run holds nothing; what outlives a run (the cluster's processes) is
+# started with fd 8 closed (up.sh, kubelet.sh, deploy.sh).
+mkdir -p "$STATE_DIR"
+exec 8>"$STATE_DIR/run.lock"
+if ! flock -n 8; then
+  log "e2e: another e2e run is using $STATE_DIR; waiting for it to end"
+  flock 8
+fi
+
 E2E_DIR=$REPO_ROOT/test/e2e
 E2E_STORIES=${E2E_STORIES:-1}
 E2E_SUITE=${E2E_SUITE:-1}

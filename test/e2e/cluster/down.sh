@@ -177,6 +177,7 @@ left=$(our_mounts)
 state_fs=$(stat -c '%d' "$STATE_DIR" 2>/dev/null || echo none)
 # on_state_fs DEV_MAJ:MIN: MAJ:MIN as the kernel encodes a dev_t for stat(2) (new_encode_dev).
 on_state_fs() {
+  [[ $1 =~ ^[0-9]+:[0-9]+$ ]] || return 1
   local ma=${1%%:*} mi=${1##*:}
   [ "$(( (mi & 0xff) | (ma << 8) | ((mi & ~0xff) << 12) ))" = "$state_fs" ]
 }
@@ -187,7 +188,10 @@ pod_image() { # BACKING
     [[ $1 =~ ^/(.+/)?volumes/(\.tmp-)?fv(1-[a-z]+-[0-9a-f]{8})?-[0-9a-f]{32}\.img(\ \(deleted\))?$ ]] &&
     [ ! -e "$(dirname "$1")" ]
 }
-while read -r dev majmin ino back; do
+# JSON, not columns: a device whose backing file has no device or inode to show (one another
+# mount namespace set up) leaves those columns empty, and the words would shift. Fields are
+# joined by \x1f, which no IFS whitespace rule collapses.
+while IFS=$'\x1f' read -r dev majmin ino back; do
   case "$back" in
     "$STATE_DIR"/*) ;;
     "$KUBELET_ROOT"/*) [ "$kroot_ours" = 1 ] || continue ;;
@@ -196,7 +200,8 @@ while read -r dev majmin ino back; do
   esac
   losetup -d "$dev" && log "  detached $dev ($back)" && echo "$dev $back" >> "$LOG_DIR/detached-loops.txt"
   did=1
-done < <(losetup -nl -O NAME,BACK-MAJ:MIN,BACK-INO,BACK-FILE 2>/dev/null || true)
+done < <(losetup -J -O NAME,BACK-MAJ:MIN,BACK-INO,BACK-FILE 2>/dev/null | jq -r '.loopdevices[]? |
+  [.name, ((.["back-maj:min"] // "") | gsub(" "; "")), ((.["back-ino"] // "") | tostring), (.["back-file"] // "")] | join("\u001f")' || true)
 
 # ---- 6. bridge, address, iptables, cgroups, state ------------------------------------
 # Sandboxes whose CNI DEL never ran (killed runs) leave libcni cache entries keyed by id.

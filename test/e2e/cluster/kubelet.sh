@@ -38,7 +38,7 @@ start() {
     --root-dir="$KUBELET_ROOT" \
     --hostname-override="$NODE_NAME" \
     --node-ip="$NODE_IP" \
-    --v=2 >> "$LOG" 2>&1 < /dev/null &
+    --v=2 >> "$LOG" 2>&1 < /dev/null 8>&- &   # 8: run.sh's lock, which must not outlive it
   p=$!
   if grep -q '^kubelet ' "$PIDS_FILE" 2>/dev/null; then
     awk -v l="kubelet $p $(proc_start "$p")" '$1 == "kubelet" { print l; next } { print }' "$PIDS_FILE" > "$PIDS_FILE.tmp"

@@ -78,7 +78,7 @@ PIDS=$PIDS_FILE
 : > "$PIDS"
 start() { # name command... ; its own session, so a ^C in make does not half-kill the cluster
   local n=$1; shift
-  setsid "$@" > "$LOGS/$n.log" 2>&1 < /dev/null &
+  setsid "$@" > "$LOGS/$n.log" 2>&1 < /dev/null 8>&- &   # 8: run.sh's lock
   local p=$!
   record_pid "$n" "$p"
   ts "started $n (pid $p)"
