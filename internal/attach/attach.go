@@ -32,13 +32,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
-
-	"github.com/filevol/filevol/internal/durable"
 )
 
 // DirName is the directory of the records inside the pool.
@@ -237,77 +232,6 @@ func (s *Store) change(volumeID string, fn func(*Record) (bool, error)) error {
 		}
 		return s.write(r)
 	})
-}
-
-func (s *Store) write(r Record) error {
-	r.Version = recordVersion
-	data, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	tmp := filepath.Join(s.dir, "."+r.VolumeID+".tmp-"+strconv.Itoa(os.Getpid()))
-	if err := writeSynced(tmp, data); err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("record attachments of volume %s: %w", r.VolumeID, err)
-	}
-	if err := os.Rename(tmp, s.recordPath(r.VolumeID)); err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("record attachments of volume %s: %w", r.VolumeID, err)
-	}
-	if err := durable.SyncDir(s.dir); err != nil {
-		return fmt.Errorf("record attachments of volume %s: %w", r.VolumeID, err)
-	}
-	return nil
-}
-
-func writeSynced(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	return errors.Join(err, f.Close())
-}
-
-// withLock runs fn holding the volume's lock file's OFD write lock. It
-// waits for another holder: attach calls are short, and the sidecar's
-// call has its own deadline. A lock file that was unlinked (Forget) while
-// we waited is not the volume's lock any more: take the new one.
-func (s *Store) withLock(volumeID string, fn func() error) error {
-	if err := os.MkdirAll(s.dir, 0o700); err != nil {
-		return fmt.Errorf("attachments of volume %s: %w", volumeID, err)
-	}
-	for {
-		f, err := os.OpenFile(s.lockPath(volumeID), os.O_RDWR|os.O_CREATE, 0o600)
-		if err != nil {
-			return fmt.Errorf("lock attachments of volume %s: %w", volumeID, err)
-		}
-		lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0}
-		err = durable.IgnoringEINTR(func() error { return unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLKW, &lk) })
-		if err != nil {
-			f.Close()
-			return fmt.Errorf("lock attachments of volume %s: %w", volumeID, err)
-		}
-		if !sameFile(f, s.lockPath(volumeID)) {
-			f.Close()
-			continue
-		}
-		err = fn()
-		f.Close() // releases the OFD lock
-		return err
-	}
-}
-
-func sameFile(f *os.File, path string) bool {
-	a, err := f.Stat()
-	if err != nil {
-		return false
-	}
-	b, err := os.Stat(path)
-	return err == nil && os.SameFile(a, b)
 }
 
 // ElsewhereError says which node holds a single-node volume.

@@ -3,10 +3,8 @@ package dirpool
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -215,57 +213,6 @@ func validID(id string) error {
 	return nil
 }
 
-type identity struct {
-	Version   int       `json:"version"`
-	ID        string    `json:"id"`
-	CreatedAt time.Time `json:"createdAt"`
-}
-
-// loadIdentity reads the pool's ID, making it at the first open (published
-// with a no-replace rename: two first opens agree).
-func loadIdentity(path string) (string, error) {
-	for range 2 {
-		data, err := os.ReadFile(path)
-		if err == nil {
-			var id identity
-			if err := json.Unmarshal(data, &id); err != nil {
-				return "", fmt.Errorf("directory pool identity %s: %w", path, err)
-			}
-			if err := volid.ValidPool(id.ID); err != nil || id.Version != recordVersion {
-				return "", fmt.Errorf("directory pool identity %s: version %d, ID %q: not one this filevol reads", path, id.Version, id.ID)
-			}
-			return id.ID, nil
-		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			return "", err
-		}
-		b := make([]byte, 4)
-		_, _ = rand.Read(b)
-		data, _ = json.Marshal(identity{Version: recordVersion, ID: hex.EncodeToString(b), CreatedAt: time.Now().UTC()})
-		tmp := fmt.Sprintf("%s.tmp-%x", path, b)
-		fd, err := durable.CreateExcl(tmp)
-		if err != nil {
-			return "", err
-		}
-		err = durable.WriteAll(fd, data)
-		if err == nil {
-			err = durable.Fsync(fd)
-		}
-		_ = unix.Close(fd)
-		if err == nil {
-			err = durable.RenameNoReplace(tmp, path)
-		}
-		_ = os.Remove(tmp)
-		if err != nil && !errors.Is(err, unix.EEXIST) {
-			return "", err
-		}
-		if err := durable.SyncDir(filepath.Dir(path)); err != nil {
-			return "", err
-		}
-	}
-	return "", fmt.Errorf("directory pool identity %s: could not be made", path)
-}
-
 // Close stops the background deleter and releases the pool.
 func (p *Pool) Close() error {
 	close(p.stop)
@@ -362,64 +309,6 @@ func (p *Pool) ImageLost(id string) bool {
 	}
 	_ = unix.Close(fd)
 	return false
-}
-
-// openVolume opens the volume's subvolume root, beneath the pool's root,
-// following no symlink, and checks that it is the volume's subvolume.
-func (p *Pool) openVolume(v Volume) (int, error) {
-	fd, err := openBeneath(p.root, v.Path)
-	if err != nil {
-		return -1, err
-	}
-	if err := p.checkSubvolume(fd, v); err != nil {
-		_ = unix.Close(fd)
-		return -1, err
-	}
-	return fd, nil
-}
-
-func (p *Pool) checkSubvolume(fd int, v Volume) error {
-	root, err := isSubvolumeRoot(fd)
-	if err != nil {
-		return err
-	}
-	id, err := subvolumeID(fd)
-	if err != nil {
-		return err
-	}
-	if !root || id != v.Subvolume {
-		return fmt.Errorf("%w: %s holds subvolume %d (a subvolume's root: %t), volume %s is subvolume %d",
-			ErrNotVolume, v.Path, id, root, v.ID, v.Subvolume)
-	}
-	return nil
-}
-
-// OpenVolume opens the volume's subvolume root for the node to bind
-// (through the descriptor, never a path a pod could change): the caller
-// closes it.
-func (p *Pool) OpenVolume(id string) (*os.File, error) {
-	v, err := p.Record(id)
-	if err != nil {
-		return nil, err
-	}
-	fd, err := p.openVolume(v)
-	if err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return nil, fmt.Errorf("%w: the directory of volume %s (%s) is missing", pool.ErrImageMissing, id, v.Path)
-		}
-		return nil, err
-	}
-	return os.NewFile(uintptr(fd), filepath.Join(p.dir, v.Path)), nil
-}
-
-// Usage returns the bytes the volume's qgroup references and its limit,
-// as of the filesystem's last transaction commit.
-func (p *Pool) Usage(id string) (used, limit int64, err error) {
-	v, err := p.Record(id)
-	if err != nil {
-		return 0, 0, err
-	}
-	return qgroupUsage(p.uuid, v.Subvolume)
 }
 
 // SyncFS commits the pool filesystem's transaction, so that usage is current.

@@ -14,7 +14,7 @@ import (
 	"github.com/filevol/filevol/internal/testutil/gluster"
 )
 
-// TestLockLivesWithTheLoopDevice: the lead of issue 17. Node A opens the
+// TestLockLivesWithTheLoopDevice: the fencing mechanism itself. Node A opens the
 // image, takes an OFD write lock through that open file, gives the same
 // open file to LOOP_CONFIGURE (loop.AttachFile) and closes its fd. The
 // loop device now holds the file and so the lock: B's lock is refused for

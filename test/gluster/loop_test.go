@@ -21,7 +21,7 @@ import (
 // for), formats with ext4, mounts and takes writes; node B, attaching the
 // same image read-only after A detached, reads them. The kernel does
 // direct I/O on it: /sys/block/loopN/loop/dio is 1 (FUSE files accept
-// O_DIRECT on this kernel), not 0 as issue 17 expected.
+// O_DIRECT on this kernel), not 0 as one might expect of FUSE.
 func TestLoopDeviceOnAGlusterImage(t *testing.T) {
 	testutil.RequireRoot(t)
 	for _, prog := range []string{"mkfs.ext4"} {
