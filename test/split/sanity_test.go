@@ -13,7 +13,6 @@ import (
 
 	"github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
 
-	"github.com/filevol/filevol/internal/csi"
 	"github.com/filevol/filevol/internal/testutil"
 	"github.com/filevol/filevol/test/proc"
 	"github.com/filevol/filevol/test/sanity/harness"
@@ -28,20 +27,8 @@ func TestSanitySplitProcesses(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, "mnt"), 0o750); err != nil {
 		t.Fatal(err)
 	}
-	cfg := sanity.NewTestConfig()
-	cfg.Address = "unix://" + node.Sock
+	cfg := harness.ProcessConfig("unix://"+node.Sock, filepath.Join(dir, "mnt"))
 	cfg.ControllerAddress = "unix://" + ctrl.Sock
-	cfg.TargetPath = filepath.Join(dir, "mnt", "target")
-	cfg.StagingPath = filepath.Join(dir, "mnt", "staging")
-	cfg.TestVolumeSize = 512 << 20
-	cfg.TestVolumeExpandSize = 768 << 20
-	cfg.IdempotentCount = 2
-	// csi-sanity asks the node endpoint whether there is a controller
-	// service; ours says no, so sanity expands on the node alone, online.
-	// xfs grows online as plain root; ext4 needs CAP_SYS_RESOURCE, which
-	// the machines this runs on do not give (the in-process ext4 suite
-	// covers ext4, with the controller's expansion first).
-	cfg.TestVolumeParameters = map[string]string{csi.ParamFSType: "xfs"}
 	sanity.Test(t, cfg)
 	if t.Failed() {
 		t.Logf("controller log:\n%s\nnode log:\n%s", ctrl.LogText(), node.LogText())

@@ -11,7 +11,6 @@ import (
 
 	"github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
 
-	"github.com/filevol/filevol/internal/csi"
 	"github.com/filevol/filevol/internal/testutil"
 	"github.com/filevol/filevol/test/proc"
 	"github.com/filevol/filevol/test/sanity/harness"
@@ -33,16 +32,8 @@ func TestSanitySharedPool(t *testing.T) {
 	}
 	p := proc.Start(t, bin, dir, "all", "--mode", "all", "--pool-shared", "--pool-name", "shared-test",
 		"--node-id", "node-a", "--kubelet-dir", kubelet, "--max-volumes-per-node", "4")
-	cfg := sanity.NewTestConfig()
-	cfg.Address = "unix://" + p.Sock
-	cfg.TargetPath = filepath.Join(kubelet, "target")
-	cfg.StagingPath = filepath.Join(kubelet, "staging")
+	cfg := harness.ProcessConfig("unix://"+p.Sock, kubelet)
 	cfg.TestNodeVolumeAttachLimit = true
-	cfg.TestVolumeSize = 512 << 20
-	cfg.TestVolumeExpandSize = 768 << 20
-	cfg.IdempotentCount = 2
-	cfg.TestVolumeParameters = map[string]string{csi.ParamFSType: "xfs"}
-	cfg.TestVolumeMutableParameters = map[string]string{"readIOPS": "1000", "writeBytesPerSecond": "100Mi"}
 	sanity.Test(t, cfg)
 	if t.Failed() {
 		t.Logf("driver log:\n%s", p.LogText())
