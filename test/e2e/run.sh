@@ -56,6 +56,10 @@ E2E_INSTALL=${E2E_INSTALL:-helm}
 E2E_DOCTOR=${E2E_DOCTOR:-1}
 E2E_CHART=${E2E_CHART:-1}
 SOCK=$KUBELET_ROOT/plugins/filevol.csi.io/csi.sock
+# The shared-pool driver (helm only: values-e2e.yaml's sharedPool).
+SHARED_SOCK=$KUBELET_ROOT/plugins/shared.filevol.csi.io/csi.sock
+SHARED_POOL=$STATE_DIR/shared-pool
+E2E_SHARED_FOCUS=${E2E_SHARED_FOCUS:-External.Storage}
 CHART_SH=$REPO_ROOT/hack/tools/e2e/chart.sh
 case $E2E_INSTALL in
   # Where each installation keeps its pool, serves its HTTP endpoint, and how a story
@@ -76,7 +80,8 @@ PASSED=0 FAILED=0
 # ---- keep the previous run's logs --------------------------------------------------------
 mkdir -p "$OUT"
 rm -rf "$OUT/prev"; mkdir -p "$OUT/prev"
-for f in driver stories.log doctor.log chart.log suite summary.txt capabilities.txt testdriver.yaml; do
+for f in driver stories.log doctor.log chart.log suite summary.txt capabilities.txt testdriver.yaml \
+         capabilities-shared.txt testdriver-shared.yaml; do
   [ -e "$OUT/$f" ] && mv "$OUT/$f" "$OUT/prev/"
 done
 mkdir -p "$OUT/bin" "$OUT/suite"
@@ -129,10 +134,11 @@ trap finish EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# remove_pools: the pools of both installation modes (down.sh has detached their loops).
+# remove_pools: the pools of both installation modes and the shared pool (down.sh has
+# detached their loops).
 remove_pools() {
   local d
-  for d in "$STATE_DIR/filevol" "$STATE_DIR/pool"; do
+  for d in "$STATE_DIR/filevol" "$STATE_DIR/pool" "$SHARED_POOL"; do
     [ -d "$d" ] && rm -rf --one-file-system "$d"
   done
   return 0
@@ -165,6 +171,13 @@ if [ "$E2E_INSTALL" = helm ]; then
   # What the driver advertises decides which suite tests are on (deploy.sh does this itself).
   "$OUT/bin/capprobe" -endpoint "unix://$SOCK" > "$OUT/capabilities.txt"
   "$OUT/bin/capprobe" -endpoint "unix://$SOCK" -template "$E2E_DIR/testdriver.yaml" -out "$OUT/testdriver.yaml" >/dev/null
+  # The shared driver is two processes: the node plugin (its socket for kubelet) and the
+  # controller Deployment's filevol, whose socket is in the pod's emptyDir, which the
+  # kubelet keeps under its pods/ directory on this one node.
+  uid=$("$KUBECTL" -n filevol get pods -l app.kubernetes.io/component=shared-controller -o jsonpath='{.items[0].metadata.uid}')
+  shared_eps=unix://$SHARED_SOCK,unix://$KUBELET_ROOT/pods/$uid/volumes/kubernetes.io~empty-dir/socket-dir/csi.sock
+  "$OUT/bin/capprobe" -endpoint "$shared_eps" > "$OUT/capabilities-shared.txt"
+  "$OUT/bin/capprobe" -endpoint "$shared_eps" -template "$E2E_DIR/testdriver-shared.yaml" -out "$OUT/testdriver-shared.yaml" >/dev/null
 else
   CAPPROBE=$OUT/bin/capprobe "$E2E_DIR/deploy.sh" up
 fi
@@ -208,15 +221,16 @@ if [ "$E2E_DOCTOR" = 1 ]; then
 fi
 
 # ---- 6. External Storage suite -------------------------------------------------------------
-# suite_pass NAME PROCS FOCUS SKIP: one run of e2e.test, its log and junit files in
-# suite/ (NAME "suite") or suite/NAME/, its counts in the summary and the totals.
+# suite_pass NAME PROCS FOCUS SKIP [TESTDRIVER]: one run of e2e.test against TESTDRIVER
+# (default: the node-local driver's), its log and junit files in suite/ (NAME "suite")
+# or suite/NAME/, its counts in the summary and the totals.
 suite_pass() {
-  local name=$1 procs=$2 focus=$3 skip=$4 dir=$OUT/suite t rc=0 ran res args
+  local name=$1 procs=$2 focus=$3 skip=$4 driver=${5:-$OUT/testdriver.yaml} dir=$OUT/suite t rc=0 ran res args
   [ "$name" = suite ] || dir=$OUT/suite/$name
   mkdir -p "$dir"
   t=$(date +%s)
   # -kubectl-path: the suite's own kubectl, not whatever one the host has on its PATH.
-  args=(-kubeconfig="$ADMIN_KUBECONFIG" -storage.testdriver="$OUT/testdriver.yaml" -kubectl-path="$KUBECTL"
+  args=(-kubeconfig="$ADMIN_KUBECONFIG" -storage.testdriver="$driver" -kubectl-path="$KUBECTL"
         -kubelet-root-dir="$KUBELET_ROOT" -report-dir="$dir" -ginkgo.no-color -ginkgo.v
         -ginkgo.focus="$focus" -ginkgo.timeout=2h)
   [ -n "$skip" ] && args+=(-ginkgo.skip="$skip")
@@ -247,12 +261,13 @@ suite_pass() {
 
 if [ "$E2E_SUITE" = 1 ]; then
   # Tests that cannot run on this cluster, skipped by name ("regexp|reason"); each reason
-  # goes to the summary.
-  cannot=()
+  # goes to the summary. local_cannot: only for the node-local driver.
+  cannot=() local_cannot=()
   # The chart runs csi-snapshotter per node (--node-deployment): it handles only the
   # VolumeSnapshotContents snapshot-controller labelled with its node, which a
-  # pre-provisioned content (made by the test, not the controller) never is.
-  [ "$E2E_INSTALL" = helm ] && cannot+=("Pre-provisioned.Snapshot|the chart's csi-snapshotter runs per node (--node-deployment) and handles only the VolumeSnapshotContents snapshot-controller labelled with its node, which a content the test makes itself never is")
+  # pre-provisioned content (made by the test, not the controller) never is. (The
+  # shared driver's snapshotter is central, in its controller Deployment.)
+  [ "$E2E_INSTALL" = helm ] && local_cannot+=("Pre-provisioned.Snapshot|the node-local driver's csi-snapshotter runs per node (--node-deployment) and handles only the VolumeSnapshotContents snapshot-controller labelled with its node, which a content the test makes itself never is")
   # The [Disruptive] tests ssh to the node (up.sh's sshd) to stop and start the kubelet.
   ssh_env=()
   if [ -s "$STATE_DIR/ssh/id_ed25519" ]; then
@@ -261,8 +276,13 @@ if [ "$E2E_SUITE" = 1 ]; then
     cannot+=("\[Disruptive\]|no sshd on the node (up.sh did not start one)")
   fi
   [ "$E2E_SLOW" = 1 ] && cannot+=("should provision storage with any volume data source|its hello-populator and volume-data-source-validator pods talk to the API server through the kubernetes Service, which routes nowhere here (no kube-proxy; the API server listens on 127.0.0.1, out of a pod's reach), and the validator's manifest pulls with imagePullPolicy: Always from registry.k8s.io (no registry)")
-  skip=$E2E_SKIP
+  shared_skip=$E2E_SKIP
   for c in "${cannot[@]}"; do
+    shared_skip=${shared_skip:+$shared_skip|}${c%%|*}
+    note "  skipped by name: '${c%%|*}': ${c#*|}"
+  done
+  skip=$shared_skip
+  for c in "${local_cannot[@]}"; do
     skip=${skip:+$skip|}${c%%|*}
     note "  skipped by name: '${c%%|*}': ${c#*|}"
   done
@@ -276,6 +296,11 @@ if [ "$E2E_SUITE" = 1 ]; then
     fi
   else
     suite_pass suite "$E2E_PROCS" "$E2E_FOCUS" "${skip:+$skip|}\[Disruptive\]|\[Serial\]|\[Slow\]"
+  fi
+  # The shared-pool driver (helm: values-e2e.yaml installs it), its own declaration
+  # (testdriver-shared.yaml); E2E_SHARED_FOCUS narrows it (test/e2e/README.md).
+  if [ "$E2E_INSTALL" = helm ] && [ "$E2E_SHARED_FOCUS" != none ]; then
+    suite_pass shared "$E2E_PROCS" "$E2E_SHARED_FOCUS" "${shared_skip:+$shared_skip|}\[Disruptive\]|\[Serial\]|\[Slow\]" "$OUT/testdriver-shared.yaml"
   fi
 fi
 

@@ -80,25 +80,95 @@ securityContext:
 {{- if not .Values.node.hostNetwork }}
 {{- fail "apiServer.host is a loopback address: set node.hostNetwork=true so the node pods share the host's network" }}
 {{- end }}
-{{- if and .Values.controller.enabled (not .Values.controller.hostNetwork) }}
+{{- if and .Values.localPool.enabled .Values.controller.enabled (not .Values.controller.hostNetwork) }}
 {{- fail "apiServer.host is a loopback address: set controller.hostNetwork=true (or controller.enabled=false)" }}
+{{- end }}
+{{- if and .Values.sharedPool.enabled (not .Values.sharedPool.controller.hostNetwork) }}
+{{- fail "apiServer.host is a loopback address: set sharedPool.controller.hostNetwork=true" }}
+{{- end }}
+{{- end }}
+{{- $sp := .Values.sharedPool }}
+{{- $local := .Values.localPool.enabled }}
+{{- if not (or $local $sp.enabled) }}
+{{- fail "localPool.enabled and sharedPool.enabled are both false: nothing to install" }}
+{{- end }}
+{{- if $sp.enabled }}
+{{- if and $local (eq $sp.driverName .Values.driverName) }}
+{{- fail (printf "sharedPool.driverName must differ from driverName (%s): they are two CSIDrivers" .Values.driverName) }}
+{{- end }}
+{{- if and $local (eq (trimSuffix "/" $sp.hostPath) (trimSuffix "/" .Values.pool.hostPath)) }}
+{{- fail "sharedPool.hostPath must differ from pool.hostPath: one directory cannot be a node-local pool and a shared one" }}
 {{- end }}
 {{- end }}
 {{- /* Ports in use: distinct within a pod, and across pods sharing the host's network. */}}
-{{- $np := list (int .Values.node.ports.http) }}
+{{- $np := list }}
+{{- if $local }}
+{{- $np = append $np (int .Values.node.ports.http) }}
 {{- if eq .Values.registrar "sidecar" }}{{ $np = append $np (int .Values.node.ports.registrar) }}{{ end }}
 {{- if eq .Values.livenessProbe "sidecar" }}{{ $np = append $np (int .Values.node.ports.livenessProbe) }}{{ end }}
+{{- end }}
+{{- if $sp.enabled }}
+{{- $np = append $np (int $sp.node.ports.http) }}
+{{- if eq .Values.registrar "sidecar" }}{{ $np = append $np (int $sp.node.ports.registrar) }}{{ end }}
+{{- if eq .Values.livenessProbe "sidecar" }}{{ $np = append $np (int $sp.node.ports.livenessProbe) }}{{ end }}
+{{- end }}
 {{- $cp := list (int .Values.controller.ports.http) }}
 {{- if eq .Values.livenessProbe "sidecar" }}{{ $cp = append $cp (int .Values.controller.ports.livenessProbe) }}{{ end }}
-{{- if ne (len $np) (len (uniq $np)) }}{{ fail (printf "node.ports: the ports in use must differ (%v)" $np) }}{{ end }}
+{{- $sc := list (int $sp.controller.ports.http) }}
+{{- if eq .Values.livenessProbe "sidecar" }}{{ $sc = append $sc (int $sp.controller.ports.livenessProbe) }}{{ end }}
+{{- if ne (len $np) (len (uniq $np)) }}{{ fail (printf "node.ports and sharedPool.node.ports: the ports in use in the node pod must differ (%v)" $np) }}{{ end }}
 {{- if ne (len $cp) (len (uniq $cp)) }}{{ fail (printf "controller.ports: the ports in use must differ (%v)" $cp) }}{{ end }}
-{{- if and .Values.controller.enabled .Values.node.hostNetwork .Values.controller.hostNetwork }}
-{{- $all := concat $np $cp }}
-{{- if ne (len $all) (len (uniq $all)) }}{{ fail "node.ports and controller.ports must differ when both pods use the host's network" }}{{ end }}
-{{- end }}
+{{- if ne (len $sc) (len (uniq $sc)) }}{{ fail (printf "sharedPool.controller.ports: the ports in use must differ (%v)" $sc) }}{{ end }}
+{{- /* Pods on the host's network share its ports. */}}
+{{- $host := list }}
+{{- if .Values.node.hostNetwork }}{{ $host = concat $host $np }}{{ end }}
+{{- if and $local .Values.controller.enabled .Values.controller.hostNetwork }}{{ $host = concat $host $cp }}{{ end }}
+{{- if and $sp.enabled $sp.controller.hostNetwork }}{{ $host = concat $host $sc }}{{ end }}
+{{- if ne (len $host) (len (uniq $host)) }}{{ fail (printf "the ports of the pods that use the host's network (node, controller, sharedPool.controller) must differ: %v" $host) }}{{ end }}
 {{- $names := dict }}
-{{- range .Values.storageClasses }}
+{{- $classes := list }}
+{{- if $local }}{{ $classes = concat $classes .Values.storageClasses }}{{ end }}
+{{- if $sp.enabled }}{{ $classes = concat $classes $sp.storageClasses }}{{ end }}
+{{- range $classes }}
 {{- if hasKey $names .name }}{{ fail (printf "storageClasses: %q is listed twice" .name) }}{{ end }}
 {{- $_ := set $names .name true }}
+{{- end }}
+{{- end }}
+
+{{/* filevol.storageClasses: (dict "root" $ "classes" <list> "driver" <provisioner>), one StorageClass per entry. */}}
+{{- define "filevol.storageClasses" -}}
+{{- $root := .root }}
+{{- $driver := .driver }}
+{{- range .classes }}
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: {{ .name }}
+  labels:
+    {{- include "filevol.labels" $root | nindent 4 }}
+    {{- with .labels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  {{- if or .default .annotations }}
+  annotations:
+    {{- if .default }}
+    storageclass.kubernetes.io/is-default-class: "true"
+    {{- end }}
+    {{- with .annotations }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  {{- end }}
+provisioner: {{ $driver }}
+parameters:
+  csi.storage.k8s.io/fstype: {{ .fsType | default "ext4" }}
+  provisioning: {{ .provisioning | default "thin" }}
+reclaimPolicy: {{ .reclaimPolicy | default "Delete" }}
+allowVolumeExpansion: {{ if hasKey . "allowVolumeExpansion" }}{{ .allowVolumeExpansion }}{{ else }}true{{ end }}
+volumeBindingMode: {{ .volumeBindingMode | default "WaitForFirstConsumer" }}
+{{- with .mountOptions }}
+mountOptions:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end }}
 {{- end }}

@@ -33,6 +33,11 @@ var DeployVariants = []Variant{
 		About:  "registrar=builtin, livenessProbe=builtin: no node-driver-registrar or livenessprobe image needed",
 		Values: "registrar: builtin\nlivenessProbe: builtin\n",
 	},
+	{
+		File:   "filevol-shared.yaml",
+		About:  "the node-local driver and the shared-pool driver (sharedPool.enabled=true: shared.filevol.csi.io on /mnt/filevol-shared, which every node must mount)",
+		Values: "sharedPool:\n  enabled: true\n",
+	},
 }
 
 // namespaceDoc is the Namespace deploy/ files start with (Helm users pass

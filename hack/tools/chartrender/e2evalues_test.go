@@ -10,6 +10,7 @@ import (
 // TestE2EValues: hack/tools/e2e/values-e2e.yaml installs on the project's
 // cluster, so every image it needs must be one hack/images.sh builds (the
 // cluster has no registry), and every pod must share the host's network.
+// It installs the shared-pool driver too.
 func TestE2EValues(t *testing.T) {
 	chart, err := ChartDir()
 	if err != nil {
@@ -25,18 +26,26 @@ func TestE2EValues(t *testing.T) {
 		"registry.k8s.io/sig-storage/csi-provisioner:v6.3.0",
 		"registry.k8s.io/sig-storage/csi-resizer:v2.3.0",
 		"registry.k8s.io/sig-storage/csi-snapshotter:v8.7.0",
+		"registry.k8s.io/sig-storage/csi-attacher:v4.13.0",
 	}
-	for _, spec := range [][]string{containerImages(&daemonSet(t, r).Spec.Template.Spec), containerImages(&deployment(t, r).Spec.Template.Spec)} {
+	shared := sharedDeployment(t, r)
+	for _, spec := range [][]string{containerImages(&daemonSet(t, r).Spec.Template.Spec), containerImages(&deployment(t, r).Spec.Template.Spec),
+		containerImages(&shared.Spec.Template.Spec)} {
 		for _, img := range spec {
 			if !slices.Contains(built, img) {
 				t.Errorf("image %s is not built by hack/images.sh", img)
 			}
 		}
 	}
-	if !daemonSet(t, r).Spec.Template.Spec.HostNetwork || !deployment(t, r).Spec.Template.Spec.HostNetwork {
+	if !daemonSet(t, r).Spec.Template.Spec.HostNetwork || !deployment(t, r).Spec.Template.Spec.HostNetwork || !shared.Spec.Template.Spec.HostNetwork {
 		t.Error("e2e pods do not share the host's network")
 	}
-	if n := r.Kinds()["StorageClass"]; n != 3 {
-		t.Errorf("%d StorageClasses, want ext4, xfs and btrfs", n)
+	if n := r.Kinds()["StorageClass"]; n != 5 {
+		t.Errorf("%d StorageClasses, want ext4, xfs and btrfs, and the shared driver's ext4 and xfs", n)
+	}
+	// The shared pool is under the cluster's state directory, so that
+	// down.sh detaches what is left of it.
+	if hp := hostPaths(&shared.Spec.Template.Spec)["shared-pool"]; hp != "/var/lib/filevol-e2e/shared-pool Directory" {
+		t.Errorf("shared pool %q", hp)
 	}
 }

@@ -16,6 +16,7 @@ const (
 	testNamespace = "storage"
 	nodeName      = "fv-filevol-node"
 	ctrlName      = "fv-filevol-controller"
+	sharedName    = "fv-filevol-shared-controller"
 )
 
 func render(t *testing.T, values string) *Result {
@@ -55,6 +56,15 @@ func deployment(t *testing.T, r *Result) *appsv1.Deployment {
 	o := r.Find("Deployment", ctrlName)
 	if o == nil {
 		t.Fatalf("no Deployment %s; kinds %v", ctrlName, r.Kinds())
+	}
+	return o.Typed.(*appsv1.Deployment)
+}
+
+func sharedDeployment(t *testing.T, r *Result) *appsv1.Deployment {
+	t.Helper()
+	o := r.Find("Deployment", sharedName)
+	if o == nil {
+		t.Fatalf("no Deployment %s; kinds %v", sharedName, r.Kinds())
 	}
 	return o.Typed.(*appsv1.Deployment)
 }

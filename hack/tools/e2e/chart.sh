@@ -9,7 +9,11 @@
 #   uninstall   `helm uninstall --wait`, then fail if anything of the release is left
 #               (pods, RBAC, CSIDriver, StorageClasses, CSIStorageCapacities)
 #   restart-driver  delete the node pod (filevol gets SIGTERM), wait until the DaemonSet's
-#               new pod is Ready and kubelet lists the driver again
+#               new pod is Ready and kubelet lists the drivers again
+#   stop-node   the DaemonSet stops selecting the node (a nodeSelector no node matches):
+#               its pod, both filevol node plugins in it, goes away; kubelet unregisters them
+#   start-node  the DaemonSet selects the node again; wait until its pod is Ready and
+#               kubelet lists the drivers again
 #   helm ARGS   the project's helm (built from hack/tools at the pinned SDK version)
 #   kubectl ARGS
 set -euo pipefail
@@ -18,7 +22,12 @@ ROOT=$(cd "$HERE/../../.." && pwd)
 # shellcheck source=/dev/null
 source "$ROOT/test/e2e/cluster/lib.sh"   # BIN_DIR, CONTAINERD_SOCK, ADMIN_KUBECONFIG, log, die
 export KUBECONFIG=${KUBECONFIG:-$ADMIN_KUBECONFIG}
-RELEASE=filevol NS=filevol DRIVER=filevol.csi.io
+RELEASE=filevol NS=filevol DRIVER=filevol.csi.io SHARED_DRIVER=shared.filevol.csi.io
+# values-e2e.yaml's sharedPool.hostPath: the chart wants it to exist (a shared
+# filesystem's mount point), so install makes it.
+SHARED_POOL=/var/lib/filevol-e2e/shared-pool
+# stop-node's label: no node has it.
+STOPPED_LABEL=filevol.csi.io/e2e-stopped
 HELM=$ROOT/_output/tools/helm
 K=("$BIN_DIR/kubectl")
 
@@ -43,15 +52,16 @@ images() {
 install() {
   [ "${FILEVOL_E2E_SKIP_IMAGES:-}" = 1 ] || images
   build_helm
+  mkdir -p "$SHARED_POOL"
   "$HELM" upgrade --install "$RELEASE" "$ROOT/charts/filevol" --namespace "$NS" --create-namespace \
     -f "$HERE/values-e2e.yaml" --wait --timeout 5m "$@"
   local i
   for i in $(seq 60); do
-    "${K[@]}" get csinode -o jsonpath='{.items[*].spec.drivers[*].name}' | grep -qw "$DRIVER" && break
+    registered && break
     sleep 1
   done
-  "${K[@]}" get csinode -o jsonpath='{.items[*].spec.drivers[*].name}' | grep -qw "$DRIVER" || die "kubelet did not register $DRIVER"
-  log "installed: $("${K[@]}" -n "$NS" get pods -l app.kubernetes.io/instance=$RELEASE --no-headers | wc -l) pods, driver registered"
+  registered || die "kubelet did not register $DRIVER and $SHARED_DRIVER: $("${K[@]}" get csinode -o jsonpath='{.items[*].spec.drivers[*].name}')"
+  log "installed: $("${K[@]}" -n "$NS" get pods -l app.kubernetes.io/instance=$RELEASE --no-headers | wc -l) pods, drivers registered"
 }
 
 uninstall() {
@@ -62,7 +72,7 @@ uninstall() {
     left=$( { "${K[@]}" -n "$NS" get pods,serviceaccounts,roles,rolebindings,daemonsets,deployments -l "$sel" -o name
               "${K[@]}" -n "$NS" get csistoragecapacities -o name
               "${K[@]}" get clusterroles,clusterrolebindings,storageclasses,csidrivers -l "$sel" -o name
-              "${K[@]}" get csidriver "$DRIVER" -o name --ignore-not-found; } 2>/dev/null | sort -u)
+              "${K[@]}" get csidriver "$DRIVER" "$SHARED_DRIVER" -o name --ignore-not-found; } 2>/dev/null | sort -u)
     [ -z "$left" ] && break
     sleep 1
   done
@@ -70,8 +80,39 @@ uninstall() {
   log "uninstalled: no pod, RBAC object, CSIDriver, StorageClass or capacity left"
 }
 
-# registered: kubelet's CSINode lists the driver.
-registered() { "${K[@]}" get csinode -o jsonpath='{.items[*].spec.drivers[*].name}' | grep -qw "$DRIVER"; }
+# registered: kubelet's CSINode lists both drivers.
+registered() {
+  local d; d=$("${K[@]}" get csinode -o jsonpath='{.items[*].spec.drivers[*].name}')
+  grep -qw "$DRIVER" <<<"$d" && grep -qw "$SHARED_DRIVER" <<<"$d"
+}
+
+stop_node() {
+  local sel=app.kubernetes.io/instance=$RELEASE,app.kubernetes.io/component=node i
+  "${K[@]}" -n "$NS" patch daemonset "$RELEASE-node" --type=merge \
+    -p "{\"spec\":{\"template\":{\"spec\":{\"nodeSelector\":{\"$STOPPED_LABEL\":\"true\"}}}}}" >/dev/null
+  for i in $(seq 120); do
+    if [ -z "$("${K[@]}" -n "$NS" get pods -l "$sel" -o name)" ]; then
+      log "stopped: no node pod of release $RELEASE runs"
+      return 0
+    fi
+    sleep 1
+  done
+  die "the node pods of release $RELEASE are still there 2 minutes after the DaemonSet stopped selecting their node"
+}
+
+start_node() {
+  local sel=app.kubernetes.io/instance=$RELEASE,app.kubernetes.io/component=node i
+  "${K[@]}" -n "$NS" patch daemonset "$RELEASE-node" --type=json \
+    -p "[{\"op\":\"remove\",\"path\":\"/spec/template/spec/nodeSelector/${STOPPED_LABEL/\//~1}\"}]" >/dev/null
+  for i in $(seq 120); do
+    if "${K[@]}" -n "$NS" wait --for=condition=Ready pod -l "$sel" --timeout=1s >/dev/null 2>&1 && registered; then
+      log "started: $("${K[@]}" -n "$NS" get pods -l "$sel" -o jsonpath='{.items[*].metadata.name}')"
+      return 0
+    fi
+    sleep 1
+  done
+  die "no node pod of release $RELEASE is Ready and registered 2 minutes after the DaemonSet selects the node again"
+}
 
 restart_driver() {
   local sel=app.kubernetes.io/instance=$RELEASE,app.kubernetes.io/component=node old i
@@ -96,7 +137,9 @@ case $cmd in
   install) install "$@" ;;
   uninstall) uninstall ;;
   restart-driver) restart_driver ;;
+  stop-node) stop_node ;;
+  start-node) start_node ;;
   helm) [ -x "$HELM" ] || build_helm; exec "$HELM" "$@" ;;
   kubectl) exec "${K[@]}" "$@" ;;
-  *) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -13,6 +13,11 @@
 //	capprobe -endpoint unix:///var/lib/kubelet/plugins/filevol.csi.io/csi.sock            # print the words
 //	capprobe -endpoint ... -template test/e2e/testdriver.yaml -out _output/e2e/testdriver.yaml
 //
+// A driver whose controller and node services are separate processes (the
+// shared-pool driver: a controller Deployment, a node plugin per node) is
+// probed at both sockets, -endpoint unix:///node.sock,unix:///controller.sock:
+// the words are what either advertises.
+//
 // It imports nothing of the driver: it speaks CSI only, as the sidecars do.
 package main
 
@@ -29,11 +34,13 @@ import (
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 )
 
 func main() {
-	endpoint := flag.String("endpoint", "", "CSI endpoint, unix:///path")
+	endpoint := flag.String("endpoint", "", "CSI endpoint, unix:///path; several, comma-separated, for a driver split into processes")
 	template := flag.String("template", "", "test-driver yaml with '# requires:' markers (optional)")
 	out := flag.String("out", "", "where to write the rendered yaml (with -template)")
 	timeout := flag.Duration("timeout", 30*time.Second, "how long to wait for the driver")
@@ -44,10 +51,16 @@ func main() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	caps, err := probe(ctx, *endpoint)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "capprobe:", err)
-		os.Exit(1)
+	caps := map[string]bool{}
+	for _, ep := range strings.Split(*endpoint, ",") {
+		c, err := probe(ctx, ep)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "capprobe:", ep+":", err)
+			os.Exit(1)
+		}
+		for w := range c {
+			caps[w] = true
+		}
 	}
 	if *template == "" {
 		for _, w := range sortedWords(caps) {
@@ -105,6 +118,9 @@ func probe(ctx context.Context, endpoint string) (map[string]bool, error) {
 		}
 	}
 	nc, err := csipb.NewNodeClient(conn).NodeGetCapabilities(ctx, &csipb.NodeGetCapabilitiesRequest{})
+	if status.Code(err) == codes.Unimplemented {
+		return caps, nil // a controller alone (--mode controller)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("NodeGetCapabilities: %w", err)
 	}
