@@ -86,10 +86,14 @@ func containerState(cs corev1.ContainerStatus) string {
 	return s
 }
 
-// nodesNeedingDriver are the nodes holding filevol volumes or running
-// pods that use them.
+// nodesNeedingDriver are the nodes holding filevol volumes, running pods
+// that use them, or having them attached (a VolumeAttachment: kubelet there
+// must unmount the volume before it can be detached).
 func (c *cluster) nodesNeedingDriver() []string {
 	set := map[string]bool{}
+	for _, va := range c.vas {
+		set[va.Spec.NodeName] = true
+	}
 	for i := range c.pvs {
 		if n := c.nodeOf(&c.pvs[i]); n != "" {
 			set[n] = true

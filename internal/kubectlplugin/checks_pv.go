@@ -78,6 +78,10 @@ func (c *cluster) attacherCauses(pv *corev1.PersistentVolume, f, removeFinalizer
 				fmt.Sprintf("delete pod %s first (and what recreates it); kubelet unmounts it and the attachment goes", strings.Join(pods, ", ")))
 			continue
 		}
+		if cause, fix, ok := c.detachBlocked(pv, va); ok {
+			add(cause, fix)
+			continue
+		}
 		cause := fmt.Sprintf("VolumeAttachment %s still attaches it to node %s (%s); no pod uses it there any more", va.Name, node, state)
 		fix := fmt.Sprintf("check the csi-attacher's log for %s", va.Name)
 		if noAttacher {
@@ -141,7 +145,10 @@ func (c *cluster) provisionerCauses(pv *corev1.PersistentVolume, removeFinalizer
 		msg := oneLine(e.Message)
 		cause := fmt.Sprintf("%s: the provisioner could not delete the volume (%s ago): %s", finalizerProvisioner, age(c.now.Sub(eventTime(*e))), msg)
 		fix := fmt.Sprintf("see csi-provisioner's log on node %s", orDash(node))
-		if hasCode(msg, "FailedPrecondition") {
+		if strings.Contains(msg, "is still attached to node") {
+			// csi-provisioner refuses to delete a volume a VolumeAttachment still holds.
+			fix = "the provisioner deletes the volume once it is detached: see what keeps its VolumeAttachment"
+		} else if hasCode(msg, "FailedPrecondition") {
 			fix = fmt.Sprintf("the volume is still staged or mounted on node %s: kubectl filevol describe pv/%s shows where; delete the pods that use it, or let kubelet unstage it, and the provisioner retries", orDash(node), pv.Name)
 		}
 		add(cause, fix)
