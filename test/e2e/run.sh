@@ -204,8 +204,14 @@ go_step() {
 if [ "$E2E_STORIES" = 1 ]; then
   t=$(date +%s)
   rc=0
+  # The shared-pool driver's stories (helm only): its pool, how to stop and start the
+  # node's filevol node plugins, and the kubectl plugin whose doctor they consult.
+  shared_env=()
+  [ "$E2E_INSTALL" = helm ] && shared_env=(FILEVOL_E2E_SHARED_POOL="$SHARED_POOL"
+    FILEVOL_E2E_STOP_NODE="$CHART_SH stop-node" FILEVOL_E2E_START_NODE="$CHART_SH start-node"
+    FILEVOL_E2E_KUBECTL_FILEVOL="$REPO_ROOT/bin/kubectl-filevol")
   fg env FILEVOL_E2E_KUBECONFIG="$ADMIN_KUBECONFIG" FILEVOL_E2E_POOL="$POOL" FILEVOL_E2E_ENDPOINT="unix://$SOCK" \
-    FILEVOL_E2E_RESTART="$RESTART" FILEVOL_E2E_IMAGE="$BUSYBOX_TAG" \
+    FILEVOL_E2E_RESTART="$RESTART" FILEVOL_E2E_IMAGE="$BUSYBOX_TAG" "${shared_env[@]}" \
     "$OUT/bin/stories.test" -test.v -test.timeout 20m > "$OUT/stories.log" 2>&1 || rc=$?
   go_step stories stories "$OUT/stories.log" "$rc" "$t"
 fi

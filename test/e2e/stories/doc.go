@@ -10,6 +10,10 @@
 //	FILEVOL_E2E_POOL        the driver's --pool-dir
 //	FILEVOL_E2E_ENDPOINT    the driver's CSI endpoint (capability probe)
 //	FILEVOL_E2E_RESTART     command that restarts the driver (SIGTERM, start)
+//	FILEVOL_E2E_SHARED_POOL the shared-pool driver's pool directory (its stories skip without it)
+//	FILEVOL_E2E_STOP_NODE, FILEVOL_E2E_START_NODE
+//	                        commands that stop and start the node's filevol node plugins
+//	FILEVOL_E2E_KUBECTL_FILEVOL  the kubectl plugin (bin/kubectl-filevol)
 //
 // It imports nothing of the driver: like kubelet and the sidecars, it only
 // sees what the driver does through Kubernetes and the pool directory.

@@ -358,6 +358,13 @@ func deletePod(t *testing.T, ns, name string) {
 // boundVolume waits until the claim is bound and returns its volume.
 func boundVolume(t *testing.T, ns, claimName string) *v1.PersistentVolume {
 	t.Helper()
+	return boundVolumeOf(t, ns, claimName, driverName)
+}
+
+// boundVolumeOf waits until the claim is bound to a volume of driver and
+// returns the volume.
+func boundVolumeOf(t *testing.T, ns, claimName, driver string) *v1.PersistentVolume {
+	t.Helper()
 	var pv *v1.PersistentVolume
 	eventually(t, 2*time.Minute, "claim "+claimName+" bound", func() (bool, error) {
 		pvc, err := cs.CoreV1().PersistentVolumeClaims(ns).Get(t.Context(), claimName, metav1.GetOptions{})
@@ -367,8 +374,8 @@ func boundVolume(t *testing.T, ns, claimName string) *v1.PersistentVolume {
 		pv, err = cs.CoreV1().PersistentVolumes().Get(t.Context(), pvc.Spec.VolumeName, metav1.GetOptions{})
 		return err == nil, err
 	})
-	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != driverName {
-		t.Fatalf("volume %s is not a %s volume: %+v", pv.Name, driverName, pv.Spec.PersistentVolumeSource)
+	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != driver {
+		t.Fatalf("volume %s is not a %s volume: %+v", pv.Name, driver, pv.Spec.PersistentVolumeSource)
 	}
 	return pv
 }
@@ -423,9 +430,17 @@ func restartDriver(t *testing.T) {
 	if restartCmd == "" {
 		t.Skip("FILEVOL_E2E_RESTART not set")
 	}
-	out, err := exec.CommandContext(t.Context(), "sh", "-c", restartCmd).CombinedOutput()
+	shell(t, restartCmd)
+}
+
+// shell runs a command line of the e2e harness (a restart, chart.sh
+// stop-node...) and logs what it printed. Not under the test's context: a
+// cleanup runs it too, after that context ended.
+func shell(t *testing.T, line string) {
+	t.Helper()
+	out, err := exec.CommandContext(context.Background(), "sh", "-c", line).CombinedOutput()
 	if err != nil {
-		t.Fatalf("%s: %v\n%s", restartCmd, err, out)
+		t.Fatalf("%s: %v\n%s", line, err, out)
 	}
-	t.Logf("%s:\n%s", restartCmd, strings.TrimSpace(string(out)))
+	t.Logf("%s:\n%s", line, strings.TrimSpace(string(out)))
 }

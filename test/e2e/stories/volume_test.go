@@ -97,13 +97,19 @@ func TestDeletedClaimLeavesNothing(t *testing.T) {
 // poolFiles lists every file under the pool whose name contains id.
 func poolFiles(t *testing.T, id string) []string {
 	t.Helper()
+	return filesNamed(t, poolDir, id)
+}
+
+// filesNamed lists every file under dir whose name contains id.
+func filesNamed(t *testing.T, dir, id string) []string {
+	t.Helper()
 	var out []string
-	err := filepath.WalkDir(poolDir, func(p string, d os.DirEntry, err error) error {
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		if strings.Contains(d.Name(), id) {
-			out = append(out, strings.TrimPrefix(p, poolDir+"/"))
+			out = append(out, strings.TrimPrefix(p, dir+"/"))
 		}
 		return nil
 	})
