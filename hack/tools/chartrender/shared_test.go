@@ -206,7 +206,7 @@ func TestSharedValuesMatrix(t *testing.T) {
 	}, {
 		name: "host network, loopback API server",
 		values: "apiServer: {host: 127.0.0.1, port: 6443}\nnode: {hostNetwork: true}\ncontroller: {hostNetwork: true}\n" +
-			"sharedPool: {enabled: true, name: pool-a, hostPath: /srv/shared, controller: {hostNetwork: true, replicas: 1}}\n",
+			"sharedPool: {enabled: true, name: pool-a, hostPath: /srv/shared, mountPropagation: None, controller: {hostNetwork: true, replicas: 1}}\n",
 		node: []string{"filevol", "csi-provisioner", "csi-snapshotter", "node-driver-registrar", "liveness-probe", "filevol-shared", "node-driver-registrar-shared", "liveness-probe-shared"},
 		ctrl: []string{"csi-provisioner", "csi-attacher", "csi-resizer", "csi-snapshotter", "filevol", "liveness-probe"},
 		check: func(t *testing.T, r *Result) {
@@ -226,6 +226,9 @@ func TestSharedValuesMatrix(t *testing.T) {
 			wantArg(t, fv, "--pool-name", "pool-a")
 			wantArg(t, fv, "--pool-dir", "/srv/shared")
 			wantArg(t, fv, "--http-endpoint", "127.0.0.1:9816")
+			if m := mount(fv, "shared-pool"); propagation(m) != "None" {
+				t.Errorf("mountPropagation %q, want the value's None", propagation(m))
+			}
 		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -77,11 +77,11 @@ Deployment creates and attaches the shared pool's volumes.
     - name: registration-dir
       mountPath: {{ $kubelet }}/plugins_registry
     {{- end }}
-    # HostToContainer: the shared filesystem's mount on the node, also when
-    # it is mounted (again) after the pod started.
+    # sharedPool.mountPropagation: HostToContainer also shows a remount of
+    # the shared filesystem made after the pod started.
     - name: shared-pool
       mountPath: {{ $sp.hostPath }}
-      mountPropagation: HostToContainer
+      mountPropagation: {{ .Values.sharedPool.mountPropagation }}
     - name: dev
       mountPath: /dev
 {{- if eq .Values.registrar "sidecar" }}
