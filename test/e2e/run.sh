@@ -141,6 +141,7 @@ remove_pools() {
   for d in "$STATE_DIR/filevol" "$STATE_DIR/pool" "$SHARED_POOL"; do
     [ -d "$d" ] && rm -rf --one-file-system "$d"
   done
+  rm -f "$STATE_DIR/shared-controller"   # the symlink to the shared controller's socket
   return 0
 }
 
@@ -174,8 +175,11 @@ if [ "$E2E_INSTALL" = helm ]; then
   # The shared driver is two processes: the node plugin (its socket for kubelet) and the
   # controller Deployment's filevol, whose socket is in the pod's emptyDir, which the
   # kubelet keeps under its pods/ directory on this one node.
+  # That path is longer than a unix socket address may be (108 bytes): reach it through a
+  # short symlink to its directory.
   uid=$("$KUBECTL" -n filevol get pods -l app.kubernetes.io/component=shared-controller -o jsonpath='{.items[0].metadata.uid}')
-  shared_eps=unix://$SHARED_SOCK,unix://$KUBELET_ROOT/pods/$uid/volumes/kubernetes.io~empty-dir/socket-dir/csi.sock
+  ln -sfn "$KUBELET_ROOT/pods/$uid/volumes/kubernetes.io~empty-dir/socket-dir" "$STATE_DIR/shared-controller"
+  shared_eps=unix://$SHARED_SOCK,unix://$STATE_DIR/shared-controller/csi.sock
   "$OUT/bin/capprobe" -endpoint "$shared_eps" > "$OUT/capabilities-shared.txt"
   "$OUT/bin/capprobe" -endpoint "$shared_eps" -template "$E2E_DIR/testdriver-shared.yaml" -out "$OUT/testdriver-shared.yaml" >/dev/null
 else

@@ -351,3 +351,20 @@ func TestSharedRBAC(t *testing.T) {
 		t.Errorf("the driver role is not bound to %s: %+v", sharedName, crb.Subjects)
 	}
 }
+
+func TestSharedNotes(t *testing.T) {
+	notes := render(t, sharedOn).Notes
+	for _, want := range []string{"Shared-pool driver shared.filevol.csi.io: volumes in /mnt/filevol-shared",
+		"rollout status deployment/fv-filevol-shared-controller", "filevol-shared: ext4, thin", "kubectl get volumeattachments",
+		"storageClassName: filevol"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("NOTES lack %q:\n%s", want, notes)
+		}
+	}
+	notes = render(t, sharedOn+"localPool: {enabled: false}\n").Notes
+	for _, not := range []string{"storageClassName: filevol", "(filevol.csi.io)", "--enable-distributed-snapshotting"} {
+		if strings.Contains(notes, not) {
+			t.Errorf("NOTES of the shared driver alone mention %q:\n%s", not, notes)
+		}
+	}
+}
