@@ -54,6 +54,8 @@ var wantRules = map[string][]string{
 		" persistentvolumeclaims: get,list,watch",
 		" persistentvolumeclaims/status: patch",
 		" events: create,update,patch",
+		// VolumeAttributesClass (GA): csi-resizer v2.3.0 watches them when the API is served.
+		"storage.k8s.io volumeattributesclasses: get,list,watch",
 	},
 	"Role/fv-filevol-resizer": {
 		"coordination.k8s.io leases: get,create,update",

@@ -286,6 +286,8 @@ var wantSharedRules = map[string][]string{
 		" persistentvolumeclaims: get,list,watch",
 		" persistentvolumeclaims/status: patch",
 		" events: create,update,patch",
+		// VolumeAttributesClass (GA): csi-resizer v2.3.0 watches them when the API is served.
+		"storage.k8s.io volumeattributesclasses: get,list,watch",
 	},
 	"ClusterRole/fv-filevol-shared-snapshotter": {
 		" events: create,update,patch",
