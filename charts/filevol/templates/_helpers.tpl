@@ -172,3 +172,21 @@ mountOptions:
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/* The node filevol containers' view of the host's cgroups (cgroupHostPath):
+where they look for pods' cgroups to enforce volume I/O limits. A cgroup v1
+node throttles in blkio/, a v2 node at the root; filevol skips the one that
+cannot. */}}
+{{- define "filevol.cgroupArgs" -}}
+{{- if .Values.cgroupHostPath }}
+- --cgroup-roots=/host/cgroup/blkio,/host/cgroup
+{{- else }}
+- --cgroup-roots=
+{{- end }}
+{{- end }}
+{{- define "filevol.cgroupMount" -}}
+{{- if .Values.cgroupHostPath }}
+- name: cgroup
+  mountPath: /host/cgroup
+{{- end }}
+{{- end }}

@@ -49,6 +49,7 @@ func TestNodeDaemonSetDefaults(t *testing.T) {
 		"registration-dir": "/var/lib/kubelet/plugins_registry Directory",
 		"pool":             "/var/lib/filevol/pool DirectoryOrCreate",
 		"dev":              "/dev Directory",
+		"cgroup":           "/sys/fs/cgroup Directory",
 	}
 	if got := hostPaths(spec); fmt.Sprint(got) != fmt.Sprint(wantHost) || len(spec.Volumes) != len(wantHost) {
 		t.Errorf("host paths %v, want %v (volumes %d)", got, wantHost, len(spec.Volumes))
@@ -63,6 +64,7 @@ func TestNodeDaemonSetDefaults(t *testing.T) {
 		"kubelet-pods":    "/var/lib/kubelet/pods Bidirectional",
 		"pool":            "/var/lib/filevol/pool ",
 		"dev":             "/dev ",
+		"cgroup":          "/host/cgroup ",
 	} {
 		m := mount(fv, vol)
 		if m == nil {
@@ -73,11 +75,13 @@ func TestNodeDaemonSetDefaults(t *testing.T) {
 			t.Errorf("filevol mount %s: %q, want %q", vol, got, want)
 		}
 	}
-	if got := mountNames(fv); !slices.Equal(got, []string{"dev", "kubelet-plugins", "kubelet-pods", "pool"}) {
+	if got := mountNames(fv); !slices.Equal(got, []string{"cgroup", "dev", "kubelet-plugins", "kubelet-pods", "pool"}) {
 		t.Errorf("filevol mounts %v (registration-dir belongs to the registrar sidecar)", got)
 	}
 	wantArg(t, fv, "--mode", "all")
 	wantArg(t, fv, "--endpoint", "unix://"+socket)
+	// The host's cgroups, to enforce volume I/O limits in the pods' cgroups.
+	wantArg(t, fv, "--cgroup-roots", "/host/cgroup/blkio,/host/cgroup")
 	wantArg(t, fv, "--node-id", "$(NODE_NAME)")
 	wantArg(t, fv, "--pool-dir", "/var/lib/filevol/pool")
 	wantArg(t, fv, "--kubelet-dir", "/var/lib/kubelet")

@@ -124,6 +124,7 @@ func TestSharedNodeContainers(t *testing.T) {
 	wantArg(t, fv, "--pool-shared", "")
 	wantArg(t, fv, "--pool-name", "shared")
 	wantArg(t, fv, "--http-endpoint", "0.0.0.0:9813")
+	wantArg(t, fv, "--cgroup-roots", "/host/cgroup/blkio,/host/cgroup")
 	noArg(t, fv, "--registration-dir")
 	if fieldRefEnv(fv, "NODE_NAME") != "spec.nodeName" {
 		t.Error("filevol-shared: --node-id is not the node's name")
@@ -133,6 +134,7 @@ func TestSharedNodeContainers(t *testing.T) {
 		"kubelet-pods":    "/var/lib/kubelet/pods Bidirectional",
 		"shared-pool":     "/mnt/filevol-shared HostToContainer",
 		"dev":             "/dev ",
+		"cgroup":          "/host/cgroup ",
 	} {
 		m := mount(fv, vol)
 		if m == nil || m.MountPath+" "+propagation(m) != want {
@@ -368,5 +370,24 @@ func TestSharedNotes(t *testing.T) {
 		if strings.Contains(notes, not) {
 			t.Errorf("NOTES of the shared driver alone mention %q:\n%s", not, notes)
 		}
+	}
+}
+
+// TestCgroupHostPath: without the host's cgroups the node pods record I/O
+// limits and enforce none (--cgroup-roots empty), and mount nothing of it.
+func TestCgroupHostPath(t *testing.T) {
+	spec := &daemonSet(t, render(t, sharedOn+"cgroupHostPath: \"\"\n")).Spec.Template.Spec
+	for _, name := range []string{"filevol", "filevol-shared"} {
+		c := container(t, spec, name)
+		wantArg(t, c, "--cgroup-roots", "")
+		if mount(c, "cgroup") != nil {
+			t.Errorf("%s mounts the cgroups with cgroupHostPath empty", name)
+		}
+	}
+	if volume(spec, "cgroup") != nil {
+		t.Error("cgroup volume with cgroupHostPath empty")
+	}
+	if err := renderErr(t, "cgroupHostPath: relative/path\n"); err == nil {
+		t.Error("a relative cgroupHostPath was accepted")
 	}
 }

@@ -31,6 +31,7 @@ Deployment creates and attaches the shared pool's volumes.
     - --pool-name={{ $sp.name }}
     - --max-volumes-per-node={{ .Values.maxVolumesPerNode }}
     - --kubelet-dir={{ $kubelet }}
+    {{- include "filevol.cgroupArgs" . | nindent 4 }}
     {{- if eq .Values.registrar "builtin" }}
     - --registration-dir={{ $kubelet }}/plugins_registry
     {{- end }}
@@ -84,6 +85,7 @@ Deployment creates and attaches the shared pool's volumes.
       mountPropagation: {{ .Values.sharedPool.mountPropagation }}
     - name: dev
       mountPath: /dev
+    {{- include "filevol.cgroupMount" . | nindent 4 }}
 {{- if eq .Values.registrar "sidecar" }}
 - name: node-driver-registrar-shared
   image: {{ include "filevol.image" (dict "root" . "key" "nodeDriverRegistrar") }}
