@@ -219,6 +219,8 @@ type claimOpts struct {
 	size   string
 	block  bool
 	source *v1.TypedLocalObjectReference // snapshot or claim to copy
+	// attributesClass: the VolumeAttributesClass the claim names ("": none).
+	attributesClass string
 }
 
 // claim creates a ReadWriteOnce PersistentVolumeClaim (filesystem ext4 unless
@@ -245,6 +247,9 @@ func claim(t *testing.T, ns, name string, o claimOpts) *v1.PersistentVolumeClaim
 				Requests: v1.ResourceList{v1.ResourceStorage: resource.MustParse(o.size)}},
 			DataSource: o.source,
 		},
+	}
+	if o.attributesClass != "" {
+		pvc.Spec.VolumeAttributesClassName = &o.attributesClass
 	}
 	pvc, err := cs.CoreV1().PersistentVolumeClaims(ns).Create(t.Context(), pvc, metav1.CreateOptions{})
 	if err != nil {
