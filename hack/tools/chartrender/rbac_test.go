@@ -36,6 +36,7 @@ var wantRules = map[string][]string{
 		" events: create,update,patch",
 		"storage.k8s.io csinodes: get,list,watch",
 		" nodes: get,list,watch",
+		"storage.k8s.io volumeattributesclasses: get",
 		"snapshot.storage.k8s.io volumesnapshots: get,list,watch,update",
 		"snapshot.storage.k8s.io volumesnapshotcontents: get,list",
 	},

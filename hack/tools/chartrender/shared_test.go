@@ -274,6 +274,8 @@ var wantSharedRules = map[string][]string{
 		" nodes: get,list,watch",
 		// Before DeleteVolume: is the volume still attached somewhere?
 		"storage.k8s.io volumeattachments: get,list,watch",
+		// A claim's VolumeAttributesClass: its parameters go to CreateVolume.
+		"storage.k8s.io volumeattributesclasses: get",
 		"snapshot.storage.k8s.io volumesnapshots: get,list,watch,update",
 		"snapshot.storage.k8s.io volumesnapshotcontents: get,list",
 	},

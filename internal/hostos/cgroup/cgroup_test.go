@@ -103,6 +103,45 @@ func TestApplyV1(t *testing.T) {
 	}
 }
 
+// A v1 limit on a pod's cgroup reaches its containers' cgroups too: v1
+// blkio throttling is not hierarchical.
+func TestApplyV1Descendants(t *testing.T) {
+	pod := t.TempDir()
+	mkdirs(t, pod, "0123abcd", "4567ef01")
+	for _, d := range []string{"", "0123abcd", "4567ef01"} {
+		for _, f := range v1Files {
+			touch(t, filepath.Join(pod, d, f), "")
+		}
+	}
+	h := Hierarchy{Root: pod}
+	if changed, err := h.Apply(pod, "7:3", Limits{WriteIOPS: 50}); err != nil || !changed {
+		t.Fatalf("Apply: changed %v, %v", changed, err)
+	}
+	for _, d := range []string{"", "0123abcd", "4567ef01"} {
+		if l, err := h.Current(filepath.Join(pod, d), "7:3"); err != nil || l != (Limits{WriteIOPS: 50}) {
+			t.Errorf("cgroup %q: %+v, %v; want the pod's limit", d, l, err)
+		}
+	}
+	// A container that starts later gets it from the next pass; the others
+	// are not written again.
+	mkdirs(t, pod, "89ab2345")
+	for _, f := range v1Files {
+		touch(t, filepath.Join(pod, "89ab2345", f), "")
+	}
+	if changed, err := h.Apply(pod, "7:3", Limits{WriteIOPS: 50}); err != nil || !changed {
+		t.Fatalf("next pass: changed %v, %v; want the new container written", changed, err)
+	}
+	if l, _ := h.Current(filepath.Join(pod, "89ab2345"), "7:3"); l != (Limits{WriteIOPS: 50}) {
+		t.Errorf("new container: %+v", l)
+	}
+	if changed, err := h.Apply(pod, "7:3", Limits{}); err != nil || !changed {
+		t.Fatalf("removing: changed %v, %v", changed, err)
+	}
+	if l, _ := h.Current(filepath.Join(pod, "0123abcd"), "7:3"); l != (Limits{}) {
+		t.Errorf("removed limit still in a container: %+v", l)
+	}
+}
+
 func TestApplyV2(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "io.max")

@@ -269,10 +269,16 @@ const (
 // output in the log is what the story checks.
 func newPod(t *testing.T, ns, name, claimName string, block bool, script string) {
 	t.Helper()
+	newPodOf(t, image, ns, name, claimName, block, script)
+}
+
+// newPodOf is newPod with another image than busybox.
+func newPodOf(t *testing.T, img, ns, name, claimName string, block bool, script string) {
+	t.Helper()
 	grace := int64(1)
 	c := v1.Container{
 		Name:            "story",
-		Image:           image,
+		Image:           img,
 		ImagePullPolicy: v1.PullNever,
 		Command:         []string{"sh", "-c", "set -e\n" + script},
 	}
@@ -299,7 +305,13 @@ func newPod(t *testing.T, ns, name, claimName string, block bool, script string)
 // startPod creates a pod and waits until it runs.
 func startPod(t *testing.T, ns, name, claimName string, block bool, script string) {
 	t.Helper()
-	newPod(t, ns, name, claimName, block, script)
+	startPodOf(t, image, ns, name, claimName, block, script)
+}
+
+// startPodOf is startPod with another image than busybox.
+func startPodOf(t *testing.T, img, ns, name, claimName string, block bool, script string) {
+	t.Helper()
+	newPodOf(t, img, ns, name, claimName, block, script)
 	eventually(t, 3*time.Minute, "pod "+name+" running", func() (bool, error) {
 		p, err := cs.CoreV1().Pods(ns).Get(t.Context(), name, metav1.GetOptions{})
 		if err != nil {
