@@ -39,26 +39,29 @@ const (
 )
 
 // podCgroup makes <blkio>/filevol-qos-test-<pid>/kubepods/burstable/pod<uid>
-// and returns the hierarchy root to give the driver and the pod's dir.
-func podCgroup(t *testing.T, uid string) (root, pod string) {
+// with a container's cgroup below it, as kubelet does, and returns the
+// hierarchy root to give the driver and the container's dir, where the
+// test's I/O runs: v1 throttling is not hierarchical, so a limit must reach
+// the container's cgroup itself.
+func podCgroup(t *testing.T, uid string) (root, ctr string) {
 	t.Helper()
 	if _, err := os.Stat(filepath.Join(blkioRoot, "blkio.throttle.write_bps_device")); err != nil {
 		t.Skipf("no cgroup v1 blkio hierarchy at %s: %v", blkioRoot, err)
 	}
 	root = filepath.Join(blkioRoot, fmt.Sprintf("filevol-qos-test-%d-%s", os.Getpid(), uid[:8]))
-	pod = filepath.Join(root, "kubepods", "burstable", "pod"+uid)
-	if err := os.MkdirAll(pod, 0o755); err != nil {
+	ctr = filepath.Join(root, "kubepods", "burstable", "pod"+uid, "0a1b2c3d4e5f")
+	if err := os.MkdirAll(ctr, 0o755); err != nil {
 		t.Fatalf("make test cgroup: %v", err)
 	}
 	t.Cleanup(func() {
 		// Deepest first; our processes have exited, so each is empty.
-		for p := pod; strings.HasPrefix(p, root); p = filepath.Dir(p) {
+		for p := ctr; strings.HasPrefix(p, root); p = filepath.Dir(p) {
 			if err := os.Remove(p); err != nil {
 				t.Errorf("remove test cgroup %s: %v", p, err)
 			}
 		}
 	})
-	return root, pod
+	return root, ctr
 }
 
 func newUID(t *testing.T) string {
@@ -105,7 +108,7 @@ func waitFor(t *testing.T, pod, file string, want int64, since time.Time) time.D
 			return time.Since(since)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s of the pod is %q, not %d, %v after the change (documented: within %v)", file, b, want, time.Since(since), resync)
+			t.Fatalf("%s of the pod's container is %q, not %d, %v after the change (documented: within %v)", file, b, want, time.Since(since), resync)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -121,7 +124,7 @@ func TestLimitsFollowModify(t *testing.T) {
 
 func testLimits(t *testing.T, block bool) {
 	uid := newUID(t)
-	root, pod := podCgroup(t, uid)
+	root, pod := podCgroup(t, uid) // pod: its container's cgroup, where the I/O runs
 	dir := testutil.Scratch(t, "qos")
 	d := driver.StartWith(t, dir, "", func(c *csi.Config) { c.CgroupRoots = []string{root}; c.QoSResync = resync })
 	defer d.Stop(t)
