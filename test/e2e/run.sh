@@ -181,7 +181,7 @@ if [ "$E2E_INSTALL" = helm ]; then
   # kubelet keeps under its pods/ directory on this one node.
   # That path is longer than a unix socket address may be (108 bytes): reach it through a
   # short symlink to its directory.
-  uid=$("$KUBECTL" -n filevol get pods -l app.kubernetes.io/component=shared-controller -o jsonpath='{.items[0].metadata.uid}')
+  uid=$("$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG" -n filevol get pods -l app.kubernetes.io/component=shared-controller -o jsonpath='{.items[0].metadata.uid}')
   ln -sfn "$KUBELET_ROOT/pods/$uid/volumes/kubernetes.io~empty-dir/socket-dir" "$STATE_DIR/shared-controller"
   shared_eps=unix://$SHARED_SOCK,unix://$STATE_DIR/shared-controller/csi.sock
   "$OUT/bin/capprobe" -endpoint "$shared_eps" > "$OUT/capabilities-shared.txt"
