@@ -95,7 +95,10 @@ func Run(ctx context.Context, o options.Options) error {
 	bg, stopBG := context.WithCancel(ctx)
 	defer stopBG()
 	if d.Node != nil {
-		go d.Node.RunGC(bg, o.GCInterval, func(r csi.GCReport) { m.SetOrphans(r.Orphans()) })
+		go d.Node.RunGC(bg, o.GCInterval, func(r csi.GCReport) {
+			m.SetOrphans(r.Orphans())
+			m.SetSweepDuration(r.Took)
+		})
 		go d.Freeze.Run(bg)
 		go d.Node.RunQoS(bg)
 	}

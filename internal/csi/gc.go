@@ -27,6 +27,9 @@ type GCReport struct {
 	TempFiles []string
 	// QuarantineFiles waiting for an operator.
 	QuarantineFiles []string
+	// Took is how long the sweep took (set by RunGC): it reads every loop
+	// device, mount and pool file, so it grows with the node's volumes.
+	Took time.Duration
 }
 
 // Orphans is the number of findings an operator should look at.
@@ -132,7 +135,9 @@ func (s *NodeService) withLock(id string, fn func()) {
 // report to report (metrics, events); findings are logged here.
 func (s *NodeService) RunGC(ctx context.Context, interval time.Duration, report func(GCReport)) {
 	for {
+		start := time.Now()
 		r, err := s.GC(ctx)
+		r.Took = time.Since(start)
 		switch {
 		case err != nil:
 			klog.ErrorS(err, "garbage collection sweep failed")

@@ -20,6 +20,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -47,6 +48,13 @@ type config struct {
 	settle              time.Duration // wait after the last run's cleanup (settle.go)
 	poolFS              string        // host, ext4, xfs or tmpfs
 	driverEnv           []string      // extra K=V for the driver (GOMAXPROCS, GOGC, GODEBUG experiments)
+	only                string        // one part only: "", "control", "datapath", "reference" or "scale"
+	fioRounds           int           // data path: interleaved rounds (0: skip)
+	fioSize             int64         // data path: bytes per target
+	fioRuntime          time.Duration // data path: measured time per fio job
+	referenceBin        string        // csi-driver-host-path's hostpathplugin, to compare CreateVolume with
+	refRounds, refBlock int           // reference comparison: rounds, creates per driver per round
+	scaleVolumes        int           // scale: volumes created, staged and published
 }
 
 func main() {
@@ -70,10 +78,27 @@ func main() {
 		return nil
 	})
 	flag.DurationVar(&c.settle, "settle", recentlyFreedFor, "on ext4 without a journal, wait this long after the last run ended before measuring (its freed inodes slow every create meanwhile; 0: do not wait)")
+	flag.StringVar(&c.only, "only", "", "run one part only: control (create, lifecycle, memory, listing), datapath (fio), reference (CreateVolume vs --reference-bin) or scale (--scale-volumes on one node); empty: control, datapath and reference (when --reference-bin is set)")
+	flag.IntVar(&c.fioRounds, "fio-rounds", 3, "data path: interleaved rounds of every fio workload on every target (0: skip the data path)")
+	flag.Int64Var(&c.fioSize, "fio-size", 512<<20, "data path: bytes of each target fio works on (written once before the rounds)")
+	flag.DurationVar(&c.fioRuntime, "fio-runtime", 4*time.Second, "data path: measured time of one fio job (after a 1 s ramp)")
+	flag.StringVar(&c.referenceBin, "reference-bin", "", "csi-driver-host-path's hostpathplugin binary: compare CreateVolume with it, interleaved (docs/data-path.md says how to build it)")
+	flag.IntVar(&c.refRounds, "reference-rounds", 6, "reference comparison: rounds, each driver's serial and 8-client blocks alternating")
+	flag.IntVar(&c.refBlock, "reference-block", 200, "reference comparison: creates per driver per round and mode")
+	flag.IntVar(&c.scaleVolumes, "scale-volumes", 1000, "scale: volumes created, staged and published on the one node (make scale)")
 	flag.BoolVar(&c.keep, "keep", false, "leave the run directory (pool, driver log) in place after the run")
 	flag.Parse()
-	if c.iterations < 1 || c.clients < 1 || c.concurrent < 1 || c.lifecycle < 1 || c.volumes < 1 || c.listIterations < 1 {
-		fmt.Fprintln(os.Stderr, "bench: every count must be at least 1")
+	if c.iterations < 1 || c.clients < 1 || c.concurrent < 1 || c.lifecycle < 1 || c.volumes < 1 || c.listIterations < 1 ||
+		c.fioRounds < 0 || c.fioSize < 1<<20 || c.fioRuntime < time.Second || c.refRounds < 1 || c.refBlock < 1 || c.scaleVolumes < 1 {
+		fmt.Fprintln(os.Stderr, "bench: every count must be at least 1 (--fio-rounds at least 0, --fio-size at least 1 MiB, --fio-runtime at least 1 s)")
+		os.Exit(2)
+	}
+	if !slices.Contains([]string{"", "control", "datapath", "reference", "scale"}, c.only) {
+		fmt.Fprintf(os.Stderr, "bench: --only %q: want control, datapath, reference or scale\n", c.only)
+		os.Exit(2)
+	}
+	if c.only == "reference" && c.referenceBin == "" {
+		fmt.Fprintln(os.Stderr, "bench: --only reference needs --reference-bin")
 		os.Exit(2)
 	}
 	os.Exit(run(c))
@@ -181,9 +206,12 @@ func lockRoot() (func(), error) {
 // well defined: latency on a small pool, then the filled pool for memory
 // and listing, then a restart on the filled pool, then cleanup.
 func (b *bench) all(ctx context.Context) error {
-	b.rep.settings = fmt.Sprintf("%d serial creates, %d clients × %d creates, %d lifecycle iterations, %d volumes, %d listings, driver --v %d, --pool-fs %s, driver env %v",
-		b.cfg.iterations, b.cfg.clients, b.cfg.concurrent, b.cfg.lifecycle, b.cfg.volumes, b.cfg.listIterations, b.cfg.verbosity, b.cfg.poolFS, b.cfg.driverEnv)
-	b.fsyncProbe()
+	b.rep.settings = fmt.Sprintf("--only %q, %d serial creates, %d clients × %d creates, %d lifecycle iterations, %d volumes, %d listings, driver --v %d, --pool-fs %s, driver env %v, %d fio rounds of %s on %d MiB, reference %q (%d rounds × %d), %d scale volumes",
+		b.cfg.only, b.cfg.iterations, b.cfg.clients, b.cfg.concurrent, b.cfg.lifecycle, b.cfg.volumes, b.cfg.listIterations, b.cfg.verbosity, b.cfg.poolFS, b.cfg.driverEnv,
+		b.cfg.fioRounds, b.cfg.fioRuntime, b.cfg.fioSize>>20, b.cfg.referenceBin, b.cfg.refRounds, b.cfg.refBlock, b.cfg.scaleVolumes)
+	if b.cfg.only == "" || b.cfg.only == "control" {
+		b.fsyncProbe()
+	}
 	if err := b.start(ctx); err != nil {
 		return err
 	}
@@ -202,14 +230,34 @@ func (b *bench) all(ctx context.Context) error {
 	b.rep.target("4a", "Driver VmRSS, idle right after start", fmt.Sprintf("%.1f MiB", m.mb()), "≤ 30 MiB", m.mb() <= 30)
 	b.rep.detail("Driver memory, idle right after start, empty pool", "%s", m)
 	b.rep.detail("Driver start to first Probe answered, empty pool", "%s", ms(b.d.ready))
-	for _, phase := range []func(context.Context) error{
-		b.serialCreate, b.throughput, b.deleteCreated, b.lifecycle, b.fill, b.list, b.restart, b.deleteAll,
-	} {
+	for _, phase := range b.phases() {
 		if err := phase(ctx); err != nil {
 			return err
 		}
 	}
 	return b.stopDriver("final stop")
+}
+
+// phases are the parts --only selects, in the order they run.
+func (b *bench) phases() []func(context.Context) error {
+	control := []func(context.Context) error{
+		b.serialCreate, b.throughput, b.deleteCreated, b.lifecycle, b.fill, b.list, b.restart, b.deleteAll,
+	}
+	switch b.cfg.only {
+	case "control":
+		return control
+	case "datapath":
+		return []func(context.Context) error{b.dataPath}
+	case "reference":
+		return []func(context.Context) error{b.reference}
+	case "scale":
+		return []func(context.Context) error{b.scale}
+	}
+	all := append([]func(context.Context) error{b.dataPath}, control...)
+	if b.cfg.referenceBin != "" {
+		all = append(all, b.reference)
+	}
+	return all
 }
 
 func (b *bench) start(ctx context.Context) error {

@@ -1,0 +1,5 @@
+package main
+
+import "context"
+
+func (b *bench) scale(ctx context.Context) error     { return nil }
