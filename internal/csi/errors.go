@@ -100,6 +100,9 @@ var sentinelCodes = []struct {
 	{attach.ErrCorrupt, codes.FailedPrecondition},
 	{mount.ErrInvalidOption, codes.InvalidArgument},
 	{mount.ErrNotMounted, codes.FailedPrecondition},
+	// The node's mount namespace is at fs.mount-max: no more volumes can
+	// be staged or published here until some are removed.
+	{mount.ErrTableFull, codes.ResourceExhausted},
 	{fs.ErrUnsupported, codes.InvalidArgument},
 	{fs.ErrToolMissing, codes.FailedPrecondition},
 	{fs.ErrCapability, codes.FailedPrecondition},

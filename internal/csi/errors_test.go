@@ -131,6 +131,7 @@ var sentinelValues = map[string]error{
 	"attach.ErrCorrupt":            attach.ErrCorrupt,
 	"loop.ErrNoDevice":             loop.ErrNoDevice,
 	"mount.ErrNotMounted":          mount.ErrNotMounted,
+	"mount.ErrTableFull":           mount.ErrTableFull,
 	"mount.ErrInvalidOption":       mount.ErrInvalidOption,
 	"fs.ErrUnsupported":            hostfs.ErrUnsupported,
 	"fs.ErrToolMissing":            hostfs.ErrToolMissing,

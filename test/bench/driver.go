@@ -39,9 +39,10 @@ type driverProc struct {
 
 // startDriver starts bin on poolDir and waits until it answers Probe.
 // Staging and target paths must lie inside kubeletDir, as in production.
-func startDriver(ctx context.Context, bin, socket, poolDir, kubeletDir, logPath string, verbosity int, env []string) (*driverProc, error) {
-	return startProc(ctx, []string{bin, "--endpoint", "unix://" + socket, "--pool-dir", poolDir,
-		"--node-id", "bench", "--kubelet-dir", kubeletDir, "--v", strconv.Itoa(verbosity)}, socket, logPath, env)
+func startDriver(ctx context.Context, bin, socket, poolDir, kubeletDir, logPath string, verbosity int, env []string, extra ...string) (*driverProc, error) {
+	argv := []string{bin, "--endpoint", "unix://" + socket, "--pool-dir", poolDir,
+		"--node-id", "bench", "--kubelet-dir", kubeletDir, "--v", strconv.Itoa(verbosity)}
+	return startProc(ctx, append(argv, extra...), socket, logPath, env)
 }
 
 // startProc starts argv, a CSI driver serving socket, and waits until it

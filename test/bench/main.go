@@ -212,6 +212,15 @@ func (b *bench) all(ctx context.Context) error {
 	if b.cfg.only == "" || b.cfg.only == "control" {
 		b.fsyncProbe()
 	}
+	if b.cfg.only == "scale" {
+		addr, err := freeLoopbackAddr()
+		if err != nil {
+			return err
+		}
+		b.httpAddr = addr
+		// The sweep at every start is the one measured; none in between.
+		b.driverArgs = []string{"--http-endpoint", addr, "--gc-interval", "24h"}
+	}
 	if err := b.start(ctx); err != nil {
 		return err
 	}
@@ -261,7 +270,7 @@ func (b *bench) phases() []func(context.Context) error {
 }
 
 func (b *bench) start(ctx context.Context) error {
-	d, err := startDriver(ctx, b.cfg.bin, b.socket, b.poolDir, b.kubeletDir(), b.logPath, b.cfg.verbosity, b.cfg.driverEnv)
+	d, err := startDriver(ctx, b.cfg.bin, b.socket, b.poolDir, b.kubeletDir(), b.logPath, b.cfg.verbosity, b.cfg.driverEnv, b.driverArgs...)
 	if err != nil {
 		return err
 	}
@@ -334,4 +343,8 @@ type bench struct {
 	seqP50 time.Duration
 	// rss1k is the largest VmRSS seen while the pool held cfg.volumes volumes.
 	rss1k memory
+	// driverArgs are added to the driver's command line (the scale part
+	// serves /metrics and /debug/volumes).
+	driverArgs []string
+	httpAddr   string
 }
