@@ -32,7 +32,8 @@ type refDriver struct {
 // and would otherwise slow down as it fills. Its state file is written
 // without fsync; filevol's records are durable when CreateVolume returns.
 func (b *bench) reference(ctx context.Context) error {
-	stateDir := filepath.Join(b.runDir, "hostpath-state")
+	// On the pool's filesystem, as filevol's records are.
+	stateDir := filepath.Join(filepath.Dir(b.poolDir), "hostpath-state")
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return err
 	}
