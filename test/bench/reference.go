@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
 )
 
 // refDriver is one side of the CreateVolume comparison.
@@ -59,6 +61,11 @@ func (b *bench) reference(ctx context.Context) error {
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
 	}
+	floor, err := newCreateFloor(filepath.Join(filepath.Dir(b.poolDir), "ref-floor"))
+	if err != nil {
+		return err
+	}
+	defer floor.close()
 	start := time.Now()
 	for round := range b.cfg.refRounds {
 		for k := range sides {
@@ -67,7 +74,13 @@ func (b *bench) reference(ctx context.Context) error {
 				return fmt.Errorf("%s round %d: %w", s.name, round, err)
 			}
 		}
+		if err := floor.block(b.cfg.refBlock); err != nil {
+			return fmt.Errorf("durable create floor: %w", err)
+		}
 	}
+	fp := summarize(floor.lats).p50
+	b.rep.info("R1", "The pool's durable create sequence alone (no driver, no gRPC: write+fsync a record, rename, fsync the directory), p50, in the same rounds",
+		fmt.Sprintf("%s = %.2f × hostpath's CreateVolume p50", ms(fp), float64(fp)/float64(summarize(sides[1].serial).p50)))
 	b.rep.detail("Reference comparison run", "%d rounds × (%d serial + %d with %d clients) creates per driver, in %s; load average after: %s",
 		b.cfg.refRounds, b.cfg.refBlock, 4*b.cfg.refBlock, b.cfg.clients, time.Since(start).Round(time.Second), loadAvg())
 	b.reportReference(sides[0], sides[1])
@@ -163,3 +176,40 @@ func roundRates(rs []float64) []string {
 	}
 	return out
 }
+
+// createFloor times the pool's durable create sequence on bare syscalls
+// (poolCreateSequence) in the reference comparison's rounds: what a
+// CreateVolume whose record survives a crash cannot go below on this disk,
+// whatever the driver does.
+type createFloor struct {
+	dir  string
+	dfd  int
+	next int
+	lats []time.Duration
+}
+
+func newCreateFloor(dir string) (*createFloor, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &createFloor{dir: dir, dfd: dfd}, nil
+}
+
+func (f *createFloor) block(n int) error {
+	record := []byte(strings.Repeat("x", 300)) // about a record's size
+	for range n {
+		t := time.Now()
+		if err := poolCreateSequence(f.dir, f.dfd, f.next, record); err != nil {
+			return err
+		}
+		f.lats = append(f.lats, time.Since(t))
+		f.next++
+	}
+	return nil
+}
+
+func (f *createFloor) close() { unix.Close(f.dfd) }
