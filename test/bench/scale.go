@@ -13,6 +13,8 @@ import (
 	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
@@ -119,17 +121,27 @@ func (b *bench) scaleInUse(ctx context.Context, n int) error {
 	}{{"/metrics", 250 * time.Millisecond}, {"/debug/volumes", 500 * time.Millisecond}} {
 		var lats []time.Duration
 		var size int
-		for range 5 {
+		var getErr error
+		began := time.Now()
+		// Five samples, fewer when each takes many seconds.
+		for k := 0; k < 5 && (k == 0 || time.Since(began) < 20*time.Second); k++ {
 			t := time.Now()
 			body, err := b.httpGet(ctx, p.path)
 			lats = append(lats, time.Since(t))
 			if err != nil {
-				return err
+				// Too slow is a figure too: reported, and the run goes on.
+				getErr = err
+				break
 			}
 			size = len(body)
 		}
+		if getErr != nil {
+			b.rep.target("S2", fmt.Sprintf("GET %s with %d volumes in use", p.path, n), fmt.Sprintf("failed after %s: %v", ms(lats[len(lats)-1]), getErr),
+				"≤ "+ms(p.goal), false)
+			continue
+		}
 		s := summarize(lats)
-		b.rep.target("S2", fmt.Sprintf("GET %s with %d volumes in use, p50 of 5", p.path, n), ms(s.p50), "≤ "+ms(p.goal), s.p50 <= p.goal)
+		b.rep.target("S2", fmt.Sprintf("GET %s with %d volumes in use, p50 of %d", p.path, n, len(lats)), ms(s.p50), "≤ "+ms(p.goal), s.p50 <= p.goal)
 		b.rep.detail("Scale: GET "+p.path, "%s; %d bytes", s, size)
 	}
 	m, err := b.d.memory()
@@ -235,7 +247,17 @@ func (b *bench) scaleTeardown(vols []scaleVol) {
 		if _, err := node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: v.id, TargetPath: v.target}); err != nil {
 			return err
 		}
-		if _, err := node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: v.id, StagingTargetPath: v.staging}); err != nil {
+		// Another engineer's mount namespace can hold a copy of the
+		// mount for a moment (loop device busy): kubelet retries, so
+		// does the harness.
+		var err error
+		for range 20 {
+			if _, err = node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: v.id, StagingTargetPath: v.staging}); status.Code(err) != codes.FailedPrecondition {
+				break
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		if err != nil {
 			return err
 		}
 		return deleteVolume(ctx, b.d.ctrl, v.id)
@@ -271,7 +293,7 @@ func (b *bench) nodeParallel(ctx context.Context, n int, op func(ctx context.Con
 
 // httpGet reads path from the driver's HTTP endpoint.
 func (b *bench) httpGet(ctx context.Context, path string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+b.httpAddr+path, nil)
 	if err != nil {
