@@ -99,7 +99,7 @@ func New(cfg Config, p *pool.Pool, h Host) *Driver {
 		for _, nv := range d.Node.vols.all {
 			nv.inuse.CleanTemp(cfg.NodeID)
 		}
-		d.Node.ReconcileInUse()
+		d.Node.reconcileBeforeServing()
 	}
 	return d
 }
@@ -139,7 +139,7 @@ func (d *Driver) ServeDirPool(dp *dirpool.Pool) {
 		for _, nv := range d.Node.vols.all {
 			if nv.NodeBackend == NodeBackend(b) {
 				nv.inuse.CleanTemp(d.Node.cfg.NodeID)
-				d.Node.reconcile(nv)
+				d.Node.reconcile(nv, true)
 			}
 		}
 	}

@@ -37,11 +37,21 @@ func (s *NodeService) dropStagedIfUnused(nv *nodeVolumes, id string) {
 // under its lock, so it never races a stage or an unstage.
 func (s *NodeService) ReconcileInUse() {
 	for _, nv := range s.vols.all {
-		s.reconcile(nv)
+		s.reconcile(nv, false)
 	}
 }
 
-func (s *NodeService) reconcile(nv *nodeVolumes) {
+// reconcileBeforeServing is ReconcileInUse at start, before any call can
+// be in flight: one listing of the kernel is then the whole truth.
+func (s *NodeService) reconcileBeforeServing() {
+	for _, nv := range s.vols.all {
+		s.reconcile(nv, true)
+	}
+}
+
+// reconcile is ReconcileInUse for one pool. beforeServing says no call
+// can have staged anything since the listing of the attached volumes.
+func (s *NodeService) reconcile(nv *nodeVolumes, beforeServing bool) {
 	mine, err := nv.inuse.OfNode(s.cfg.NodeID)
 	if err != nil {
 		klog.ErrorS(err, "read this node's in-use records", "pool", nv.Dir())
@@ -66,7 +76,17 @@ func (s *NodeService) reconcile(nv *nodeVolumes) {
 	for id := range mine {
 		// A pool may hold volumes of several kinds: each record is its
 		// own backend's to check.
-		if r, err := s.vols.volume(id); err == nil && r == nv && !attached[id] {
+		r, err := s.vols.volume(id)
+		switch {
+		case err != nil || r != nv || attached[id]:
+		case beforeServing && finder:
+			// The listing is the truth: a look-up per record scanned every
+			// loop device once more, and after a reboot 1,000 records kept
+			// the driver from serving for over 20 s.
+			if err := nv.inuse.Remove(id, s.cfg.NodeID); err != nil {
+				klog.ErrorS(err, "drop the in-use record of a volume no longer staged", "volumeID", id)
+			}
+		default:
 			s.withLock(id, func() { s.dropStagedIfUnused(nv, id) })
 		}
 	}
