@@ -147,6 +147,7 @@ func run(c config) int {
 		return 1
 	}
 	b := newBench(c)
+	loopsBefore := loopNumbers()
 	if err := os.MkdirAll(filepath.Dir(c.out), 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 1
@@ -168,6 +169,9 @@ func run(c config) int {
 	if cerr := b.cleanup(); cerr != nil {
 		b.rep.note("cleanup: %v", cerr)
 		err = errors.Join(err, cerr)
+	}
+	if n := removeNewLoops(loopsBefore); n > 0 {
+		b.rep.note("cleanup: removed %d empty loop devices the kernel made for this run", n)
 	}
 	recordRunEnd()
 	md := b.rep.markdown()
