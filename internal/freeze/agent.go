@@ -188,7 +188,33 @@ func (a *Agent) sweep() time.Duration {
 			next = min(next, 5*time.Millisecond) // the volume is busy: again soon
 		}
 	}
+	a.dropOrphanAnswers(entries, asked)
 	return max(next, time.Millisecond)
+}
+
+// dropOrphanAnswers removes this node's answers that answer no request
+// any more and hold nothing: a "not mounted" or "failed" answer written
+// for a request read at the start of a sweep and withdrawn meanwhile (a
+// group's requester withdraws those at once). A thaw-failed answer stays
+// for its controller to read; a frozen one goes with its release.
+func (a *Agent) dropOrphanAnswers(entries []os.DirEntry, asked map[string]request) {
+	for _, de := range entries {
+		id, ok := volumeOf(de.Name(), ackSuffix)
+		if !ok {
+			continue
+		}
+		if _, held := a.held[id]; held {
+			continue
+		}
+		var ans answer
+		if ok, _ := readJSON(ackPath(a.dir, id), &ans); !ok || ans.Node != a.node || ans.State == stateThawFailed || ans.State == stateFrozen {
+			continue
+		}
+		if req, ok := asked[id]; ok && req.Token == ans.Token {
+			continue
+		}
+		_ = os.Remove(ackPath(a.dir, id))
+	}
 }
 
 func (a *Agent) answered(req request) bool {

@@ -201,12 +201,15 @@ type Pool struct {
 	vdir string // <dir>/volumes
 	sdir string // <dir>/snapshots
 	qdir string // <dir>/quarantine
+	gdir string // <dir>/groups: group snapshot records (group.go)
 	opts Options
 	// vols and snaps keep the records of <dir>/volumes and <dir>/snapshots;
 	// each holds its directory open and shares its fsyncs (recordstore),
 	// with the images beside the records too.
 	vols  *recordstore.Store[Volume]
 	snaps *recordstore.Store[Snapshot]
+	// groups keeps the group snapshot records of <dir>/groups.
+	groups *recordstore.Store[GroupSnapshot]
 	// node is the node-side markers kept in the pool directory.
 	node *nodestate.State
 	// lockFD holds the shared flock on <dir>/.lock for the pool's lifetime.
