@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -20,6 +21,19 @@ import (
 
 	"github.com/filevol/filevol/internal/testutil"
 )
+
+var groupStrideFlag = flag.Int("group-stride", 0, "TestKillDuringGroupSnapshot: kill at every nth step boundary (default: every one in a long run, every 3rd in the short run of make test)")
+
+// groupStride is how many boundaries apart the group rounds kill.
+func groupStride() int {
+	switch {
+	case *groupStrideFlag > 0:
+		return *groupStrideFlag
+	case *iterationsFlag > 0 || os.Getenv("FAULTS_ITERATIONS") != "":
+		return 1 // make faults
+	}
+	return 3
+}
 
 // TestKillDuringGroupSnapshot kills the driver at every step boundary of
 // a CreateVolumeGroupSnapshot of three mounted volumes (the freeze
@@ -62,7 +76,8 @@ func TestKillDuringGroupSnapshot(t *testing.T) {
 	defer wr.halt(t)
 
 	creates, deletes := 0, 0
-	for n := 1; ; n++ {
+	stride := groupStride()
+	for n := 1; ; n += stride {
 		killed, point := g.round(fmt.Sprintf("g%d", n), n, true)
 		if !killed {
 			break
@@ -70,7 +85,7 @@ func TestKillDuringGroupSnapshot(t *testing.T) {
 		creates++
 		t.Logf("create, boundary %d (%s): recovered", n, point)
 	}
-	for n := 1; ; n++ {
+	for n := 1; ; n += stride {
 		killed, point := g.round(fmt.Sprintf("d%d", n), n, false)
 		if !killed {
 			break
