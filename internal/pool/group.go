@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -202,4 +203,38 @@ func cloneGroup(g GroupSnapshot) GroupSnapshot {
 	g.SnapshotIDs = slices.Clone(g.SnapshotIDs)
 	g.Parameters = maps.Clone(g.Parameters)
 	return g
+}
+
+// GroupLeftovers returns the member snapshots, cut more than age ago, of
+// groups that have no record: a create killed between its first member
+// and its group record, and never retried (the CO gave up, or the group
+// was deleted before it got an ID to delete). Nobody sees them; they only
+// hold space.
+func (p *Pool) GroupLeftovers(age time.Duration) []string {
+	cutoff := time.Now().Add(-age)
+	var out []string
+	for _, s := range p.snaps.List() {
+		if s.GroupSnapshotID == "" || s.CreatedAt.After(cutoff) {
+			continue
+		}
+		if _, err := p.groups.Get(s.GroupSnapshotID); errors.Is(err, ErrGroupNotFound) {
+			out = append(out, s.ID)
+		}
+	}
+	return out
+}
+
+// DropGroupLeftover deletes the snapshot id if it still is what
+// GroupLeftovers found: a member cut more than age ago of a group that
+// has no record. The caller holds the snapshot's lock, which a create of
+// the group takes too.
+func (p *Pool) DropGroupLeftover(ctx context.Context, id string, age time.Duration) (bool, error) {
+	s, err := p.getSnapshot(id)
+	if err != nil || s.GroupSnapshotID == "" || s.CreatedAt.After(time.Now().Add(-age)) {
+		return false, nil
+	}
+	if _, err := p.groups.Get(s.GroupSnapshotID); !errors.Is(err, ErrGroupNotFound) {
+		return false, nil
+	}
+	return true, p.deleteSnapshot(ctx, id)
 }
