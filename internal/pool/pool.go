@@ -13,6 +13,8 @@
 //	<dir>/volumes/.tmp-*          files of an operation in progress
 //	<dir>/snapshots/<sid>.img     a snapshot: an independent copy of an image
 //	<dir>/snapshots/<sid>.json    its record (same commit rules as volumes)
+//	<dir>/groups/<gid>.json       a group snapshot: the commit point that makes
+//	                              its member snapshots visible (group.go)
 //	<dir>/volumes/<id>.formatting node markers (internal/nodestate); the pool
 //	<dir>/volumes/<id>.growing    only removes them with their volume
 //	<dir>/frozen/<id>             a filesystem frozen for a clone (nodestate)
