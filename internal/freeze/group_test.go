@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -111,4 +112,41 @@ func TestHoldAllOfABusyVolumeIsBusy(t *testing.T) {
 		}
 	}
 	assertEmpty(t, dir)
+}
+
+// The controller dies while the group is frozen: the node sees its owner
+// lock free and thaws every filesystem of the group, without waiting for
+// the lease.
+func TestHoldAllOfADeadControllerIsThawed(t *testing.T) {
+	dir := t.TempDir()
+	k := newKernel()
+	var targets []Target
+	for i := range 4 {
+		k.mounts[groupVol(i)] = fmt.Sprintf("/staging/%d", i)
+		targets = append(targets, Target{VolumeID: groupVol(i), Node: "n"})
+	}
+	start(t, k.agent(t, dir, "n"))
+	r := requester(t, dir)
+	r.Lease = time.Hour
+	thawed := false
+	err := r.HoldAll(context.Background(), targets, func() error {
+		r.owner.f.Close() // the kernel drops the lock of a dead process
+		// Bounded, not timed: the node thaws on its next sweep.
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && !thawed; time.Sleep(5 * time.Millisecond) {
+			thawed = true
+			for i := range 4 {
+				thawed = thawed && !k.isFrozen(fmt.Sprintf("/staging/%d", i))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("HoldAll = %v", err)
+	}
+	if !thawed {
+		t.Fatal("the group stayed frozen after its controller died")
+	}
+	if k.markCount() != 0 {
+		t.Errorf("%d freeze marks left", k.markCount())
+	}
 }
