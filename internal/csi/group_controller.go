@@ -88,7 +88,7 @@ func (g *GroupControllerService) CreateVolumeGroupSnapshot(ctx context.Context, 
 		return nil, err
 	}
 	t0 := time.Now()
-	snaps, err := cutMembers(ctx, st, gid, srcs, req.GetParameters(), targets)
+	snaps, err := cutMembers(ctx, st, gs, gid, srcs, req.GetParameters(), targets)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +102,7 @@ func (g *GroupControllerService) CreateVolumeGroupSnapshot(ctx context.Context, 
 		}
 	}
 	if err := gs.CommitGroupSnapshot(grp); err != nil {
-		return nil, errors.Join(err, deleteMembers(ctx, st, grp.SnapshotIDs))
+		return nil, errors.Join(err, gs.DeleteGroupMembers(ctx, gid, grp.SnapshotIDs))
 	}
 	klog.InfoS("group snapshot created", "groupSnapshotID", gid, "name", name, "volumes", len(srcs),
 		"frozen", len(targets), "cut", cut, "total", time.Since(t0))

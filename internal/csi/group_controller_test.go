@@ -256,3 +256,24 @@ func TestGroupSnapshotRefusals(t *testing.T) {
 		}
 	}
 }
+
+// A CO's own snapshot that happens to carry a member's name is never
+// taken for a leftover member and deleted: the group is refused instead.
+func TestGroupNeverDeletesAnotherSnapshot(t *testing.T) {
+	e := newGroupEnv(t)
+	ctx := context.Background()
+	srcs := e.volumes("a", "b")
+	gid := e.p.GroupSnapshotID("g")
+	own, err := e.c.CreateSnapshot(ctx, &csipb.CreateSnapshotRequest{Name: pool.GroupMemberName(gid, srcs[0]), SourceVolumeId: srcs[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.create("g", srcs)
+	wantGroupCode(t, "a group whose member's name a snapshot has", err, codes.AlreadyExists)
+	if _, err := e.c.GetSnapshot(ctx, &csipb.GetSnapshotRequest{SnapshotId: own.GetSnapshot().GetSnapshotId()}); err != nil {
+		t.Errorf("the CO's snapshot is gone: %v", err)
+	}
+	if ids := e.p.GroupMembers(gid); len(ids) != 0 {
+		t.Errorf("the refused group left members %v", ids)
+	}
+}

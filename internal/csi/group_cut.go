@@ -24,6 +24,7 @@ type GroupStore interface {
 	BeginGroupDelete(id string) (pool.GroupSnapshot, error)
 	ForgetGroupSnapshot(id string) error
 	GroupMembers(id string) []string
+	DeleteGroupMembers(ctx context.Context, gid string, ids []string) error
 }
 
 var _ GroupStore = (*pool.Pool)(nil)
@@ -110,7 +111,7 @@ func freezeTargets(st *poolStore, srcs []string) ([]freeze.Target, error) {
 // gid while the freezer holds every target frozen: the clones run side by
 // side (a reflink is a metadata copy; their fsyncs share the directory's).
 // On an error, members already cut are deleted again.
-func cutMembers(ctx context.Context, st *poolStore, gid string, srcs []string, params map[string]string, targets []freeze.Target) ([]pool.Snapshot, error) {
+func cutMembers(ctx context.Context, st *poolStore, gs GroupStore, gid string, srcs []string, params map[string]string, targets []freeze.Target) ([]pool.Snapshot, error) {
 	snaps := make([]pool.Snapshot, len(srcs))
 	err := st.freezer.HoldAll(ctx, targets, func() error {
 		errs := make([]error, len(srcs))
@@ -133,19 +134,9 @@ func cutMembers(ctx context.Context, st *poolStore, gid string, srcs []string, p
 				ids = append(ids, sn.ID)
 			}
 		}
-		return nil, errors.Join(fmt.Errorf("group snapshot %s: %w", gid, err), deleteMembers(ctx, st, ids))
+		return nil, errors.Join(fmt.Errorf("group snapshot %s: %w", gid, err), gs.DeleteGroupMembers(ctx, gid, ids))
 	}
 	return snaps, nil
-}
-
-// deleteMembers deletes snapshots of a group that is not (or no longer)
-// visible; deleted ones and missing ones are alike.
-func deleteMembers(ctx context.Context, st *poolStore, ids []string) error {
-	var errs []error
-	for _, id := range ids {
-		errs = append(errs, st.DeleteSnapshot(ctx, id))
-	}
-	return errors.Join(errs...)
 }
 
 // clearGroup removes what an interrupted create or delete of group gid
@@ -166,7 +157,7 @@ func clearGroup(ctx context.Context, st *poolStore, gs GroupStore, gid string, s
 		ids = append(ids, st.SnapshotID(pool.GroupMemberName(gid, src)))
 	}
 	slices.Sort(ids)
-	if err := deleteMembers(ctx, st, slices.Compact(ids)); err != nil {
+	if err := gs.DeleteGroupMembers(ctx, gid, slices.Compact(ids)); err != nil {
 		return err
 	}
 	if g.Deleting {

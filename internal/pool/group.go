@@ -238,3 +238,25 @@ func (p *Pool) DropGroupLeftover(ctx context.Context, id string, age time.Durati
 	}
 	return true, p.deleteSnapshot(ctx, id)
 }
+
+// DeleteGroupMembers deletes those of ids that are snapshots of group
+// gid (by their records; another snapshot under such an ID — a CO's
+// that happens to carry a member's name — is left alone). The group must
+// not be visible: not committed, or being deleted.
+func (p *Pool) DeleteGroupMembers(ctx context.Context, gid string, ids []string) error {
+	var errs []error
+	for _, id := range ids {
+		s, err := p.getSnapshot(id)
+		switch {
+		case errors.Is(err, ErrSnapshotNotFound):
+			continue
+		case err != nil:
+			errs = append(errs, err)
+			continue
+		case s.GroupSnapshotID != gid:
+			continue
+		}
+		errs = append(errs, p.DeleteSnapshot(ctx, id))
+	}
+	return errors.Join(errs...)
+}
