@@ -75,6 +75,10 @@ var sentinelCodes = []struct {
 	{pool.ErrAlreadyExists, codes.AlreadyExists},
 	{pool.ErrNoSpace, codes.ResourceExhausted},
 	{pool.ErrSnapshotNotFound, codes.NotFound},
+	{pool.ErrGroupNotFound, codes.NotFound},
+	// CSI DeleteSnapshot: "Snapshot is part of a group" is INVALID_ARGUMENT:
+	// the CO deletes the group instead.
+	{pool.ErrInGroup, codes.InvalidArgument},
 	{pool.ErrShrink, codes.OutOfRange},
 	// CSI CreateVolume: "source incompatible" is INVALID_ARGUMENT.
 	{pool.ErrOtherNode, codes.InvalidArgument},

@@ -118,6 +118,8 @@ var sentinelValues = map[string]error{
 	"pool.ErrInvalidID":            pool.ErrInvalidID,
 	"pool.ErrInvalidArgument":      pool.ErrInvalidArgument,
 	"pool.ErrSnapshotNotFound":     pool.ErrSnapshotNotFound,
+	"pool.ErrGroupNotFound":        pool.ErrGroupNotFound,
+	"pool.ErrInGroup":              pool.ErrInGroup,
 	"pool.ErrOtherNode":            pool.ErrOtherNode,
 	"pool.ErrImageMissing":         pool.ErrImageMissing,
 	"pool.ErrShrink":               pool.ErrShrink,

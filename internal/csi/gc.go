@@ -27,6 +27,9 @@ type GCReport struct {
 	TempFiles []string
 	// QuarantineFiles waiting for an operator.
 	QuarantineFiles []string
+	// GroupLeftovers are member snapshots of group snapshots never
+	// committed, deleted (gc_groups.go).
+	GroupLeftovers []string
 }
 
 // Orphans is the number of findings an operator should look at.
@@ -75,6 +78,7 @@ func (s *NodeService) GC(ctx context.Context) (GCReport, error) {
 		})
 	}
 	r.TempFiles = o.TempFiles
+	s.gcGroupLeftovers(ctx, &r)
 	if o, err = s.pool.FindOrphans(); err == nil {
 		r.QuarantineFiles = o.Quarantined
 	}

@@ -13,6 +13,8 @@
 //	<dir>/volumes/.tmp-*          files of an operation in progress
 //	<dir>/snapshots/<sid>.img     a snapshot: an independent copy of an image
 //	<dir>/snapshots/<sid>.json    its record (same commit rules as volumes)
+//	<dir>/groups/<gid>.json       a group snapshot: the commit point that makes
+//	                              its member snapshots visible (group.go)
 //	<dir>/volumes/<id>.formatting node markers (internal/nodestate); the pool
 //	<dir>/volumes/<id>.growing    only removes them with their volume
 //	<dir>/frozen/<id>             a filesystem frozen for a clone (nodestate)
@@ -201,12 +203,15 @@ type Pool struct {
 	vdir string // <dir>/volumes
 	sdir string // <dir>/snapshots
 	qdir string // <dir>/quarantine
+	gdir string // <dir>/groups: group snapshot records (group.go)
 	opts Options
 	// vols and snaps keep the records of <dir>/volumes and <dir>/snapshots;
 	// each holds its directory open and shares its fsyncs (recordstore),
 	// with the images beside the records too.
 	vols  *recordstore.Store[Volume]
 	snaps *recordstore.Store[Snapshot]
+	// groups keeps the group snapshot records of <dir>/groups.
+	groups *recordstore.Store[GroupSnapshot]
 	// node is the node-side markers kept in the pool directory.
 	node *nodestate.State
 	// lockFD holds the shared flock on <dir>/.lock for the pool's lifetime.
