@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
@@ -103,8 +104,14 @@ func (p *Pool) collect() {
 		case <-p.stop:
 			return
 		case <-p.wake:
-			if err := p.EmptyTrash(); err != nil {
+			waiting, err := p.emptyTrash()
+			if err != nil {
 				klog.ErrorS(err, "Emptying the directory pool's trash", "pool", p.dir)
+			}
+			if waiting > 0 {
+				// The kernel's cleaner drops destroyed subvolumes in the
+				// background; their qgroups can go once it has.
+				time.AfterFunc(qgroupRetry, p.kick)
 			}
 		}
 	}
@@ -113,25 +120,37 @@ func (p *Pool) collect() {
 // EmptyTrash destroys every subvolume in the trash: the end of deletes,
 // interrupted ones included (the garbage collector's part).
 func (p *Pool) EmptyTrash() error {
+	_, err := p.emptyTrash()
+	return err
+}
+
+// qgroupRetry is how long the collector waits before it looks again for
+// qgroups whose subvolumes the kernel's cleaner has not dropped yet.
+const qgroupRetry = 2 * time.Second
+
+// emptyTrash is EmptyTrash, and it also destroys the qgroups due to go
+// (sweepQgroups): it returns how many wait for the kernel's cleaner.
+func (p *Pool) emptyTrash() (int, error) {
 	p.trashMu.Lock()
 	defer p.trashMu.Unlock()
 	names, err := p.entries(trashDir)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	trash, err := p.metaFD(trashDir)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer unix.Close(trash)
 	var errs []error
 	for _, n := range names {
-		if err := destroyTree(trash, n); err != nil {
+		if err := p.destroyTree(trash, n); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	errs = append(errs, p.sweepSnapshots())
-	return errors.Join(errs...)
+	waiting, err := p.sweepQgroups()
+	return waiting, errors.Join(append(errs, err)...)
 }
 
 // destroyTree destroys the subvolume name in parent, with the subvolumes
@@ -139,16 +158,16 @@ func (p *Pool) EmptyTrash() error {
 // can write; the kernel refuses to destroy a subvolume that holds one,
 // ENOTEMPTY). A plain directory (never made by the pool, but possible
 // after an operator's move) is left for the operator and reported.
-func destroyTree(parent int, name string) error {
-	return destroyNested(parent, name, 0)
+func (p *Pool) destroyTree(parent int, name string) error {
+	return p.destroyNested(parent, name, 0)
 }
 
 // maxNesting bounds how deep destroyNested looks for nested subvolumes: a
 // pod's directory tree can be arbitrarily deep.
 const maxNesting = 64
 
-func destroyNested(parent int, name string, depth int) error {
-	err := destroySubvolume(parent, name)
+func (p *Pool) destroyNested(parent int, name string, depth int) error {
+	err := p.destroyOne(parent, name)
 	if err == nil || errors.Is(err, unix.ENOENT) {
 		return nil
 	}
@@ -167,12 +186,12 @@ func destroyNested(parent int, name string, depth int) error {
 		if oerr != nil {
 			return errors.Join(err, oerr)
 		}
-		werr := destroySubvolumesIn(fd, depth+1)
+		werr := p.destroySubvolumesIn(fd, depth+1)
 		_ = unix.Close(fd)
 		if werr != nil {
 			return errors.Join(err, werr)
 		}
-		err = destroySubvolume(parent, name)
+		err = p.destroyOne(parent, name)
 		if err == nil || errors.Is(err, unix.ENOENT) {
 			return nil
 		}
@@ -188,7 +207,7 @@ const destroyAttempts = 5
 
 // destroySubvolumesIn destroys every subvolume under the directory dir,
 // opening each directory beneath the last without following links.
-func destroySubvolumesIn(dir, depth int) error {
+func (p *Pool) destroySubvolumesIn(dir, depth int) error {
 	if depth >= maxNesting {
 		return fmt.Errorf("subvolumes nested deeper than %d directories", maxNesting)
 	}
@@ -222,11 +241,11 @@ func destroySubvolumesIn(dir, depth int) error {
 		}
 		root, err := isSubvolumeRoot(sub)
 		if err == nil && !root {
-			err = destroySubvolumesIn(sub, depth+1)
+			err = p.destroySubvolumesIn(sub, depth+1)
 		}
 		_ = unix.Close(sub)
 		if err == nil && root {
-			err = destroyNested(dir, e.Name(), depth)
+			err = p.destroyNested(dir, e.Name(), depth)
 		}
 		errs = append(errs, err)
 	}
@@ -250,7 +269,7 @@ func (p *Pool) repair() error {
 		if err != nil {
 			// No record (or not an ID): a create before its commit.
 			klog.InfoS("Destroying the subvolume of a create that did not commit", "name", id)
-			if err := destroyTree(tmp, id); err != nil {
+			if err := p.destroyTree(tmp, id); err != nil {
 				return err
 			}
 			continue

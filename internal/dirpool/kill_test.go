@@ -58,6 +58,7 @@ func killChild(dir string) {
 // gids unique, and the trash emptied by the collector.
 func TestKillDuringCreateAndDelete(t *testing.T) {
 	first, dir := newPool(t)
+	base := qgroups(t, first)
 	// The worker and the checks below must each hold the pool alone to
 	// repair it at open.
 	first.Close()
@@ -87,6 +88,11 @@ func TestKillDuringCreateAndDelete(t *testing.T) {
 		checkInvariants(t, p, dir, fmt.Sprintf("after kill %d", i))
 		p.Close()
 	}
+	// No qgroup of a volume the kills deleted, or whose create they
+	// undid, is left: only the filesystem's own and the live volumes'.
+	p := openPool(t, dir)
+	settle(t, p, dir)
+	wantQgroups(t, p, base, "after the kills")
 }
 
 func checkInvariants(t *testing.T, p *Pool, dir, when string) {

@@ -66,5 +66,5 @@ func (p *Pool) Usage(id string) (used, limit int64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	return qgroupUsage(p.uuid, v.Subvolume)
+	return p.usage(v)
 }

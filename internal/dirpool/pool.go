@@ -63,8 +63,12 @@ type Volume struct {
 	// before every operation on Path, so that a directory that replaced
 	// the volume is never taken for it.
 	Subvolume uint64 `json:"subvolume"`
-	UID       uint32 `json:"uid"`
-	GID       uint32 `json:"gid"`
+	// Group: the limit is on the level-1 qgroup 1/Group, which holds the
+	// subvolume and every subvolume a pod makes inside it (qgroup.go); 0:
+	// on 0/Subvolume (full qgroups).
+	Group uint64 `json:"qgroup,omitempty"`
+	UID   uint32 `json:"uid"`
+	GID   uint32 `json:"gid"`
 	// GIDAllocated: GID came from the range and is the pool's to hand
 	// out again once the volume is gone.
 	GIDAllocated  bool                `json:"gidAllocated,omitempty"`
@@ -90,6 +94,7 @@ type Pool struct {
 	root          int // the pool's directory, held open
 	rootDev       uint64
 	lockFD        int
+	simpleQuota   bool // qgroup.go
 	vols          *recordstore.Store[Volume]
 	snaps         *recordstore.Store[pool.Snapshot]
 
@@ -118,7 +123,7 @@ func Open(dir string, o Options) (_ *Pool, err error) {
 	if sfs.Type != unix.BTRFS_SUPER_MAGIC {
 		return nil, fmt.Errorf("%w: %s is on filesystem type %#x, not btrfs", ErrNotBtrfs, dir, sfs.Type)
 	}
-	for _, d := range []string{metaDir, metaDir + "/" + volumesDir, metaDir + "/" + tmpDir, metaDir + "/" + trashDir} {
+	for _, d := range []string{metaDir, metaDir + "/" + volumesDir, metaDir + "/" + tmpDir, metaDir + "/" + trashDir, metaDir + "/" + qgroupsDir} {
 		if err := durable.EnsureDir(filepath.Join(dir, d)); err != nil {
 			return nil, err
 		}
@@ -138,11 +143,11 @@ func Open(dir string, o Options) (_ *Pool, err error) {
 		return nil, err
 	}
 	p.rootDev = st.Dev
-	if err := enableQuota(p.root); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrNotBtrfs, dir, err)
-	}
 	if p.uuid, err = fsUUID(p.root); err != nil {
 		return nil, err
+	}
+	if err := p.setUpQuota(); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrNotBtrfs, dir, err)
 	}
 	if p.id, err = loadIdentity(filepath.Join(dir, metaDir, identityFile)); err != nil {
 		return nil, err
