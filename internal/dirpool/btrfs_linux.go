@@ -189,11 +189,15 @@ func createQgroup(fd int, qgid uint64, create bool) error {
 	return nil
 }
 
-// assignQgroup makes qgroup src a member of dst.
-func assignQgroup(fd int, src, dst uint64) error {
-	a := qgroupAssignArgs{assign: 1, src: src, dst: dst}
+// assignQgroup makes qgroup src a member of dst (with assign false:
+// no longer one).
+func assignQgroup(fd int, src, dst uint64, assign bool) error {
+	a := qgroupAssignArgs{src: src, dst: dst}
+	if assign {
+		a.assign = 1
+	}
 	if err := ioctl(fd, iocQgroupAssign, unsafe.Pointer(&a)); err != nil {
-		return fmt.Errorf("btrfs qgroup assign: %w", err)
+		return fmt.Errorf("btrfs qgroup assign %t: %w", assign, err)
 	}
 	return nil
 }

@@ -19,7 +19,9 @@ import (
 // (durably), then its record removed (the commit point); the background
 // deleter destroys the subvolume. A missing volume is success. What is
 // at the volume's path is checked to be its subvolume first: a directory
-// that replaced it is refused (ErrNotVolume), never deleted.
+// that replaced it is refused (ErrNotVolume), never deleted. A volume
+// of a class with deleteDirectory: "false" keeps its directory instead
+// (retain.go): only its record, gid and quota are released.
 func (p *Pool) Delete(_ context.Context, id string) error {
 	v, err := p.Record(id)
 	if errors.Is(err, pool.ErrNotFound) {
@@ -28,7 +30,12 @@ func (p *Pool) Delete(_ context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	if err := p.trash(v.Path, v); err != nil && !errors.Is(err, unix.ENOENT) {
+	if params, perr := Parameters(v.Parameters); perr == nil && params.Retain {
+		err = p.retain(v, params)
+	} else {
+		err = p.trash(v.Path, v)
+	}
+	if err != nil && !errors.Is(err, unix.ENOENT) {
 		return err
 	}
 	mark := p.vols.Mark()

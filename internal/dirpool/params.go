@@ -23,6 +23,10 @@ const (
 	ParamGIDRangeStart  = "gidRangeStart"
 	ParamGIDRangeEnd    = "gidRangeEnd"
 	ParamDirectoryPerms = "directoryPerms"
+	// ParamDeleteDirectory "false" keeps a deleted volume's directory and
+	// data (retain.go); default "true" (EFS: deleteAccessPointRootDir,
+	// default false).
+	ParamDeleteDirectory = "deleteDirectory"
 
 	// What external-provisioner passes with --extra-create-metadata.
 	ParamPVCNamespace = "csi.storage.k8s.io/pvc/namespace"
@@ -60,6 +64,8 @@ type Params struct {
 	GIDRangeStart, GIDRangeEnd uint32
 	// Perms is the directory's mode (permission bits only).
 	Perms uint32
+	// Retain: a delete keeps the directory (deleteDirectory: "false").
+	Retain bool
 	// Metadata of the claim, from external-provisioner.
 	PVCNamespace, PVCName, PVName string
 }
@@ -96,6 +102,10 @@ func Parameters(params map[string]string) (Params, error) {
 				err = fmt.Errorf("not a mode of at most 7777")
 			}
 			p.Perms = uint32(m)
+		case ParamDeleteDirectory:
+			var del bool
+			del, err = strconv.ParseBool(v)
+			p.Retain = !del
 		case ParamPVCNamespace:
 			p.PVCNamespace = v
 		case ParamPVCName:
@@ -109,7 +119,7 @@ func Parameters(params map[string]string) (Params, error) {
 		default:
 			return p, fmt.Errorf("%w: unknown parameter %q for a directory volume (accepted: %s)", ErrInvalidParameter, k,
 				strings.Join([]string{ParamBasePath, ParamSubPathPattern, ParamEnsureUnique, ParamUID, ParamGID,
-					ParamGIDRangeStart, ParamGIDRangeEnd, ParamDirectoryPerms}, ", "))
+					ParamGIDRangeStart, ParamGIDRangeEnd, ParamDirectoryPerms, ParamDeleteDirectory}, ", "))
 		}
 		if err != nil {
 			return p, fmt.Errorf("%w: parameter %s=%q: %v", ErrInvalidParameter, k, v, err)

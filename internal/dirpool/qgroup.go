@@ -85,7 +85,7 @@ func (p *Pool) limitVolume(fd int, v *Volume) error {
 		return fmt.Errorf("btrfs qgroup create 1/%d: %w", v.Subvolume, err)
 	}
 	v.Group = v.Subvolume
-	if err := assignQgroup(p.root, qgroupID(0, v.Subvolume), g); err != nil {
+	if err := assignQgroup(p.root, qgroupID(0, v.Subvolume), g, true); err != nil {
 		return err
 	}
 	return limitQgroup(p.root, g, v.CapacityBytes)
