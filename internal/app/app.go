@@ -56,7 +56,7 @@ func Run(ctx context.Context, o options.Options) error {
 	}, p, host)
 	defer d.Close()
 	if o.DirPoolDir != "" {
-		dp, err := dirpool.Open(o.DirPoolDir, dirpool.Options{NodeID: o.NodeID})
+		dp, err := dirpool.Open(o.DirPoolDir, dirpool.Options{NodeID: o.NodeID, Shared: o.PoolShared, NodeOnly: o.Mode == options.ModeNode})
 		if err != nil {
 			return fmt.Errorf("open directory pool %s: %w", o.DirPoolDir, err)
 		}

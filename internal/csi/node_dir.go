@@ -22,6 +22,9 @@ import (
 // descriptor: what a pod did inside the volume cannot redirect the bind.
 type dirNode struct {
 	pool *dirpool.Pool
+	// kubeletDir: only binds under it are this node's (on a shared pool,
+	// other nodes' on the same host are not); "" counts every bind.
+	kubeletDir string
 }
 
 var _ NodeBackend = (*dirNode)(nil)
@@ -56,7 +59,11 @@ func (d *dirNode) binds(id string) ([]mount.Info, error) {
 	}
 	want := path.Join(root, rec.Path)
 	var out []mount.Info
-	for _, m := range table.Under("/") {
+	under := "/"
+	if d.kubeletDir != "" {
+		under = d.kubeletDir
+	}
+	for _, m := range table.Under(under) {
 		if m.Major == fsm.Major && m.Minor == fsm.Minor && m.Root == want {
 			out = append(out, m)
 		}

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -49,42 +48,18 @@ const (
 	volumesDir    = "volumes"
 )
 
-// Volume is the record of a directory volume.
-type Volume struct {
-	Version        int               `json:"version"`
-	ID             string            `json:"id"`
-	Name           string            `json:"name"`
-	CapacityBytes  int64             `json:"capacityBytes"`
-	RequestedBytes int64             `json:"requestedBytes,omitempty"`
-	Parameters     map[string]string `json:"parameters,omitempty"`
-	// Path is the subvolume's path relative to the pool's root.
-	Path string `json:"path"`
-	// Subvolume is its btrfs subvolume ID (qgroup 0/Subvolume): checked
-	// before every operation on Path, so that a directory that replaced
-	// the volume is never taken for it.
-	Subvolume uint64 `json:"subvolume"`
-	// Group: the limit is on the level-1 qgroup 1/Group, which holds the
-	// subvolume and every subvolume a pod makes inside it (qgroup.go); 0:
-	// on 0/Subvolume (full qgroups).
-	Group uint64 `json:"qgroup,omitempty"`
-	UID   uint32 `json:"uid"`
-	GID   uint32 `json:"gid"`
-	// GIDAllocated: GID came from the range and is the pool's to hand
-	// out again once the volume is gone.
-	GIDAllocated  bool                `json:"gidAllocated,omitempty"`
-	Mode          uint32              `json:"mode"`
-	ContentSource *pool.ContentSource `json:"contentSource,omitempty"`
-	Node          string              `json:"node"`
-	CreatedAt     time.Time           `json:"createdAt"`
-}
-
-// RecordID and RecordVersion make Volume a recordstore.Record.
-func (v Volume) RecordID() string   { return v.ID }
-func (v Volume) RecordVersion() int { return v.Version }
-
 // Options configures Open.
 type Options struct {
 	NodeID string
+	// Shared: every node mounts the pool (--pool-shared); the node says
+	// so in it (pool.AnnounceOwner), so that ControllerPublishVolume
+	// knows it.
+	Shared bool
+	// NodeOnly: this process serves the node half only. It never
+	// repairs and runs no collector: creates and deletes are the
+	// controller's, and on a shared pool a node on another host would
+	// otherwise take a create in flight for a crash's leftover.
+	NodeOnly bool
 }
 
 // Pool is an open directory pool.
@@ -155,7 +130,12 @@ func Open(dir string, o Options) (_ *Pool, err error) {
 	if p.lockFD, err = unix.Open(filepath.Join(dir, metaDir, ".lock"), unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o600); err != nil {
 		return nil, err
 	}
-	alone := unix.Flock(p.lockFD, unix.LOCK_EX|unix.LOCK_NB) == nil
+	if o.Shared {
+		if err := pool.AnnounceOwner(dir, o.NodeID); err != nil {
+			return nil, err
+		}
+	}
+	alone := !o.NodeOnly && unix.Flock(p.lockFD, unix.LOCK_EX|unix.LOCK_NB) == nil
 	p.vols, err = recordstore.Open(recordstore.Config[Volume]{
 		Dir: filepath.Join(dir, metaDir, volumesDir), Kind: "directory volume", Version: recordVersion,
 		Valid: validID, NotFound: pool.ErrNotFound, Exists: pool.ErrAlreadyExists,
@@ -175,6 +155,11 @@ func Open(dir string, o Options) (_ *Pool, err error) {
 	if err := unix.Flock(p.lockFD, unix.LOCK_SH); err != nil {
 		p.closeStores()
 		return nil, err
+	}
+	if o.NodeOnly {
+		p.collectorOff.Store(true)
+		close(p.done)
+		return p, nil
 	}
 	go p.collect()
 	p.kick()
@@ -279,14 +264,6 @@ func (p *Pool) List() []pool.Volume {
 		out = append(out, v.common())
 	}
 	return out
-}
-
-// common is what the services see of a directory volume. FSType is empty:
-// the volume is a directory of the pool's filesystem.
-func (v Volume) common() pool.Volume {
-	return pool.Volume{Version: v.Version, ID: v.ID, Name: v.Name, CapacityBytes: v.CapacityBytes,
-		RequestedBytes: v.RequestedBytes, Parameters: v.Parameters, Node: v.Node,
-		ContentSource: v.ContentSource, CreatedAt: v.CreatedAt}
 }
 
 // Capacity is statfs of the pool's filesystem. Volumes are thin: their

@@ -117,7 +117,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DriverName, "driver-name", DefaultDriverName, "CSI driver name")
 	fs.StringVar(&o.PoolDir, "pool-dir", "/var/lib/filevol/pool", "storage pool directory")
 	fs.StringVar(&o.Mode, "mode", ModeAll, "services to serve: all, controller or node")
-	fs.StringVar(&o.DirPoolDir, "dir-pool-dir", "", "a directory on btrfs to serve as a directory pool (provisioningMode: directory): a subvolume with a quota per volume (default: none)")
+	fs.StringVar(&o.DirPoolDir, "dir-pool-dir", "", "a directory on btrfs to serve as a directory pool (provisioningMode: directory): a subvolume with a quota per volume; with --pool-shared it is shared too, mounted by every node at this path (default: none)")
 	fs.BoolVar(&o.PoolShared, "pool-shared", false, "the pool directory is shared by several hosts: each process repairs, collects and thaws only what it made (default: node-local)")
 	fs.StringVar(&o.PoolName, "pool-name", "", "with --pool-shared: the pool's name in its volumes' topology, topology.filevol.csi.io/pool=<name>, the same on every node (default: the pool's ID)")
 	fs.StringVar(&o.ControllerID, "controller-id", "controller", "with --mode controller on a shared pool: this controller's name among the pool's owners, the same for every replica")
@@ -153,9 +153,6 @@ func (o *Options) Validate() error {
 	}
 	if o.DirPoolDir != "" && !filepath.IsAbs(o.DirPoolDir) {
 		return fmt.Errorf("--dir-pool-dir %q must be an absolute path", o.DirPoolDir)
-	}
-	if o.DirPoolDir != "" && o.PoolShared {
-		return fmt.Errorf("--dir-pool-dir is a node-local pool and cannot be served with --pool-shared yet")
 	}
 	if !filepath.IsAbs(o.PoolDir) {
 		return fmt.Errorf("--pool-dir %q must be an absolute path", o.PoolDir)
