@@ -158,6 +158,7 @@ func (s *ControllerService) csiVolume(v pool.Volume) *csipb.Volume {
 	return &csipb.Volume{
 		VolumeId:           v.ID,
 		CapacityBytes:      v.CapacityBytes,
+		VolumeContext:      v.Context,
 		AccessibleTopology: []*csipb.Topology{s.cfg.topology()},
 		ContentSource:      csiContentSource(v.ContentSource),
 	}

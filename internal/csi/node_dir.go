@@ -218,6 +218,10 @@ func (d *dirNode) Stats(_ context.Context, vol pool.Volume, path string) ([]*csi
 	return []*csipb.VolumeUsage{{Unit: csipb.VolumeUsage_BYTES, Total: limit, Used: used, Available: max(limit-used, 0)}}, nil
 }
 
+// SizeNote says whether the volume's size is not enforced (a pool
+// without quota); NodeGetVolumeHealth reports it (sizeHealth).
+func (d *dirNode) SizeNote(id string) string { return d.pool.SizeNote(id) }
+
 // Expand has nothing to do on the node: the controller raised the quota,
 // online. A controller that deferred expansion to the node is not
 // supported for directory volumes (the controller serves their pool).
@@ -230,10 +234,11 @@ func (d *dirNode) Expand(_ context.Context, vol pool.Volume, r ExpandRequest) (i
 
 // Health reports a volume whose directory is gone or was replaced.
 func (d *dirNode) Health(_ context.Context, vol pool.Volume, _, _ string) ([]*csipb.VolumeHealth_VolumeHealthEntry, error) {
+	out := sizeHealth(d, vol.ID)
 	f, err := d.pool.OpenVolume(vol.ID)
 	if err != nil {
-		return []*csipb.VolumeHealth_VolumeHealthEntry{healthEntry(csipb.VolumeHealthErrorType_DATA_LOSS, "DirectoryMissing", err.Error())}, nil
+		return append(out, healthEntry(csipb.VolumeHealthErrorType_DATA_LOSS, "DirectoryMissing", err.Error())), nil
 	}
 	f.Close()
-	return nil, nil
+	return out, nil
 }

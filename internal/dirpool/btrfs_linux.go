@@ -228,10 +228,16 @@ func qgroupUsage(uuid string, level, id uint64) (used, limit int64, err error) {
 // symlink and without leaving root ("..", absolute paths and magic links
 // are refused by the kernel: openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS).
 func openBeneath(root int, rel string) (int, error) {
-	fd, err := unix.Openat2(root, rel, &unix.OpenHow{
+	how := &unix.OpenHow{
 		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
-	})
+	}
+	fd, err := unix.Openat2(root, rel, how)
+	// EAGAIN: a rename anywhere on the filesystem raced the lookup (the
+	// kernel cannot then prove the path stayed beneath root); retry.
+	for i := 0; errors.Is(err, unix.EAGAIN) && i < openRetries; i++ {
+		fd, err = unix.Openat2(root, rel, how)
+	}
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return -1, err
@@ -240,6 +246,9 @@ func openBeneath(root int, rel string) (int, error) {
 	}
 	return fd, nil
 }
+
+// openRetries bounds openBeneath's retries after EAGAIN.
+const openRetries = 64
 
 // isSubvolumeRoot reports whether fd is the root of a subvolume.
 func isSubvolumeRoot(fd int) (bool, error) {

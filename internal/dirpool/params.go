@@ -27,6 +27,10 @@ const (
 	// data (retain.go); default "true" (EFS: deleteAccessPointRootDir,
 	// default false).
 	ParamDeleteDirectory = "deleteDirectory"
+	// ParamAllowUnenforcedSize "true" lets a pool without a usable quota
+	// (plain.go) create volumes whose size is not enforced; default
+	// "false": such creates are refused. filevol's own; EFS has no quota.
+	ParamAllowUnenforcedSize = "allowUnenforcedSize"
 
 	// What external-provisioner passes with --extra-create-metadata.
 	ParamPVCNamespace = "csi.storage.k8s.io/pvc/namespace"
@@ -66,6 +70,8 @@ type Params struct {
 	Perms uint32
 	// Retain: a delete keeps the directory (deleteDirectory: "false").
 	Retain bool
+	// AllowUnenforced: a pool without quota may create the volume.
+	AllowUnenforced bool
 	// Metadata of the claim, from external-provisioner.
 	PVCNamespace, PVCName, PVName string
 }
@@ -106,6 +112,8 @@ func Parameters(params map[string]string) (Params, error) {
 			var del bool
 			del, err = strconv.ParseBool(v)
 			p.Retain = !del
+		case ParamAllowUnenforcedSize:
+			p.AllowUnenforced, err = strconv.ParseBool(v)
 		case ParamPVCNamespace:
 			p.PVCNamespace = v
 		case ParamPVCName:
@@ -119,7 +127,7 @@ func Parameters(params map[string]string) (Params, error) {
 		default:
 			return p, fmt.Errorf("%w: unknown parameter %q for a directory volume (accepted: %s)", ErrInvalidParameter, k,
 				strings.Join([]string{ParamBasePath, ParamSubPathPattern, ParamEnsureUnique, ParamUID, ParamGID,
-					ParamGIDRangeStart, ParamGIDRangeEnd, ParamDirectoryPerms, ParamDeleteDirectory}, ", "))
+					ParamGIDRangeStart, ParamGIDRangeEnd, ParamDirectoryPerms, ParamDeleteDirectory, ParamAllowUnenforcedSize}, ", "))
 		}
 		if err != nil {
 			return p, fmt.Errorf("%w: parameter %s=%q: %v", ErrInvalidParameter, k, v, err)

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/klog/v2"
 
 	"github.com/filevol/filevol/internal/durable"
 	"github.com/filevol/filevol/internal/pool"
@@ -70,6 +71,8 @@ type Pool struct {
 	rootDev       uint64
 	lockFD        int
 	simpleQuota   bool // qgroup.go
+	plain         bool // not btrfs: no quota (plain.go)
+	fsType        string
 	vols          *recordstore.Store[Volume]
 	snaps         *recordstore.Store[pool.Snapshot]
 
@@ -86,17 +89,15 @@ type Pool struct {
 	done         chan struct{}
 }
 
-// Open opens (or makes) the directory pool in dir, which must be on
-// btrfs; quotas are enabled if they are off. When no other process has
-// the pool open, it repairs what a crash left (doc.go).
+// Open opens (or makes) the directory pool in dir. On btrfs, quotas are
+// enabled if they are off; on any other filesystem the pool is plain
+// (plain.go: no quota, sizes unenforced where a class allows it). When no
+// other process has the pool open, it repairs what a crash left (doc.go).
 func Open(dir string, o Options) (_ *Pool, err error) {
 	dir = filepath.Clean(dir)
 	var sfs unix.Statfs_t
 	if err := unix.Statfs(dir, &sfs); err != nil {
 		return nil, err
-	}
-	if sfs.Type != unix.BTRFS_SUPER_MAGIC {
-		return nil, fmt.Errorf("%w: %s is on filesystem type %#x, not btrfs", ErrNotBtrfs, dir, sfs.Type)
 	}
 	for _, d := range []string{metaDir, metaDir + "/" + volumesDir, metaDir + "/" + tmpDir, metaDir + "/" + trashDir, metaDir + "/" + qgroupsDir} {
 		if err := durable.EnsureDir(filepath.Join(dir, d)); err != nil {
@@ -104,6 +105,7 @@ func Open(dir string, o Options) (_ *Pool, err error) {
 		}
 	}
 	p := &Pool{dir: dir, node: o.NodeID, root: -1, lockFD: -1, reserved: map[uint32]bool{},
+		plain: sfs.Type != unix.BTRFS_SUPER_MAGIC, fsType: fsName(int64(sfs.Type)),
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	defer func() {
 		if err != nil {
@@ -118,10 +120,11 @@ func Open(dir string, o Options) (_ *Pool, err error) {
 		return nil, err
 	}
 	p.rootDev = st.Dev
-	if p.uuid, err = fsUUID(p.root); err != nil {
+	if p.plain {
+		klog.InfoS("Directory pool is not on btrfs: no quota; volume sizes are NOT enforced, and only classes with "+ParamAllowUnenforcedSize+": \"true\" may create volumes", "pool", dir, "filesystem", p.fsType)
+	} else if p.uuid, err = fsUUID(p.root); err != nil {
 		return nil, err
-	}
-	if err := p.setUpQuota(); err != nil {
+	} else if err := p.setUpQuota(); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrNotBtrfs, dir, err)
 	}
 	if p.id, err = loadIdentity(filepath.Join(dir, metaDir, identityFile)); err != nil {

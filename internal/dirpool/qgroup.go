@@ -93,6 +93,9 @@ func (p *Pool) limitVolume(fd int, v *Volume) error {
 
 // setLimit changes the limit of an existing volume.
 func (p *Pool) setLimit(fd int, v Volume, bytes int64) error {
+	if v.Unenforced {
+		return nil // plain.go: the record's number is all there is
+	}
 	if v.Group != 0 {
 		return limitQgroup(p.root, qgroupID(1, v.Group), bytes)
 	}
@@ -112,7 +115,11 @@ func (p *Pool) usage(v Volume) (used, limit int64, err error) {
 // their limits: a subvolume at its limit cannot otherwise be destroyed
 // (the kernel reserves space for the deletion against it: EDQUOT).
 func (p *Pool) destroyOne(parent int, name string) error {
-	if fd, err := openBeneath(parent, name); err == nil {
+	fd, err := openBeneath(parent, name)
+	if err != nil && !errors.Is(err, unix.ENOENT) {
+		return err // never destroyed unrecorded: its qgroups would stay
+	}
+	if err == nil {
 		id, err := subvolumeID(fd)
 		root, _ := isSubvolumeRoot(fd)
 		_ = unix.Close(fd)

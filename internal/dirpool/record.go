@@ -24,8 +24,12 @@ type Volume struct {
 	// subvolume and every subvolume a pod makes inside it (qgroup.go); 0:
 	// on 0/Subvolume (full qgroups).
 	Group uint64 `json:"qgroup,omitempty"`
-	UID   uint32 `json:"uid"`
-	GID   uint32 `json:"gid"`
+	// Inode identifies the directory of a volume of a plain pool (no
+	// subvolume), and Unenforced says that its size is not (plain.go).
+	Inode      uint64 `json:"inode,omitempty"`
+	Unenforced bool   `json:"sizeUnenforced,omitempty"`
+	UID        uint32 `json:"uid"`
+	GID        uint32 `json:"gid"`
 	// GIDAllocated: GID came from the range and is the pool's to hand
 	// out again once the volume is gone.
 	GIDAllocated  bool                `json:"gidAllocated,omitempty"`
@@ -44,5 +48,13 @@ func (v Volume) RecordVersion() int { return v.Version }
 func (v Volume) common() pool.Volume {
 	return pool.Volume{Version: v.Version, ID: v.ID, Name: v.Name, CapacityBytes: v.CapacityBytes,
 		RequestedBytes: v.RequestedBytes, Parameters: v.Parameters, Node: v.Node,
-		ContentSource: v.ContentSource, CreatedAt: v.CreatedAt}
+		ContentSource: v.ContentSource, CreatedAt: v.CreatedAt, Context: v.context()}
+}
+
+// context is the volume context CreateVolume returns: how the size is held.
+func (v Volume) context() map[string]string {
+	if v.Unenforced {
+		return map[string]string{ContextSizeEnforced: "false", ContextSizeNote: v.sizeNote()}
+	}
+	return map[string]string{ContextSizeEnforced: "true"}
 }

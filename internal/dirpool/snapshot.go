@@ -106,6 +106,9 @@ func (p *Pool) CreateSnapshot(_ context.Context, req pool.SnapshotRequest) (pool
 	if err != nil {
 		return pool.Snapshot{}, err
 	}
+	if p.plain {
+		return pool.Snapshot{}, fmt.Errorf("%w: directory pool %s is on %s, which has no consistent snapshot of a directory", ErrNoSnapshots, p.dir, p.fsType)
+	}
 	sid := p.SnapshotID(req.Name)
 	if s, err := p.snaps.Get(sid); err == nil {
 		if s.SourceVolumeID != req.SourceVolumeID {
