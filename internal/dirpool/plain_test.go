@@ -79,6 +79,15 @@ func TestPlainPoolRefusesOrSaysUnenforced(t *testing.T) {
 				t.Fatal(err)
 			}
 			assertTrashEmpty(t, dir)
+			// deleteDirectory: "false" keeps a plain volume's directory too.
+			kept := create(t, p, "kept", 8*mib, with(params, ParamDeleteDirectory, "false"))
+			must(t, os.WriteFile(filepath.Join(dir, kept.Path, "data"), []byte("kept"), 0o644))
+			if err := p.Delete(ctx, kept.ID); err != nil {
+				t.Fatal(err)
+			}
+			if b, err := os.ReadFile(filepath.Join(dir, kept.Path, "data")); err != nil || string(b) != "kept" || p.Known(kept.ID) {
+				t.Errorf("retained plain directory: %q, %v; record kept: %t", b, err, p.Known(kept.ID))
+			}
 		})
 	}
 }

@@ -56,8 +56,10 @@ func (p *Pool) retain(v Volume, params Params) error {
 	if err := p.writeNote(note); err != nil {
 		return err
 	}
-	if err := limitQgroup(fd, 0, -1); err != nil {
-		return err
+	if !v.Unenforced { // a plain pool's volume has no quota to release
+		if err := limitQgroup(fd, 0, -1); err != nil {
+			return err
+		}
 	}
 	if v.Group != 0 {
 		g := qgroupID(1, v.Group)
