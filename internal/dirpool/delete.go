@@ -124,6 +124,20 @@ func (p *Pool) collect() {
 	}
 }
 
+// RunCollector wakes the background deleter every interval until ctx
+// ends: the garbage collector's sweep of the trash and of the qgroups due
+// to go, besides the wake-ups deletes give it.
+func (p *Pool) RunCollector(ctx context.Context, interval time.Duration) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(interval):
+			p.kick()
+		}
+	}
+}
+
 // EmptyTrash destroys every subvolume in the trash: the end of deletes,
 // interrupted ones included (the garbage collector's part).
 func (p *Pool) EmptyTrash() error {
