@@ -120,10 +120,13 @@ func (p *Pool) destroyOne(parent int, name string) error {
 		return err // never destroyed unrecorded: its qgroups would stay
 	}
 	if err == nil {
-		id, err := subvolumeID(fd)
-		root, _ := isSubvolumeRoot(fd)
+		id, ierr := subvolumeID(fd)
+		root, rerr := isSubvolumeRoot(fd)
 		_ = unix.Close(fd)
-		if err == nil && root {
+		if err := errors.Join(ierr, rerr); err != nil {
+			return err // likewise: not destroyed before it is recorded
+		}
+		if root {
 			if err := p.markQgroups(id); err != nil {
 				return err
 			}
