@@ -37,7 +37,7 @@ func (s *ControllerService) CreateVolume(ctx context.Context, req *csipb.CreateV
 	if err != nil {
 		return nil, err
 	}
-	if err := checkCapabilities(req.GetVolumeCapabilities(), &p); err != nil {
+	if err := checkCapabilities(req.GetVolumeCapabilities(), &p, s.cfg.Shared); err != nil {
 		return nil, err
 	}
 	// A VolumeAttributesClass given at create overrides the StorageClass's
@@ -158,6 +158,7 @@ func (s *ControllerService) csiVolume(v pool.Volume) *csipb.Volume {
 	return &csipb.Volume{
 		VolumeId:           v.ID,
 		CapacityBytes:      v.CapacityBytes,
+		VolumeContext:      v.Context,
 		AccessibleTopology: []*csipb.Topology{s.cfg.topology()},
 		ContentSource:      csiContentSource(v.ContentSource),
 	}

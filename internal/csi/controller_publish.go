@@ -41,6 +41,9 @@ func (s *ControllerService) ControllerPublishVolume(ctx context.Context, req *cs
 	if _, err := checkCapability(c); err != nil {
 		return nil, err
 	}
+	if multiNode(c) && !isDirVolume(id) {
+		return nil, errImageSingleNode(c)
+	}
 	st, err := s.stores.volume(id)
 	if err != nil {
 		return nil, err
@@ -60,7 +63,8 @@ func (s *ControllerService) ControllerPublishVolume(ctx context.Context, req *cs
 	if !st.knownNode(node) {
 		return nil, notFound("node %s has never opened pool %s: it does not mount the pool, or is not a filevol node", node, st.Dir())
 	}
-	areq := attach.Request{VolumeID: vol.ID, Node: node, ReadOnly: req.GetReadonly() || readerOnly(c), SingleNode: true}
+	// Only a directory volume can be created MULTI_NODE_* (checkDirCapabilities).
+	areq := attach.Request{VolumeID: vol.ID, Node: node, ReadOnly: req.GetReadonly() || readerOnly(c), SingleNode: !multiNode(c)}
 	if err := s.fence(st, areq); err != nil {
 		return nil, err
 	}

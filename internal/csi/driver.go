@@ -135,7 +135,7 @@ func (d *Driver) ServeDirPool(dp *dirpool.Pool) {
 		d.Controller.serve(dp.ID(), volid.KindDir, dp)
 	}
 	if d.Node != nil {
-		b := &dirNode{pool: dp}
+		b := &dirNode{pool: dp, kubeletDir: d.Node.cfg.KubeletDir}
 		d.Node.serve(dp.ID(), volid.KindDir, b)
 		// As New does for the image pool: a killed predecessor's temporary
 		// in-use records, and records of volumes no longer bound here.

@@ -66,6 +66,8 @@ var sentinelCodes = []struct {
 	{dirpool.ErrGIDRangeExhausted, codes.ResourceExhausted},
 	{dirpool.ErrDirectoryExists, codes.AlreadyExists},
 	{dirpool.ErrNotVolume, codes.FailedPrecondition},
+	{dirpool.ErrNoQuota, codes.FailedPrecondition},
+	{dirpool.ErrNoSnapshots, codes.FailedPrecondition},
 	{pool.ErrNotFound, codes.NotFound},
 	{pool.ErrInvalidID, codes.NotFound},
 	// What the pool refuses in a request it was given: a bad name, a

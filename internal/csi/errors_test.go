@@ -112,6 +112,8 @@ var sentinelValues = map[string]error{
 	"dirpool.ErrGIDRangeExhausted": dirpool.ErrGIDRangeExhausted,
 	"dirpool.ErrDirectoryExists":   dirpool.ErrDirectoryExists,
 	"dirpool.ErrNotVolume":         dirpool.ErrNotVolume,
+	"dirpool.ErrNoQuota":           dirpool.ErrNoQuota,
+	"dirpool.ErrNoSnapshots":       dirpool.ErrNoSnapshots,
 	"pool.ErrNotFound":             pool.ErrNotFound,
 	"pool.ErrAlreadyExists":        pool.ErrAlreadyExists,
 	"pool.ErrNoSpace":              pool.ErrNoSpace,

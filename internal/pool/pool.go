@@ -156,6 +156,10 @@ type Volume struct {
 	// cgroups of the pods that use the volume. nil (records written
 	// before limits existed, or a volume never limited): no limits.
 	QoS *QoS `json:"qos,omitempty"`
+	// Context is the volume context CreateVolume returns (not stored: a
+	// store that has one derives it from its own record, as the
+	// directory pool says whether a size is enforced).
+	Context map[string]string `json:"-"`
 }
 
 // CreateRequest is a validated request for a new volume. An empty
