@@ -153,7 +153,16 @@ func (s *Store) Attach(req Request) (Attachment, error) {
 
 // Detach drops node's attachment of the volume. Idempotent: a volume or
 // node without one is not an error.
+//
+// A volume without a record is answered without taking its lock: taking
+// it makes the lock file, which a detach of a deleted volume (CSI: OK,
+// and the attacher retries it) would leave behind for ever. Reading no
+// record first is safe: a concurrent Attach that makes one is ordered
+// after this detach, which had nothing to drop.
 func (s *Store) Detach(volumeID, node string) error {
+	if _, err := os.Lstat(s.recordPath(volumeID)); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	return s.change(volumeID, func(r *Record) (bool, error) {
 		i := slices.IndexFunc(r.Attachments, func(a Attachment) bool { return a.Node == node })
 		if i < 0 {

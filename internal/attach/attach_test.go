@@ -211,3 +211,27 @@ func TestOfNode(t *testing.T) {
 		t.Fatalf("OfNode(node-c) = %v", got)
 	}
 }
+
+// TestDetachOfAForgottenVolumeLeavesNothing: external-attacher retries a
+// detach after the volume was deleted (CSI: OK); taking the volume's lock
+// for it made a lock file that nothing removed.
+func TestDetachOfAForgottenVolumeLeavesNothing(t *testing.T) {
+	s := New(t.TempDir())
+	if _, err := s.Attach(Request{VolumeID: vol, Node: "node-a"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Detach(vol, "node-a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Forget(vol); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := s.Detach(vol, "node-a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if names, _ := os.ReadDir(s.dir); len(names) != 0 {
+		t.Fatalf("a detach of a forgotten volume left %d files (%s)", len(names), names[0].Name())
+	}
+}
