@@ -166,15 +166,7 @@ func (n *node) kill() {
 // mounts under the scratch directory and the loop devices on images of
 // this test's pool (its own directory or its gluster slot), and no other.
 func (c *cluster) cleanKernel() {
-	table, err := mount.Read()
-	if err == nil {
-		ms := table.Under(c.dir)
-		for i := len(ms) - 1; i >= 0; i-- {
-			if err := unix.Unmount(ms[i].MountPoint, unix.MNT_DETACH); err != nil {
-				c.t.Logf("unmount %s: %v", ms[i].MountPoint, err)
-			}
-		}
-	}
+	c.unmountUnder(c.dir)
 	for _, d := range c.loops() {
 		if err := loop.DetachFile(d.BackingFile); err != nil {
 			c.t.Logf("detach %s (%s): %v", d.Path, d.BackingFile, err)
@@ -326,4 +318,19 @@ func (c *cluster) loops() []loop.Device {
 		}
 	}
 	return out
+}
+
+// unmountUnder lazily unmounts every mount under dir, deepest first.
+func (c *cluster) unmountUnder(dir string) {
+	table, err := mount.Read()
+	if err != nil {
+		c.t.Logf("read mounts: %v", err)
+		return
+	}
+	ms := table.Under(dir)
+	for i := len(ms) - 1; i >= 0; i-- {
+		if err := unix.Unmount(ms[i].MountPoint, unix.MNT_DETACH); err != nil {
+			c.t.Logf("unmount %s: %v", ms[i].MountPoint, err)
+		}
+	}
 }
