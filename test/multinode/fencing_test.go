@@ -2,6 +2,7 @@ package multinode
 
 import (
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -267,4 +268,123 @@ func (c *cluster) cleanNode(n *node) {
 			c.t.Fatalf("detach %s: %v", d.Path, err)
 		}
 	}
+}
+
+// TestFencingNodePartitioned: node A is cut off (from the API server, and
+// on GlusterFS from the pool's server too: its veth goes down) but still
+// mounts the pool, its pod still writing; Kubernetes force-detaches it.
+//
+//   - gluster, client.strict-locks on: B is refused until the server has
+//     expired A's connection and its lock (~5 s with the test's timeouts,
+//     42 s with GlusterFS's defaults); once B is attached, none of A's
+//     writes reaches the brick, neither during the cut nor after the link
+//     is back (A's client does not reopen the locked fd).
+//   - gluster, strict-locks off (GlusterFS's default): the same until the
+//     link is back; then A's client reopens its fd without the lock and A's
+//     writes land in the image B holds. Fencing does NOT hold; the test
+//     shows it, and docs/shared-pools-glusterfs.md says so.
+//   - local: there is no network to cut: A can write for as long as its
+//     device exists, and B is refused for as long; when A's kubelet
+//     unstages (the partition healed), B is attached with A's data.
+func TestFencingNodePartitioned(t *testing.T) {
+	cases := []struct {
+		name    string
+		backend string
+		strict  bool
+	}{
+		{"local", "local", true},
+		{"gluster", "gluster", true},
+		{"gluster-strict-locks-off", "gluster", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, tc.backend, tc.strict, "node-a", "node-b")
+			id, a, b := fenceSetup(t, c)
+			if c.g == nil {
+				c.unpublish(id, "node-a")
+				next := refusedWhileWriting(t, c, id, a, 5, 1)
+				a.release(id)
+				pc, fenced := attachWhenAllowed(t, c, id, "node-b", 10*time.Second, nil)
+				if fenced != 0 {
+					t.Errorf("node-b fenced %d times after node-a unstaged", fenced)
+				}
+				b.use(id, blockCap, pc)
+				for blk := int64(0); blk < next; blk++ {
+					text := "before"
+					if blk > 0 {
+						text = fmt.Sprintf("a-while-fenced-%d", blk-1)
+					}
+					if !holdsMarker(t, b.target, blk, text) {
+						t.Errorf("node-b lacks node-a's block %d (%q)", blk, text)
+					}
+				}
+				b.release(id)
+				c.unpublish(id, "node-b")
+				return
+			}
+			partitioned(t, c, id, a, b, tc.strict)
+		})
+	}
+}
+
+// partitioned runs the GlusterFS half of TestFencingNodePartitioned.
+func partitioned(t *testing.T, c *cluster, id string, a, b *node, strict bool) {
+	c.g.CutOff(t, "node-a")
+	cut := time.Now()
+	c.unpublish(id, "node-a") // the force-detach
+	// A's pod writes during the cut; on a cut link they hang until A's
+	// client gives up (twice its ping timeout).
+	during := make(chan blockWrite, 1)
+	go func() { during <- writeMarker(a.target, 1, "a-during-cut") }()
+	pc, fenced := attachWhenAllowed(t, c, id, "node-b", 60*time.Second, nil)
+	t.Logf("node-b attached %v after the cut, after %d fencing refusals", time.Since(cut).Round(100*time.Millisecond), fenced)
+	if fenced == 0 {
+		t.Error("node-b was attached at once: the server cannot have expired node-a's lock yet")
+	}
+	b.use(id, blockCap, pc)
+	if w := writeMarker(b.target, 100, "b"); !w.ok() {
+		t.Fatalf("node-b's write: %v", w)
+	}
+	after := make(chan blockWrite, 1)
+	go func() { after <- writeMarker(a.target, 2, "a-after-b-attached") }()
+
+	c.g.Restore(t, "node-a")
+	// A's client reconnects about 3 s after the link is back; a write made
+	// then is the one that strict-locks decides.
+	reconnected := false
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		if _, err := os.Stat(a.pool); err == nil {
+			reconnected = true
+			break
+		}
+	}
+	if !reconnected {
+		t.Fatal("node-a's client did not answer within 30 s of the link coming back")
+	}
+	time.Sleep(4 * time.Second) // past the reconnect, which a stat can beat
+	healed := writeMarker(a.target, 3, "a-after-heal")
+	t.Logf("node-a's writes: during the cut %v; after B attached %v; after the link came back %v", <-during, <-after, healed)
+
+	for blk, text := range map[int64]string{1: "a-during-cut", 2: "a-after-b-attached"} {
+		if holdsMarker(t, c.image(id), blk, text) {
+			t.Errorf("node-a's write %q reached the brick", text)
+		}
+	}
+	reached := holdsMarker(t, c.image(id), 3, "a-after-heal")
+	switch {
+	case strict && (reached || healed.ok()):
+		t.Errorf("strict-locks on: node-a's write after the link came back got %v and reached the brick: %v; want refused", healed, reached)
+	case !strict && !reached:
+		t.Errorf("strict-locks off: node-a's write after the link came back (%v) did not reach the brick; measured before: it does (its fd reopened without the lock). If GlusterFS changed, update docs/shared-pools-glusterfs.md", healed)
+	case !strict:
+		t.Logf("strict-locks off: node-a's write after the link came back reached the image node-b holds: fencing does not hold")
+	}
+	if !holdsMarker(t, c.image(id), 100, "b") {
+		t.Error("node-b's write is not in the brick")
+	}
+	if !holdsMarker(t, b.target, 0, "before") {
+		t.Error("node-b does not read node-a's data from before the cut")
+	}
+	b.release(id)
+	c.unpublish(id, "node-b")
 }
