@@ -47,7 +47,8 @@ const poolName = "shared-multi"
 // backends are the filesystems every test runs on.
 var backends = []string{"local", "gluster"}
 
-// quickStrict: the server notices a silent client in ~5 s (TCP keepalive
+// quickStrict: the client sees the other clients' changes at once
+// (md-cache and quick-read off: see clientArgs); the server notices a silent client in ~5 s (TCP keepalive
 // 2 s + 3 probes of 1 s, user timeout 5 s), clients give up on the server
 // after 5 s, and a client never reopens a locked fd without its lock
 // (client.strict-locks on), the one setting under which fencing holds on
@@ -56,6 +57,7 @@ func quickStrict(strict bool) gluster.Options {
 	o := gluster.Options{PingTimeout: 5 * time.Second, Set: [][2]string{
 		{"server.keepalive-time", "2"}, {"server.keepalive-interval", "1"},
 		{"server.keepalive-count", "3"}, {"server.tcp-user-timeout", "5"},
+		{"performance.stat-prefetch", "off"}, {"performance.quick-read", "off"},
 	}}
 	if strict {
 		o.Set = append(o.Set, [2]string{"client.strict-locks", "on"})
@@ -120,7 +122,7 @@ func (c *cluster) poolFor(name string) string {
 	if c.g == nil {
 		return filepath.Join(c.dir, "pool")
 	}
-	p := filepath.Join(c.g.MountNode(c.t, name), "pool")
+	p := filepath.Join(c.g.MountNode(c.t, name, clientArgs...), "pool")
 	if err := os.MkdirAll(p, 0o750); err != nil {
 		c.t.Fatal(err)
 	}
@@ -334,3 +336,11 @@ func (c *cluster) unmountUnder(dir string) {
 		}
 	}
 }
+
+// clientArgs mount every node's client without the kernel's 1 s entry
+// and attribute caches. With them (or with the volume's md-cache and
+// quick-read on), a controller read a record another had replaced by
+// rename less than a second before: a detach not seen, ESTALE
+// (TestTwoControllersRaceForOneVolume failed at its first round, 3 runs
+// of 3). docs/shared-pools-glusterfs.md makes both a requirement.
+var clientArgs = []string{"--entry-timeout=0", "--attribute-timeout=0"}
