@@ -258,6 +258,7 @@ func (s *Store) Retire(volumeID string, del func(Record) error) error {
 // drop removes the volume's record and lock file; the caller holds the
 // lock.
 func (s *Store) drop(volumeID string) error {
+	s.removeDebris(volumeID)
 	if err := os.Remove(s.recordPath(volumeID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove attachments of volume %s: %w", volumeID, err)
 	}

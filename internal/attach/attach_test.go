@@ -293,3 +293,36 @@ var (
 	errGone     = errors.New("volume gone")
 	errAttached = errors.New("volume attached")
 )
+
+// TestKilledWritersTemporaryFilesGo: a controller killed between writing
+// a record's temporary file and renaming it leaves the file; the next
+// change of the record, or its removal, takes it away (under the lock no
+// other writer of that record is at work).
+func TestKilledWritersTemporaryFilesGo(t *testing.T) {
+	dir := t.TempDir()
+	s := New(dir)
+	debris := func() string {
+		p := filepath.Join(s.dir, tmpPrefix(vol)+"4242")
+		if err := os.MkdirAll(s.dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("{half"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	p := debris()
+	if _, err := s.Attach(Request{VolumeID: vol, Node: "node-a"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); !os.IsNotExist(err) {
+		t.Fatalf("after an attach, the killed writer's %s: %v", p, err)
+	}
+	p = debris()
+	if err := s.Forget(vol); err != nil {
+		t.Fatal(err)
+	}
+	if names, _ := os.ReadDir(s.dir); len(names) != 0 {
+		t.Fatalf("forget left %d files (%s)", len(names), names[0].Name())
+	}
+}
