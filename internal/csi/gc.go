@@ -2,6 +2,7 @@ package csi
 
 import (
 	"context"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -95,6 +96,16 @@ func (s *NodeService) gcLoops(ctx context.Context, r *GCReport) error {
 		}
 		id, ok := volview.VolumeID(s.pool.VolumesDir(), d.BackingFile)
 		if !ok {
+			continue
+		}
+		// The name says which volume; only the file's identity says it is
+		// this node's pool's file. On a shared pool another node's client
+		// mount of the same filesystem can show the same path string for
+		// another node's device (nodes sharing a kernel: one host running
+		// several, a remounted client), and detaching it would take away
+		// a device that node just attached and is about to mount.
+		if !s.host.Loops.BackedBy(d, filepath.Join(s.pool.VolumesDir(), filepath.Base(d.BackingFile))) {
+			klog.V(4).InfoS("loop device not backed by this pool's file (another mount of it, by identity); left alone", "device", d.Path, "image", d.BackingFile)
 			continue
 		}
 		s.withLock(id, func() {

@@ -184,3 +184,12 @@ func (h *Host) blockDevice(dev string) (*device, error) {
 	}
 	return d, nil
 }
+
+// BackedBy implements hostos.Loops. The fake's devices have no device and
+// inode numbers: a device is backed by the file its attach named, after
+// the same resolution as Find.
+func (h *Host) BackedBy(d loop.Device, path string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return d.BackingFile == resolve(path)
+}

@@ -33,6 +33,18 @@ func foreignMatch(d Device, path string) bool {
 	return ok && st.Dev == dev && (!present || st.Ino == ino)
 }
 
+func backedBy(d Device, path string) bool {
+	var st unix.Stat_t
+	if d.Deleted {
+		path = filepath.Dir(path)
+	}
+	if unix.Stat(path, &st) != nil {
+		return false
+	}
+	dev, ino, ok := backingIdentity(d.Number)
+	return ok && st.Dev == dev && (d.Deleted || st.Ino == ino)
+}
+
 // backingIdentity returns the device and inode numbers of loopN's backing
 // file. It opens the device read-only and not exclusively, which neither
 // blocks a mount nor claims the device; ok is false when the device cannot

@@ -113,6 +113,16 @@ func AttachFile(ctx context.Context, f *os.File, opts Options) (Device, error) {
 // holders only.
 func Locked(backingFile string) (bool, error) { return locked(backingFile) }
 
+// BackedBy reports whether d's backing file is the file at path by its
+// identity: the device and inode the kernel holds for d
+// (LOOP_GET_STATUS64) against stat(path); for a backing file already
+// unlinked (d.Deleted), a file of the filesystem that holds path's
+// directory. A path string never decides: the same path can name another
+// file through another mount, as on a shared pool, where each node's
+// client mount of the same filesystem is a device of its own, or after a
+// remount over a dead one.
+func BackedBy(d Device, path string) bool { return backedBy(d, path) }
+
 // Find returns every attached loop device whose backing file is path
 // (compared after filepath.Clean; a path through symlinks also matches,
 // since the kernel reports the resolved path), in device-number order.
