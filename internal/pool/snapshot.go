@@ -111,6 +111,7 @@ func (p *Pool) DeleteSnapshot(ctx context.Context, id string) error {
 
 // ListSnapshots returns every snapshot of the index, sorted by ID.
 func (p *Pool) ListSnapshots() []Snapshot {
+	p.refresh(p.snaps.Refresh)
 	snaps := p.snaps.List()
 	for i := range snaps {
 		snaps[i].Parameters = maps.Clone(snaps[i].Parameters) // the caller's
