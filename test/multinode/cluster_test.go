@@ -131,9 +131,15 @@ func (c *cluster) poolFor(name string) string {
 
 func (c *cluster) start(name, mode, pool, kubelet string) *proc.Proc {
 	c.t.Helper()
+	return c.startAs(name, name, mode, pool, kubelet)
+}
+
+// startAs starts the process name (its socket and log) as node nodeID.
+func (c *cluster) startAs(name, nodeID, mode, pool, kubelet string) *proc.Proc {
+	c.t.Helper()
 	// proc.Start passes --pool-dir <dir>/pool; the later flag wins.
 	return proc.Start(c.t, c.bin, c.dir, name, "--mode", mode, "--pool-shared", "--pool-name", poolName,
-		"--node-id", name, "--kubelet-dir", kubelet, "--pool-dir", pool)
+		"--node-id", nodeID, "--kubelet-dir", kubelet, "--pool-dir", pool)
 }
 
 func (c *cluster) addNode(name string) *node {
