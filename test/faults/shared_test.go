@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 	"github.com/filevol/filevol/internal/attach"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
+	"github.com/filevol/filevol/internal/inuse"
 	"github.com/filevol/filevol/internal/testutil"
 )
 
@@ -330,7 +332,8 @@ func (sp *sharedPool) wantAttached(id string, nodes ...string) {
 	}
 }
 
-// checkNoDoubleWriter: at most one node attached, at most one loop device
+// checkNoDoubleWriter: at most one node attached, at most one node with
+// the volume staged (the pool's in-use records), at most one loop device
 // on the image.
 func (sp *sharedPool) checkNoDoubleWriter(id string) {
 	sp.t.Helper()
@@ -343,6 +346,13 @@ func (sp *sharedPool) checkNoDoubleWriter(id string) {
 	}
 	if devs := sp.loopsOf(id); len(devs) > 1 {
 		sp.t.Fatalf("DOUBLE WRITER: %d loop devices on the image of %s", len(devs), id)
+	}
+	staged, err := inuse.New(sp.pool).Of(id)
+	if err != nil {
+		sp.t.Fatal(err)
+	}
+	if nodes := slices.Compact(slices.Sorted(slices.Values(inuse.Nodes(staged)))); len(nodes) > 1 {
+		sp.t.Fatalf("DOUBLE WRITER: volume %s staged on %v", id, nodes)
 	}
 }
 

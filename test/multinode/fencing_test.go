@@ -181,7 +181,7 @@ func TestFencingNodeFilevolKilledWhileWriting(t *testing.T) {
 					t.Fatalf("node-b lacks the writer's write %d (%q)", i, text)
 				}
 			}
-			t.Logf("%s: %d writes of node-a's pod, all on node-b", backend, len(done))
+			t.Logf("%s: node-a's pod wrote %d times while node-b was refused; the last write of each of its %d blocks is on node-b", backend, w.count(), len(done))
 			b.release(id)
 			c.unpublish(id, "node-b")
 		})
