@@ -76,6 +76,8 @@ type cluster struct {
 	// (local) or the pool directory inside the brick (gluster).
 	storage string
 	ctrlP   *proc.Proc
+	// ctrlPool is the pool as the controller sees it.
+	ctrlPool string
 	ctrl    csipb.ControllerClient
 	nodes   map[string]*node
 }
@@ -108,7 +110,8 @@ func newCluster(t *testing.T, backend string, strict bool, nodes ...string) *clu
 	// teardown: a loop device or mount left by a fenced node is removed
 	// while its client mount still exists.
 	t.Cleanup(c.cleanKernel)
-	c.ctrlP = c.start("ctrl", "controller", c.poolFor("ctrl"), c.dir)
+	c.ctrlPool = c.poolFor("ctrl")
+	c.ctrlP = c.start("ctrl", "controller", c.ctrlPool, c.dir)
 	c.ctrl = csipb.NewControllerClient(c.ctrlP.Conn)
 	for _, n := range nodes {
 		c.addNode(n)

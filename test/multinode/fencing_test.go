@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
+	"github.com/filevol/filevol/internal/attach"
 	"github.com/filevol/filevol/internal/hostos/loop"
 )
 
@@ -150,7 +153,9 @@ func TestFencingNodeDead(t *testing.T) {
 // without filevol. Kubernetes force-detaches A. On both filesystems A's
 // client is alive, the device holds the image's lock, and B's attach is
 // refused for as long as the writer writes; when A's filevol is back and
-// kubelet unstages, B is attached with every byte the writer wrote.
+// kubelet unstages, B is attached with every byte the writer wrote. B's
+// node refuses to stage even on a record that attaches it (the node's own
+// fence: its device cannot take the image's lock).
 func TestFencingNodeFilevolKilledWhileWriting(t *testing.T) {
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
@@ -168,6 +173,19 @@ func TestFencingNodeFilevolKilledWhileWriting(t *testing.T) {
 				}
 				w.waitWrites(t, before+2) // the writer goes on
 			}
+			// The node's own fence, should a controller attach B anyway (an
+			// older controller, a record written by hand): B's stage cannot
+			// take the image's lock while A's device holds it.
+			forged, err := attach.New(c.ctrlPool).Attach(attach.Request{VolumeID: id, Node: "node-b", SingleNode: true}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = b.stage(id, blockCap, map[string]string{"filevol.csi.io/node": "node-b", pcEpoch: fmt.Sprint(forged.Epoch)})
+			wantCode(t, "NodeStageVolume on node-b, attached by a forged record while node-a's pod writes", err, codes.FailedPrecondition, "still holds the image")
+			if err := attach.New(c.ctrlPool).Detach(id, "node-b"); err != nil {
+				t.Fatal(err)
+			}
+			w.waitWrites(t, w.count()+2)
 			done := w.stop(t)
 			a.restart()
 			a.release(id) // kubelet, once A's filevol is back

@@ -76,7 +76,7 @@ func (h *Host) Attach(ctx context.Context, backingFile string, opts loop.Options
 	}
 	d := loop.Device{Path: fmt.Sprintf("/dev/loop%d", n), Number: n, BackingFile: resolve(backingFile),
 		ReadOnly: opts.ReadOnly, DirectIO: opts.DirectIO, SizeBytes: st.Size(), Major: loopMajor, Minor: uint32(n)}
-	h.devices[n] = &device{Device: d}
+	h.devices[n] = &device{Device: d, owner: opts.Owner}
 	h.log[len(h.log)-1] += " -> " + d.Path
 	return d, nil
 }
@@ -192,4 +192,14 @@ func (h *Host) BackedBy(d loop.Device, path string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return d.BackingFile == resolve(path)
+}
+
+// Owner implements hostos.Loops.
+func (h *Host) Owner(d loop.Device) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if x := h.devices[d.Number]; x != nil {
+		return x.owner
+	}
+	return ""
 }

@@ -85,3 +85,17 @@ func TestBackedByIsIdentityNotPath(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnerIsKeptByTheDevice: Options.Owner is written into the device and
+// read back by anyone on the host; a device attached without one has none.
+func TestOwnerIsKeptByTheDevice(t *testing.T) {
+	dir := setup(t)
+	tagged := mustAttach(t, newImage(t, dir, "tagged.img", 1<<20), loop.Options{Owner: "filevol/0123456789abcdef"})
+	plain := mustAttach(t, newImage(t, dir, "plain.img", 1<<20), loop.Options{})
+	if got := loop.Owner(tagged); got != "filevol/0123456789abcdef" {
+		t.Errorf("Owner of a device attached with one = %q", got)
+	}
+	if got := loop.Owner(plain); got != "" {
+		t.Errorf("Owner of a device attached without one = %q", got)
+	}
+}

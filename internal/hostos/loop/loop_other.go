@@ -29,6 +29,8 @@ func foreignMatch(Device, string) bool { return false }
 
 func backedBy(Device, string) bool { return false }
 
+func ownerOf(int) string { return "" }
+
 func setCapacity(string) (int64, error) {
 	return 0, fmt.Errorf("loop: set capacity: %w", errors.ErrUnsupported)
 }
