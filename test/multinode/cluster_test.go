@@ -78,8 +78,8 @@ type cluster struct {
 	ctrlP   *proc.Proc
 	// ctrlPool is the pool as the controller sees it.
 	ctrlPool string
-	ctrl    csipb.ControllerClient
-	nodes   map[string]*node
+	ctrl     csipb.ControllerClient
+	nodes    map[string]*node
 }
 
 // node is one filevol node process and its kubelet paths for one volume.
