@@ -71,7 +71,10 @@ func (s *ControllerService) ControllerPublishVolume(ctx context.Context, req *cs
 	if err := s.checkAttachLimit(st, areq); err != nil {
 		return nil, err
 	}
-	a, err := st.attach.Attach(areq)
+	// Under the attachment lock, the volume must still exist: a
+	// DeleteVolume in another controller replica (a leader hand-over)
+	// checks and deletes under the same lock.
+	a, err := st.attach.Attach(areq, func() error { _, err := st.Get(id); return err })
 	if err != nil {
 		var e *attach.ElsewhereError
 		if errors.As(err, &e) {
@@ -185,13 +188,4 @@ func (s *ControllerService) ControllerUnpublishVolume(ctx context.Context, req *
 		klog.InfoS("volume detached", "volumeID", id, "node", n)
 	}
 	return &csipb.ControllerUnpublishVolumeResponse{}, nil
-}
-
-// attachments is the volume's attachment record: empty for a node-local
-// pool, whose volumes are never attached (no attach/ directory is made).
-func (s *ControllerService) attachments(st *poolStore, id string) (attach.Record, error) {
-	if !s.cfg.Shared {
-		return attach.Record{VolumeID: id}, nil
-	}
-	return st.attach.Of(id)
 }

@@ -2,6 +2,7 @@ package csi
 
 import (
 	"context"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -99,6 +100,22 @@ func (s *NodeService) gcLoops(ctx context.Context, r *GCReport) error {
 		}
 		id, ok := volview.VolumeID(s.pool.VolumesDir(), d.BackingFile)
 		if !ok {
+			continue
+		}
+		// The name says which volume; only the file's identity says it is
+		// this node's pool's file: the same path string can name another
+		// node's client mount of the shared filesystem, or a client
+		// remounted over a dead one, and detaching another node's device
+		// would take away one that node just attached and is about to
+		// mount.
+		if !s.host.Loops.BackedBy(d, filepath.Join(s.pool.VolumesDir(), filepath.Base(d.BackingFile))) {
+			klog.V(4).InfoS("loop device not backed by this pool's file (another mount of it, by identity); left alone", "device", d.Path, "image", d.BackingFile)
+			continue
+		}
+		// Nodes sharing one kernel and one file: the owner written into
+		// the device says whose it is.
+		if owner := s.host.Loops.Owner(d); s.cfg.Shared && owner != "" && owner != deviceOwner(s.cfg.NodeID) {
+			klog.V(4).InfoS("loop device of another node of the shared pool; left alone", "device", d.Path, "image", d.BackingFile, "owner", owner)
 			continue
 		}
 		s.withLock(id, func() {

@@ -300,6 +300,7 @@ func (p *Pool) Delete(ctx context.Context, id string) error { return p.delete(ct
 // date by Create, Delete and Get), sorted by ID (stable order for
 // pagination). It does not touch the disk.
 func (p *Pool) List() []Volume {
+	p.refresh(p.vols.Refresh)
 	vols := p.vols.List()
 	for i := range vols {
 		// The caller owns the result: changing it cannot race with, or

@@ -134,6 +134,7 @@ func (p *Pool) DeleteSnapshot(ctx context.Context, id string) error {
 // ListSnapshots returns every visible snapshot of the index, sorted by ID
 // (not the members of a group snapshot that is not committed: group.go).
 func (p *Pool) ListSnapshots() []Snapshot {
+	p.refresh(p.snaps.Refresh)
 	snaps := slices.DeleteFunc(p.snaps.List(), func(s Snapshot) bool { return !p.visible(s) })
 	for i := range snaps {
 		snaps[i].Parameters = maps.Clone(snaps[i].Parameters) // the caller's
