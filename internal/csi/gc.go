@@ -2,6 +2,7 @@ package csi
 
 import (
 	"context"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -27,6 +28,9 @@ type GCReport struct {
 	TempFiles []string
 	// QuarantineFiles waiting for an operator.
 	QuarantineFiles []string
+	// GroupLeftovers are member snapshots of group snapshots never
+	// committed, deleted (gc_groups.go).
+	GroupLeftovers []string
 	// Took is how long the sweep took (set by RunGC): it reads every loop
 	// device, mount and pool file, so it grows with the node's volumes.
 	Took time.Duration
@@ -78,6 +82,7 @@ func (s *NodeService) GC(ctx context.Context) (GCReport, error) {
 		})
 	}
 	r.TempFiles = o.TempFiles
+	s.gcGroupLeftovers(ctx, &r)
 	if o, err = s.pool.FindOrphans(); err == nil {
 		r.QuarantineFiles = o.Quarantined
 	}
@@ -108,6 +113,22 @@ func (s *NodeService) gcLoops(ctx context.Context, r *GCReport) error {
 		}
 		id, ok := volview.VolumeID(s.pool.VolumesDir(), d.BackingFile)
 		if !ok || volview.Used(snapshot, d) {
+			continue
+		}
+		// The name says which volume; only the file's identity says it is
+		// this node's pool's file: the same path string can name another
+		// node's client mount of the shared filesystem, or a client
+		// remounted over a dead one, and detaching another node's device
+		// would take away one that node just attached and is about to
+		// mount.
+		if !s.host.Loops.BackedBy(d, filepath.Join(s.pool.VolumesDir(), filepath.Base(d.BackingFile))) {
+			klog.V(4).InfoS("loop device not backed by this pool's file (another mount of it, by identity); left alone", "device", d.Path, "image", d.BackingFile)
+			continue
+		}
+		// Nodes sharing one kernel and one file: the owner written into
+		// the device says whose it is.
+		if owner := s.host.Loops.Owner(d); s.cfg.Shared && owner != "" && owner != deviceOwner(s.cfg.NodeID) {
+			klog.V(4).InfoS("loop device of another node of the shared pool; left alone", "device", d.Path, "image", d.BackingFile, "owner", owner)
 			continue
 		}
 		s.withLock(id, func() {
