@@ -164,8 +164,15 @@ func (p *Pool) sweepQgroups() (waiting int, err error) {
 	if err != nil {
 		return 0, err
 	}
-	live := map[uint64]bool{}
-	p.vols.Each(func(v Volume) { live[v.Subvolume], live[v.Group] = true, true })
+	if len(names) == 0 {
+		return 0, nil
+	}
+	live, err := p.liveQgroupIDs()
+	if err != nil {
+		// Which IDs are live is unknown: nothing is destroyed or
+		// forgotten this pass; the files wait for the next.
+		return len(names), err
+	}
 	type due struct {
 		name      string
 		level, id uint64
@@ -204,4 +211,48 @@ func (p *Pool) sweepQgroups() (waiting int, err error) {
 		}
 	}
 	return waiting, errors.Join(errs...)
+}
+
+// liveQgroupIDs returns the subvolume and group IDs of the volumes whose
+// subvolume is in place at their path. A record alone does not make an ID
+// live: a delete renames the subvolume into the trash before it removes
+// the record, and a collector pass between the two (a concurrent one, or
+// the next open's after a kill there) destroys that subvolume and records
+// its qgroups as due to go while the record still names them; counting
+// the record would drop the files and leave the qgroups for good. Called
+// after the due files are listed: a file is written only once its
+// subvolume has left its path, and a subvolume ID is not reused within a
+// mount, so a volume found in place here is one that reuses the ID.
+func (p *Pool) liveQgroupIDs() (map[uint64]bool, error) {
+	live := map[uint64]bool{}
+	for _, v := range p.vols.List() {
+		if v.Unenforced {
+			continue // plain: no qgroups
+		}
+		fd, err := p.openVolume(v)
+		if notInPlace(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("is volume %s in place: %w", v.ID, err)
+		}
+		_ = unix.Close(fd)
+		live[v.Subvolume] = true
+		if v.Group != 0 {
+			live[v.Group] = true
+		}
+	}
+	return live, nil
+}
+
+// notInPlace reports whether openVolume's error says the volume's
+// subvolume is not at its path (gone, or something else is there), as
+// opposed to not knowing (out of descriptors, an I/O error).
+func notInPlace(err error) bool {
+	for _, e := range []error{unix.ENOENT, unix.ENOTDIR, unix.ELOOP, unix.EXDEV, ErrNotVolume} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }

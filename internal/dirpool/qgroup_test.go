@@ -164,6 +164,41 @@ func TestKilledDeleteReleasesQgroupsLater(t *testing.T) {
 	wantQgroups(t, p, base, "after the reopen")
 }
 
+// A collector pass that lands inside a delete, after the rename into the
+// trash and before the record's removal (the collector runs beside
+// deletes, and a kill can stop a delete there), destroys the subvolume
+// while a record still names it. The qgroups it recorded as due to go
+// are still swept once the kernel has dropped the subvolume: a record
+// whose subvolume is not at its path does not keep them.
+func TestCollectorDuringDeleteReleasesQgroups(t *testing.T) {
+	for _, m := range quotaModes {
+		t.Run(m.name, func(t *testing.T) {
+			p, dir := newPoolIn(t, m.before)
+			base := qgroups(t, p)
+			v := create(t, p, "d", 16*mib, nil)
+			p.stopCollector()
+			if err := p.trash(v.Path, v); err != nil {
+				t.Fatal(err)
+			}
+			// The collector's pass, the record still in place.
+			if err := p.EmptyTrash(); err != nil {
+				t.Fatal(err)
+			}
+			btrfs(t, "filesystem", "sync", dir)
+			btrfs(t, "subvolume", "sync", dir)
+			if err := p.EmptyTrash(); err != nil {
+				t.Fatal(err)
+			}
+			// The rest of the delete.
+			if err := p.Delete(context.Background(), v.ID); err != nil {
+				t.Fatal(err)
+			}
+			settle(t, p, dir)
+			wantQgroups(t, p, base, "after the delete")
+		})
+	}
+}
+
 // A pod can make a btrfs subvolume inside its volume; on simple quotas
 // its data counts against the volume (the subvolume joins the volume's
 // level-1 qgroup), so writing past the size through it gets EDQUOT, and
