@@ -9,7 +9,7 @@ BIN := bin/filevol
 RUN_DIR := $(CURDIR)/_output/run
 TEST_TIMEOUT ?= 12m
 
-.PHONY: e2e bench-snapshot chart-test deploy images chart-e2e help build run test unit sanity vet deps bench fuzz faults stress fulldisk clean e2e-doctor
+.PHONY: scale e2e bench-snapshot chart-test deploy images chart-e2e help build run test unit sanity vet deps bench fuzz faults stress fulldisk clean e2e-doctor
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -55,11 +55,14 @@ e2e-doctor: ## kubectl filevol doctor proofs on a running cluster (FILEVOL_E2E_K
 bench: build deps ## benchmarks against the running driver (report in _output/bench)
 	./hack/bench.sh
 
+scale: build deps ## 1,000 volumes staged and published on one node: stage latency, memory, /metrics, /debug/volumes, restart, simulated reboot (report in _output/scale; docs/scale.md)
+	./hack/bench.sh --only scale --out _output/scale/report.md $(SCALE_ARGS)
+
 bench-snapshot: build deps ## snapshot, restore and expansion timings on xfs (reflink), btrfs and ext4 pools
 	./hack/bench-snapshot.sh
 
 FAULTS_ITERATIONS ?= 200
-faults: build ## crash safety: SIGKILL the driver through whole lifecycles and reboots (long; make test runs a short one)
+faults: build ## crash safety: SIGKILL the driver through whole lifecycles and reboots, and a shared pool's controller and node processes at every boundary of attach, detach, stage and unstage (long; make test runs a short one)
 	$(GO) test -count=1 -v -timeout 60m ./test/faults -args -iterations=$(FAULTS_ITERATIONS) -bin=$(CURDIR)/$(BIN)
 
 stress: ## 64 concurrent callers on 4 volumes under -race

@@ -10,10 +10,13 @@
 #                             volume vs the pool's sequential copy of 1 GiB
 #   BenchmarkExpandOnline     1 GiB -> 10 GiB of a mounted xfs, btrfs, ext4
 #                             (ext4 offline at stage without CAP_SYS_RESOURCE)
+#   BenchmarkGroupSnapshot    CreateVolumeGroupSnapshot of 8 mounted xfs volumes
+#                             of 1 GiB holding 512 MiB each (all frozen at once),
+#                             and the same 8 snapshotted one by one for scale
 #
 # Each benchmark takes its own samples after one setup and reports
 # percentiles (-benchtime=1x; ns/op is the whole run). Targets are reported,
-# not asserted. Needs root; about two minutes and 6 GiB of disk.
+# not asserted. Needs root; about three minutes and 10 GiB of disk.
 #
 #   ./hack/bench-snapshot.sh                       # everything
 #   BENCH=ReflinkSnapshot ./hack/bench-snapshot.sh # one of them

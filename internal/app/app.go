@@ -55,8 +55,9 @@ func Run(ctx context.Context, o options.Options) error {
 		PoolName:          poolName(o, p),
 	}, p, host)
 	defer d.Close()
+	var dp *dirpool.Pool
 	if o.DirPoolDir != "" {
-		dp, err := dirpool.Open(o.DirPoolDir, dirpool.Options{NodeID: o.NodeID})
+		dp, err = dirpool.Open(o.DirPoolDir, dirpool.Options{NodeID: o.NodeID, Shared: o.PoolShared, NodeOnly: o.Mode == options.ModeNode})
 		if err != nil {
 			return fmt.Errorf("open directory pool %s: %w", o.DirPoolDir, err)
 		}
@@ -94,8 +95,16 @@ func Run(ctx context.Context, o options.Options) error {
 	}
 	bg, stopBG := context.WithCancel(ctx)
 	defer stopBG()
+	if dp != nil && o.Mode != options.ModeNode {
+		// The garbage collector's part of the directory pool: interrupted
+		// deletes, and qgroups of destroyed subvolumes (dirpool/qgroup.go).
+		go dp.RunCollector(bg, o.GCInterval)
+	}
 	if d.Node != nil {
-		go d.Node.RunGC(bg, o.GCInterval, func(r csi.GCReport) { m.SetOrphans(r.Orphans()) })
+		go d.Node.RunGC(bg, o.GCInterval, func(r csi.GCReport) {
+			m.SetOrphans(r.Orphans())
+			m.SetSweepDuration(r.Took)
+		})
 		go d.Freeze.Run(bg)
 		go d.Node.RunQoS(bg)
 	}

@@ -34,6 +34,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // DirName is the directory of the records inside the pool.
@@ -127,9 +129,26 @@ func (s *Store) lockPath(id string) string   { return filepath.Join(s.dir, id+".
 
 // Attach records req's attachment and returns it. Idempotent: the same
 // request again returns the attachment it made, epoch included.
-func (s *Store) Attach(req Request) (Attachment, error) {
+//
+// exists, when not nil, is asked under the volume's lock whether the
+// volume still exists, and its error returned as is: a DeleteVolume in
+// another controller (Retire) holds the same lock while it checks the
+// record and deletes, so an attachment is never recorded for a volume
+// being deleted or gone, which would leave a record nothing removes and
+// tell the CO a deleted volume was attached.
+func (s *Store) Attach(req Request, exists func() error) (Attachment, error) {
 	var out Attachment
 	err := s.change(req.VolumeID, func(r *Record) (bool, error) {
+		if exists != nil {
+			if err := exists(); err != nil {
+				// Gone: taking the lock made its file again; it goes, with
+				// any record (none can be left: Retire removed it).
+				if derr := s.drop(req.VolumeID); derr != nil {
+					return false, errors.Join(err, derr)
+				}
+				return false, err
+			}
+		}
 		if a, ok := r.Find(req.Node); ok {
 			if a.ReadOnly != req.ReadOnly || a.SingleNode != req.SingleNode {
 				return false, fmt.Errorf("volume %s on node %s (read-only %v, single-node %v; asked read-only %v, single-node %v): %w",
@@ -153,7 +172,16 @@ func (s *Store) Attach(req Request) (Attachment, error) {
 
 // Detach drops node's attachment of the volume. Idempotent: a volume or
 // node without one is not an error.
+//
+// A volume without a record is answered without taking its lock: taking
+// it makes the lock file, which a detach of a deleted volume (CSI: OK,
+// and the attacher retries it) would leave behind for ever. Reading no
+// record first is safe: a concurrent Attach that makes one is ordered
+// after this detach, which had nothing to drop.
 func (s *Store) Detach(volumeID, node string) error {
+	if _, err := os.Lstat(s.recordPath(volumeID)); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	return s.change(volumeID, func(r *Record) (bool, error) {
 		i := slices.IndexFunc(r.Attachments, func(a Attachment) bool { return a.Node == node })
 		if i < 0 {
@@ -186,7 +214,7 @@ func (s *Store) Check(volumeID, node string, epoch uint64) error {
 
 // Of returns the volume's record; a volume never attached has an empty one.
 func (s *Store) Of(volumeID string) (Record, error) {
-	data, err := os.ReadFile(s.recordPath(volumeID))
+	data, err := readRecord(s.recordPath(volumeID))
 	if errors.Is(err, fs.ErrNotExist) {
 		return Record{Version: recordVersion, VolumeID: volumeID}, nil
 	}
@@ -204,18 +232,43 @@ func (s *Store) Of(volumeID string) (Record, error) {
 // Forget removes the volume's record, for DeleteVolume once the volume is
 // gone. Idempotent.
 func (s *Store) Forget(volumeID string) error {
+	return s.Retire(volumeID, nil)
+}
+
+// Retire runs del with the volume's record under the volume's lock and,
+// when del succeeds, removes the record: DeleteVolume's check that no node
+// has the volume attached and its delete are one step for every
+// controller sharing the pool (an Attach waits, then finds the volume
+// gone). del's error is returned as is, and the record stays.
+func (s *Store) Retire(volumeID string, del func(Record) error) error {
 	return s.withLock(volumeID, func() error {
-		if err := os.Remove(s.recordPath(volumeID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("remove attachments of volume %s: %w", volumeID, err)
+		if del != nil {
+			r, err := s.Of(volumeID)
+			if err != nil {
+				return err
+			}
+			if err := del(r); err != nil {
+				return err
+			}
 		}
-		// The lock file goes too; a concurrent attach that opened it
-		// before this removal holds a lock on an unlinked file, which is
-		// why change re-checks that its lock file is still the one linked.
-		if err := os.Remove(s.lockPath(volumeID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("remove attachment lock of volume %s: %w", volumeID, err)
-		}
-		return nil
+		return s.drop(volumeID)
 	})
+}
+
+// drop removes the volume's record and lock file; the caller holds the
+// lock.
+func (s *Store) drop(volumeID string) error {
+	s.removeDebris(volumeID)
+	if err := os.Remove(s.recordPath(volumeID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove attachments of volume %s: %w", volumeID, err)
+	}
+	// The lock file goes too; a concurrent attach that opened it before
+	// this removal holds a lock on an unlinked file, which is why
+	// withLock re-checks that its lock file is still the one linked.
+	if err := os.Remove(s.lockPath(volumeID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove attachment lock of volume %s: %w", volumeID, err)
+	}
+	return nil
 }
 
 // change applies fn to the volume's record under its lock and, when fn
@@ -273,4 +326,17 @@ func (s *Store) OfNode(node string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// readRecord reads a record, again when the file was replaced between
+// the lookup of its name and the read: a network filesystem answers
+// ESTALE then (GlusterFS did, to a controller reading a record that
+// another controller had just renamed over).
+func readRecord(path string) ([]byte, error) {
+	for try := 0; ; try++ {
+		data, err := os.ReadFile(path)
+		if !errors.Is(err, unix.ESTALE) || try == 4 {
+			return data, err
+		}
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -14,12 +15,13 @@ import (
 )
 
 func (s *Store) write(r Record) error {
+	s.removeDebris(r.VolumeID)
 	r.Version = recordVersion
 	data, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(s.dir, "."+r.VolumeID+".tmp-"+strconv.Itoa(os.Getpid()))
+	tmp := filepath.Join(s.dir, tmpPrefix(r.VolumeID)+strconv.Itoa(os.Getpid()))
 	if err := writeSynced(tmp, data); err != nil {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("record attachments of volume %s: %w", r.VolumeID, err)
@@ -82,4 +84,25 @@ func sameFile(f *os.File, path string) bool {
 	}
 	b, err := os.Stat(path)
 	return err == nil && os.SameFile(a, b)
+}
+
+// tmpPrefix starts the temporary file of a volume's record.
+func tmpPrefix(volumeID string) string { return "." + volumeID + ".tmp-" }
+
+// removeDebris removes the temporary files of the volume's record that a
+// controller killed between writing one and renaming it left behind. The
+// caller holds the volume's lock, so no other writer of this record is at
+// work: every such file is debris (its name carries the writer's PID,
+// which another process, or the next start in a container, does not
+// share).
+func (s *Store) removeDebris(volumeID string) {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), tmpPrefix(volumeID)) {
+			_ = os.Remove(filepath.Join(s.dir, e.Name()))
+		}
+	}
 }

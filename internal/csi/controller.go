@@ -9,6 +9,7 @@ import (
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"k8s.io/klog/v2"
 
+	"github.com/filevol/filevol/internal/attach"
 	"github.com/filevol/filevol/internal/pool"
 )
 
@@ -37,7 +38,7 @@ func (s *ControllerService) CreateVolume(ctx context.Context, req *csipb.CreateV
 	if err != nil {
 		return nil, err
 	}
-	if err := checkCapabilities(req.GetVolumeCapabilities(), &p); err != nil {
+	if err := checkCapabilities(req.GetVolumeCapabilities(), &p, s.cfg.Shared); err != nil {
 		return nil, err
 	}
 	// A VolumeAttributesClass given at create overrides the StorageClass's
@@ -158,6 +159,7 @@ func (s *ControllerService) csiVolume(v pool.Volume) *csipb.Volume {
 	return &csipb.Volume{
 		VolumeId:           v.ID,
 		CapacityBytes:      v.CapacityBytes,
+		VolumeContext:      v.Context,
 		AccessibleTopology: []*csipb.Topology{s.cfg.topology()},
 		ContentSource:      csiContentSource(v.ContentSource),
 	}
@@ -191,21 +193,24 @@ func (s *ControllerService) DeleteVolume(ctx context.Context, req *csipb.DeleteV
 	if len(staged) > 0 {
 		return nil, failedPrecondition("volume %s is still in use: %s; unpublish and unstage it first", id, describeInUse(staged))
 	}
-	attached, err := s.attachments(st, id)
+	del := func(attached attach.Record) error {
+		if n := attached.Nodes(); len(n) > 0 {
+			return failedPrecondition("volume %s is still attached to node %s; detach it first (ControllerUnpublishVolume, or delete its VolumeAttachment)", id, strings.Join(n, ", "))
+		}
+		return st.Delete(ctx, id)
+	}
+	if !s.cfg.Shared {
+		err = del(attach.Record{VolumeID: id})
+	} else {
+		// The check that no node has it attached, the delete, and the
+		// removal of its attachment record are one step under the
+		// volume's attachment lock, which every controller replica takes:
+		// a ControllerPublishVolume in another replica during a leader
+		// hand-over waits, then finds the volume gone.
+		err = st.attach.Retire(id, del)
+	}
 	if err != nil {
 		return nil, err
-	}
-	if n := attached.Nodes(); len(n) > 0 {
-		return nil, failedPrecondition("volume %s is still attached to node %s; detach it first (ControllerUnpublishVolume, or delete its VolumeAttachment)", id, strings.Join(n, ", "))
-	}
-	if err := st.Delete(ctx, id); err != nil {
-		return nil, err
-	}
-	// The volume is gone: so is its attachment record (and its lock file).
-	if s.cfg.Shared {
-		if err := st.attach.Forget(id); err != nil {
-			klog.ErrorS(err, "forget the attachments of a deleted volume", "volumeID", id)
-		}
 	}
 	klog.InfoS("volume deleted", "volumeID", id)
 	return &csipb.DeleteVolumeResponse{}, nil

@@ -50,9 +50,10 @@ func (s *ControllerService) ControllerListVolumeHealth(ctx context.Context, req 
 
 // health is what the store says of a volume: its data must be there.
 func (st *poolStore) health(id string) []*csipb.VolumeHealth_VolumeHealthEntry {
+	out := sizeHealth(st.VolumeStore, id)
 	if !st.ImageLost(id) {
-		return nil
+		return out
 	}
-	return []*csipb.VolumeHealth_VolumeHealthEntry{healthEntry(csipb.VolumeHealthErrorType_DATA_LOSS, ReasonImageMissing,
-		"the image file of volume "+id+" is missing from pool "+st.Dir())}
+	return append(out, healthEntry(csipb.VolumeHealthErrorType_DATA_LOSS, ReasonImageMissing,
+		"the image file of volume "+id+" is missing from pool "+st.Dir()))
 }

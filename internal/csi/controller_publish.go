@@ -41,6 +41,9 @@ func (s *ControllerService) ControllerPublishVolume(ctx context.Context, req *cs
 	if _, err := checkCapability(c); err != nil {
 		return nil, err
 	}
+	if multiNode(c) && !isDirVolume(id) {
+		return nil, errImageSingleNode(c)
+	}
 	st, err := s.stores.volume(id)
 	if err != nil {
 		return nil, err
@@ -60,14 +63,18 @@ func (s *ControllerService) ControllerPublishVolume(ctx context.Context, req *cs
 	if !st.knownNode(node) {
 		return nil, notFound("node %s has never opened pool %s: it does not mount the pool, or is not a filevol node", node, st.Dir())
 	}
-	areq := attach.Request{VolumeID: vol.ID, Node: node, ReadOnly: req.GetReadonly() || readerOnly(c), SingleNode: true}
+	// Only a directory volume can be created MULTI_NODE_* (checkDirCapabilities).
+	areq := attach.Request{VolumeID: vol.ID, Node: node, ReadOnly: req.GetReadonly() || readerOnly(c), SingleNode: !multiNode(c)}
 	if err := s.fence(st, areq); err != nil {
 		return nil, err
 	}
 	if err := s.checkAttachLimit(st, areq); err != nil {
 		return nil, err
 	}
-	a, err := st.attach.Attach(areq)
+	// Under the attachment lock, the volume must still exist: a
+	// DeleteVolume in another controller replica (a leader hand-over)
+	// checks and deletes under the same lock.
+	a, err := st.attach.Attach(areq, func() error { _, err := st.Get(id); return err })
 	if err != nil {
 		var e *attach.ElsewhereError
 		if errors.As(err, &e) {
@@ -181,13 +188,4 @@ func (s *ControllerService) ControllerUnpublishVolume(ctx context.Context, req *
 		klog.InfoS("volume detached", "volumeID", id, "node", n)
 	}
 	return &csipb.ControllerUnpublishVolumeResponse{}, nil
-}
-
-// attachments is the volume's attachment record: empty for a node-local
-// pool, whose volumes are never attached (no attach/ directory is made).
-func (s *ControllerService) attachments(st *poolStore, id string) (attach.Record, error) {
-	if !s.cfg.Shared {
-		return attach.Record{VolumeID: id}, nil
-	}
-	return st.attach.Of(id)
 }

@@ -30,6 +30,12 @@ func (s *ControllerService) ValidateVolumeCapabilities(ctx context.Context, req 
 		return &csipb.ValidateVolumeCapabilitiesResponse{Message: msg}, nil
 	}
 	for _, c := range req.GetVolumeCapabilities() {
+		if multiNode(c) && (!s.cfg.Shared || !isDirVolume(vol.ID)) {
+			if !isDirVolume(vol.ID) {
+				return unconfirmed(errImageSingleNode(c).Error())
+			}
+			return unconfirmed("access mode " + c.GetAccessMode().GetMode().String() + ": volume " + vol.ID + " is in a node-local directory pool")
+		}
 		fsType, err := checkCapability(c)
 		if err != nil {
 			return unconfirmed(err.Error())

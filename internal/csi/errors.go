@@ -66,6 +66,8 @@ var sentinelCodes = []struct {
 	{dirpool.ErrGIDRangeExhausted, codes.ResourceExhausted},
 	{dirpool.ErrDirectoryExists, codes.AlreadyExists},
 	{dirpool.ErrNotVolume, codes.FailedPrecondition},
+	{dirpool.ErrNoQuota, codes.FailedPrecondition},
+	{dirpool.ErrNoSnapshots, codes.FailedPrecondition},
 	{pool.ErrNotFound, codes.NotFound},
 	{pool.ErrInvalidID, codes.NotFound},
 	// What the pool refuses in a request it was given: a bad name, a
@@ -75,6 +77,10 @@ var sentinelCodes = []struct {
 	{pool.ErrAlreadyExists, codes.AlreadyExists},
 	{pool.ErrNoSpace, codes.ResourceExhausted},
 	{pool.ErrSnapshotNotFound, codes.NotFound},
+	{pool.ErrGroupNotFound, codes.NotFound},
+	// CSI DeleteSnapshot: "Snapshot is part of a group" is INVALID_ARGUMENT:
+	// the CO deletes the group instead.
+	{pool.ErrInGroup, codes.InvalidArgument},
 	{pool.ErrShrink, codes.OutOfRange},
 	// CSI CreateVolume: "source incompatible" is INVALID_ARGUMENT.
 	{pool.ErrOtherNode, codes.InvalidArgument},
@@ -100,6 +106,9 @@ var sentinelCodes = []struct {
 	{attach.ErrCorrupt, codes.FailedPrecondition},
 	{mount.ErrInvalidOption, codes.InvalidArgument},
 	{mount.ErrNotMounted, codes.FailedPrecondition},
+	// The node's mount namespace is at fs.mount-max: no more volumes can
+	// be staged or published here until some are removed.
+	{mount.ErrTableFull, codes.ResourceExhausted},
 	{fs.ErrUnsupported, codes.InvalidArgument},
 	{fs.ErrToolMissing, codes.FailedPrecondition},
 	{fs.ErrCapability, codes.FailedPrecondition},

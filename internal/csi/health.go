@@ -22,7 +22,29 @@ const (
 	// ReasonLimitsNotEnforced: the volume's I/O limits could not be
 	// written to a pod's cgroup (qos.go); the pod runs unlimited.
 	ReasonLimitsNotEnforced = "LimitsNotEnforced"
+	// ReasonSizeNotEnforced: a directory volume of a pool without quota,
+	// created because its class allowed it (allowUnenforcedSize): its
+	// size is a number only, and its usage is the pool filesystem's.
+	ReasonSizeNotEnforced = "SizeNotEnforced"
 )
+
+// sizeNoter is a store or backend whose volumes' sizes may not be
+// enforced (directory volumes of a pool without quota): SizeNote says
+// so, "" when the size is enforced.
+type sizeNoter interface {
+	SizeNote(id string) string
+}
+
+// sizeHealth is the DEGRADED entry of a volume whose size is not
+// enforced; none for one whose size is.
+func sizeHealth(x any, id string) []*csipb.VolumeHealth_VolumeHealthEntry {
+	if n, ok := x.(sizeNoter); ok {
+		if note := n.SizeNote(id); note != "" {
+			return []*csipb.VolumeHealth_VolumeHealthEntry{healthEntry(csipb.VolumeHealthErrorType_DEGRADED, ReasonSizeNotEnforced, note)}
+		}
+	}
+	return nil
+}
 
 func healthEntry(t csipb.VolumeHealthErrorType, reason, msg string) *csipb.VolumeHealth_VolumeHealthEntry {
 	return &csipb.VolumeHealth_VolumeHealthEntry{Status: t, Reason: reason, Message: msg}

@@ -24,9 +24,9 @@ func (s *IdentityService) GetPluginInfo(context.Context, *csipb.GetPluginInfoReq
 	return &csipb.GetPluginInfoResponse{Name: s.cfg.DriverName, VendorVersion: s.cfg.Version}, nil
 }
 
-// GetPluginCapabilities advertises the controller service (when served),
-// topology (every volume is reachable only from its node) and online
-// expansion.
+// GetPluginCapabilities advertises the controller and group controller
+// services and snapshot topology (when served), volume topology (every
+// volume is reachable only from its node) and online expansion.
 func (s *IdentityService) GetPluginCapabilities(context.Context, *csipb.GetPluginCapabilitiesRequest) (*csipb.GetPluginCapabilitiesResponse, error) {
 	svc := func(t csipb.PluginCapability_Service_Type) *csipb.PluginCapability {
 		return &csipb.PluginCapability{Type: &csipb.PluginCapability_Service_{Service: &csipb.PluginCapability_Service{Type: t}}}
@@ -39,7 +39,14 @@ func (s *IdentityService) GetPluginCapabilities(context.Context, *csipb.GetPlugi
 			Type: csipb.PluginCapability_VolumeExpansion_ONLINE}}},
 	}
 	if s.cfg.Controller {
-		caps = append(caps, svc(csipb.PluginCapability_Service_CONTROLLER_SERVICE))
+		caps = append(caps, svc(csipb.PluginCapability_Service_CONTROLLER_SERVICE),
+			// Group snapshots of the volumes of one node (group_controller.go).
+			svc(csipb.PluginCapability_Service_GROUP_CONTROLLER_SERVICE),
+			// A snapshot lives in its pool: restores from it are made
+			// there, so it is usable only where the pool's volumes are
+			// (the node's topology, or the shared pool's); every snapshot
+			// says so in accessible_topology.
+			svc(csipb.PluginCapability_Service_SNAPSHOT_ACCESSIBILITY_CONSTRAINTS))
 	}
 	return &csipb.GetPluginCapabilitiesResponse{Capabilities: caps}, nil
 }

@@ -114,6 +114,16 @@ func (s *NodeService) NodeUnstageVolume(ctx context.Context, req *csipb.NodeUnst
 	return &csipb.NodeUnstageVolumeResponse{}, nil
 }
 
+// multiNode reports whether the access mode allows several nodes.
+func multiNode(c *csipb.VolumeCapability) bool {
+	switch c.GetAccessMode().GetMode() {
+	case csipb.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER, csipb.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY,
+		csipb.VolumeCapability_AccessMode_MULTI_NODE_SINGLE_WRITER:
+		return true
+	}
+	return false
+}
+
 // readerOnly reports whether the access mode allows no writer.
 func readerOnly(c *csipb.VolumeCapability) bool {
 	m := c.GetAccessMode().GetMode()

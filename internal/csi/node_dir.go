@@ -16,12 +16,15 @@ import (
 )
 
 // dirNode is the node half of directory volumes (internal/dirpool): a
-// volume is a btrfs subvolume of a pool on this node, so there is nothing
-// to stage, and a publish binds the subvolume's directory, opened beneath
+// volume is a btrfs subvolume of a pool on this node; a stage and a
+// publish each bind the subvolume's directory, opened beneath
 // the pool without following a link (dirpool.OpenVolume), through its
 // descriptor: what a pod did inside the volume cannot redirect the bind.
 type dirNode struct {
 	pool *dirpool.Pool
+	// kubeletDir: only binds under it are this node's (on a shared pool,
+	// other nodes' on the same host are not); "" counts every bind.
+	kubeletDir string
 }
 
 var _ NodeBackend = (*dirNode)(nil)
@@ -56,7 +59,11 @@ func (d *dirNode) binds(id string) ([]mount.Info, error) {
 	}
 	want := path.Join(root, rec.Path)
 	var out []mount.Info
-	for _, m := range table.Under("/") {
+	under := "/"
+	if d.kubeletDir != "" {
+		under = d.kubeletDir
+	}
+	for _, m := range table.Under(under) {
 		if m.Major == fsm.Major && m.Minor == fsm.Minor && m.Root == want {
 			out = append(out, m)
 		}
@@ -84,17 +91,38 @@ func (d *dirNode) poolRoot(table mount.Table) (mount.Info, string, error) {
 	return best, path.Join(best.Root, rel), nil
 }
 
-// Stage has nothing to do: the directory is on this node's pool already.
-// The in-use record the node service keeps is all a stage leaves.
+// Stage binds the volume's directory at the staging path (nosuid,
+// nodev, read-only when the access mode allows no writer). The directory
+// is on this node's pool already, so the bind is not needed to reach it:
+// it is what the kernel shows of a stage, which the in-use record is
+// checked against. Without it a staged, unpublished volume had no mount,
+// and the node's reconcile (at start and at every garbage collection)
+// took its record for a crash's leftover and dropped it, after which the
+// controller deleted a volume kubelet still had staged.
 func (d *dirNode) Stage(_ context.Context, vol pool.Volume, r StageRequest) (string, error) {
 	if r.Block {
 		return "", fmt.Errorf("%w: a directory volume has no block access", pool.ErrInvalidArgument)
 	}
-	return "(directory volume: nothing to stage)", nil
+	if err := d.bindAt(vol.ID, r.StagingPath, r.ReadOnly, r.MountFlags); err != nil {
+		return "", err
+	}
+	return "directory volume bound at the staging path", nil
 }
 
-// Unstage has nothing to undo.
-func (d *dirNode) Unstage(context.Context, string, string) error { return nil }
+// Unstage unmounts the staging path; FAILED_PRECONDITION while the
+// volume is still published here (the CO unpublishes first).
+func (d *dirNode) Unstage(_ context.Context, id, staging string) error {
+	binds, err := d.binds(id)
+	if err != nil {
+		return err
+	}
+	for _, m := range binds {
+		if m.MountPoint != staging {
+			return failedPrecondition("volume %s is still published at %s: unpublish it before unstaging", id, m.MountPoint)
+		}
+	}
+	return mount.UnmountAll(staging)
+}
 
 // Publish binds the volume's directory at the target with nosuid and
 // nodev (and read-only when asked), making the target directory first.
@@ -103,7 +131,26 @@ func (d *dirNode) Publish(_ context.Context, vol pool.Volume, r PublishRequest) 
 	if r.Block {
 		return fmt.Errorf("%w: a directory volume has no block access", pool.ErrInvalidArgument)
 	}
-	rec, err := d.pool.Record(vol.ID)
+	if r.SingleWriter {
+		binds, err := d.binds(vol.ID)
+		if err != nil {
+			return err
+		}
+		for _, m := range binds {
+			if m.MountPoint != r.StagingPath && m.MountPoint != r.TargetPath {
+				return failedPrecondition("volume %s is SINGLE_NODE_SINGLE_WRITER and already published at %s", vol.ID, m.MountPoint)
+			}
+		}
+	}
+	return d.bindAt(vol.ID, r.TargetPath, r.ReadOnly, r.MountFlags)
+}
+
+// bindAt binds the volume's directory at target, through a descriptor
+// opened beneath the pool (never a path a pod could change), making the
+// target directory first. A target that holds the volume already, as
+// asked, is success; anything else mounted there is ALREADY_EXISTS.
+func (d *dirNode) bindAt(id, target string, readOnly bool, flags []string) error {
+	rec, err := d.pool.Record(id)
 	if err != nil {
 		return err
 	}
@@ -115,35 +162,26 @@ func (d *dirNode) Publish(_ context.Context, vol pool.Volume, r PublishRequest) 
 	if err != nil {
 		return err
 	}
-	if at := table.At(r.TargetPath); len(at) > 0 {
+	if at := table.At(target); len(at) > 0 {
 		top := at[len(at)-1]
 		if top.Major != fsm.Major || top.Minor != fsm.Minor || top.Root != path.Join(root, rec.Path) {
-			return alreadyExists("target %s has something else mounted (%s %s), not volume %s", r.TargetPath, top.FSType, top.Root, vol.ID)
+			return alreadyExists("%s has something else mounted (%s %s), not volume %s", target, top.FSType, top.Root, id)
 		}
-		if top.ReadOnly() != r.ReadOnly {
-			return alreadyExists("volume %s is published at %s with read-only=%t, not %t", vol.ID, r.TargetPath, top.ReadOnly(), r.ReadOnly)
+		if top.ReadOnly() != readOnly {
+			return alreadyExists("volume %s is mounted at %s with read-only=%t, not %t", id, target, top.ReadOnly(), readOnly)
 		}
 		return nil
 	}
-	if r.SingleWriter {
-		binds, err := d.binds(vol.ID)
-		if err != nil {
-			return err
-		}
-		if len(binds) > 0 {
-			return failedPrecondition("volume %s is SINGLE_NODE_SINGLE_WRITER and already published at %s", vol.ID, binds[0].MountPoint)
-		}
+	if err := os.Mkdir(target, 0o750); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("make %s: %w", target, err)
 	}
-	if err := os.Mkdir(r.TargetPath, 0o750); err != nil && !errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("make target %s: %w", r.TargetPath, err)
-	}
-	f, err := d.pool.OpenVolume(vol.ID)
+	f, err := d.pool.OpenVolume(id)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	opts := append([]string{"nosuid", "nodev"}, r.MountFlags...)
-	return mount.Bind(fmt.Sprintf("/proc/self/fd/%d", f.Fd()), r.TargetPath, r.ReadOnly, opts)
+	opts := append([]string{"nosuid", "nodev"}, flags...)
+	return mount.Bind(fmt.Sprintf("/proc/self/fd/%d", f.Fd()), target, readOnly, opts)
 }
 
 // Unpublish unmounts the target and removes it; a target already gone
@@ -180,6 +218,10 @@ func (d *dirNode) Stats(_ context.Context, vol pool.Volume, path string) ([]*csi
 	return []*csipb.VolumeUsage{{Unit: csipb.VolumeUsage_BYTES, Total: limit, Used: used, Available: max(limit-used, 0)}}, nil
 }
 
+// SizeNote says whether the volume's size is not enforced (a pool
+// without quota); NodeGetVolumeHealth reports it (sizeHealth).
+func (d *dirNode) SizeNote(id string) string { return d.pool.SizeNote(id) }
+
 // Expand has nothing to do on the node: the controller raised the quota,
 // online. A controller that deferred expansion to the node is not
 // supported for directory volumes (the controller serves their pool).
@@ -192,10 +234,11 @@ func (d *dirNode) Expand(_ context.Context, vol pool.Volume, r ExpandRequest) (i
 
 // Health reports a volume whose directory is gone or was replaced.
 func (d *dirNode) Health(_ context.Context, vol pool.Volume, _, _ string) ([]*csipb.VolumeHealth_VolumeHealthEntry, error) {
+	out := sizeHealth(d, vol.ID)
 	f, err := d.pool.OpenVolume(vol.ID)
 	if err != nil {
-		return []*csipb.VolumeHealth_VolumeHealthEntry{healthEntry(csipb.VolumeHealthErrorType_DATA_LOSS, "DirectoryMissing", err.Error())}, nil
+		return append(out, healthEntry(csipb.VolumeHealthErrorType_DATA_LOSS, "DirectoryMissing", err.Error())), nil
 	}
 	f.Close()
-	return nil, nil
+	return out, nil
 }

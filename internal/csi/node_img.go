@@ -82,6 +82,7 @@ func (b *imageNode) ensureLoop(ctx context.Context, image string, readOnly, lock
 	if err != nil {
 		return loop.Device{}, false, err
 	}
+	devs = slices.DeleteFunc(devs, func(d loop.Device) bool { return !b.ownsDevice(d) })
 	for _, d := range devs {
 		if d.ReadOnly == readOnly && !d.Deleted && !d.Detaching {
 			return d, false, nil
@@ -95,7 +96,8 @@ func (b *imageNode) ensureLoop(ctx context.Context, image string, readOnly, lock
 			return loop.Device{}, false, aborted("loop device %s of %s is still being detached (another process holds it open); retry", d.Path, image)
 		}
 	}
-	d, err := b.host.Loops.Attach(ctx, image, loop.Options{ReadOnly: readOnly, DirectIO: true, BlockSize: deviceBlockSize, Lock: lock})
+	d, err := b.host.Loops.Attach(ctx, image, loop.Options{ReadOnly: readOnly, DirectIO: true, BlockSize: deviceBlockSize, Lock: lock,
+		Owner: deviceOwner(b.node)})
 	if errors.Is(err, loop.ErrLocked) {
 		return loop.Device{}, false, fmt.Errorf("%w: another node still holds the image %s through its loop device and could write to it; "+
 			"that node must unstage the volume (or be cut off from the pool's storage) before node %s may stage it", err, image, b.node)
@@ -164,4 +166,25 @@ func (b *imageNode) StagedEntry(id string) (inuse.Entry, bool, error) {
 		e.StagingPath, e.Block, e.ReadOnly = filepath.Dir(binds[0].MountPoint), true, binds[0].Device.ReadOnly
 	}
 	return e, true, nil
+}
+
+// deviceOwner is what a node writes into the loop devices it attaches
+// (loop.Options.Owner): "filevol/" and the node's owner key, within the
+// 63 bytes the device keeps.
+func deviceOwner(node string) string { return "filevol/" + pool.OwnerKey(node) }
+
+// ownsDevice reports whether d, a device on one of this pool's images, is
+// this node's to reuse. On a shared pool several node processes may share
+// one kernel and one file (tests, or one host serving several nodes);
+// there the path and the file's identity are the same for every node's
+// device, and only the owner written into it tells them apart. Reusing
+// another node's device would make this node a second writer that no lock
+// stops. A device without an owner is an older build's, on this kernel:
+// this node's.
+func (b *imageNode) ownsDevice(d loop.Device) bool {
+	if !b.fence {
+		return true
+	}
+	owner := b.host.Loops.Owner(d)
+	return owner == "" || owner == deviceOwner(b.node)
 }

@@ -37,31 +37,58 @@ func (s *NodeService) dropStagedIfUnused(nv *nodeVolumes, id string) {
 // under its lock, so it never races a stage or an unstage.
 func (s *NodeService) ReconcileInUse() {
 	for _, nv := range s.vols.all {
-		s.reconcile(nv)
+		s.reconcile(nv, false)
 	}
 }
 
-func (s *NodeService) reconcile(nv *nodeVolumes) {
+// reconcileBeforeServing is ReconcileInUse at start, before any call can
+// be in flight: one listing of the kernel is then the whole truth.
+func (s *NodeService) reconcileBeforeServing() {
+	for _, nv := range s.vols.all {
+		s.reconcile(nv, true)
+	}
+}
+
+// reconcile is ReconcileInUse for one pool. beforeServing says no call
+// can have staged anything since the listing of the attached volumes.
+func (s *NodeService) reconcile(nv *nodeVolumes, beforeServing bool) {
 	mine, err := nv.inuse.OfNode(s.cfg.NodeID)
 	if err != nil {
 		klog.ErrorS(err, "read this node's in-use records", "pool", nv.Dir())
 		return
 	}
+	// The volumes attached now, from one listing of the loop devices: a
+	// record whose volume is among them is in use and stays, without a
+	// look-up of its own (a look-up per record scanned every loop device of
+	// the node once per record: a second per sweep at 1,000 volumes).
+	f, finder := nv.NodeBackend.(stagedFinder)
+	var ids []string
+	if finder {
+		if ids, err = f.Attached(); err != nil {
+			klog.ErrorS(err, "find the volumes attached here to reconcile in-use records", "pool", nv.Dir())
+			return
+		}
+	}
+	attached := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		attached[id] = true
+	}
 	for id := range mine {
 		// A pool may hold volumes of several kinds: each record is its
 		// own backend's to check.
-		if r, err := s.vols.volume(id); err == nil && r == nv {
+		r, err := s.vols.volume(id)
+		switch {
+		case err != nil || r != nv || attached[id]:
+		case beforeServing && finder:
+			// The listing is the truth: a look-up per record scanned every
+			// loop device once more, and after a reboot 1,000 records kept
+			// the driver from serving for over 20 s.
+			if err := nv.inuse.Remove(id, s.cfg.NodeID); err != nil {
+				klog.ErrorS(err, "drop the in-use record of a volume no longer staged", "volumeID", id)
+			}
+		default:
 			s.withLock(id, func() { s.dropStagedIfUnused(nv, id) })
 		}
-	}
-	f, ok := nv.NodeBackend.(stagedFinder)
-	if !ok {
-		return
-	}
-	ids, err := f.Attached()
-	if err != nil {
-		klog.ErrorS(err, "find the volumes attached here to reconcile in-use records", "pool", nv.Dir())
-		return
 	}
 	for _, id := range ids {
 		if mine[id] != nil {

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/filevol/filevol/internal/hostos/loop"
+	"github.com/filevol/filevol/internal/hostos/mount"
 	"github.com/filevol/filevol/internal/volview"
 )
 
@@ -343,5 +344,39 @@ func TestNodeUnstageWaitsOutATransientlyBusyDevice(t *testing.T) {
 	e.k.Fail("DetachFile", fmt.Errorf("detach: %w", loop.ErrBusy))
 	if err := e.unstage(id, e.staging("a")); status.Code(toStatus(err)) != codes.FailedPrecondition || !errors.Is(err, loop.ErrBusy) {
 		t.Fatalf("unstage with a device busy for good = %v, want FAILED_PRECONDITION saying busy", err)
+	}
+}
+
+// At the kernel's limits a stage fails with RESOURCE_EXHAUSTED (the CO
+// backs off, and the scheduler may place the pod elsewhere) and leaves
+// nothing behind: no free loop device (LOOP_CTL_GET_FREE fails), or the
+// mount namespace at fs.mount-max (mount(2) ENOSPC, which
+// internal/hostos/mount reports as ErrTableFull; its test hits the real
+// limit).
+func TestNodeStageAtKernelLimitsIsResourceExhausted(t *testing.T) {
+	cases := []struct {
+		op  string
+		err error
+		cap *csipb.VolumeCapability
+	}{
+		{"Attach", fmt.Errorf("loop: attach: %w: LOOP_CTL_GET_FREE: %w", loop.ErrNoDevice, unix.ENOMEM), capMount("ext4", rw)},
+		{"Mount", fmt.Errorf("mount: %w: %w", mount.ErrTableFull, unix.ENOSPC), capMount("ext4", rw)},
+		{"Bind", fmt.Errorf("bind: %w: %w", mount.ErrTableFull, unix.ENOSPC), capBlock(rw)},
+	}
+	for _, c := range cases {
+		t.Run(c.op, func(t *testing.T) {
+			e := newNodeEnv(t)
+			id := e.volume("a", "ext4", 64<<20)
+			e.k.Fail(c.op, c.err)
+			wantCode(t, "stage at the limit", e.stage(id, e.staging("a"), c.cap), codes.ResourceExhausted)
+			e.k.Fail(c.op, nil)
+			if devs := e.devices(id); len(devs) != 0 {
+				t.Fatalf("failed stage left %v attached; log %v", devs, e.k.Log())
+			}
+			if rec := e.inUse(id); len(rec) != 0 {
+				t.Errorf("in-use records %+v left by a failed stage", rec)
+			}
+			e.mustStage(id, e.staging("a"), c.cap)
+		})
 	}
 }

@@ -103,6 +103,9 @@ var accessModes = map[csipb.VolumeCapability_AccessMode_Mode]bool{
 	csipb.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY:   true,
 	csipb.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER: true,
 	csipb.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER:  true,
+	// Directory volumes of a shared pool only (checkCapabilities).
+	csipb.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER: true,
+	csipb.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY:  true,
 }
 
 // checkCapability validates one capability and returns the fs type it asks
@@ -138,15 +141,18 @@ func checkCapability(c *csipb.VolumeCapability) (string, error) {
 // checkCapabilities validates a CreateVolume capability list and merges it
 // with the fstype parameter: the fs type is whatever the capabilities and
 // parameters agree on, ext4 by default.
-func checkCapabilities(caps []*csipb.VolumeCapability, p *createParams) error {
+func checkCapabilities(caps []*csipb.VolumeCapability, p *createParams, shared bool) error {
 	if len(caps) == 0 {
 		return invalidArgument("volume capabilities are missing")
 	}
 	if p.dir {
-		return checkDirCapabilities(caps)
+		return checkDirCapabilities(caps, shared)
 	}
 	blockOnly := true
 	for _, c := range caps {
+		if multiNode(c) {
+			return errImageSingleNode(c)
+		}
 		t, err := checkCapability(c)
 		if err != nil {
 			return err
@@ -167,6 +173,13 @@ func checkCapabilities(caps []*csipb.VolumeCapability, p *createParams) error {
 		p.fsType = "ext4"
 	}
 	return nil
+}
+
+// errImageSingleNode refuses a MULTI_NODE_* access mode for an image
+// volume: its filesystem is mounted by one kernel at a time.
+func errImageSingleNode(c *csipb.VolumeCapability) error {
+	return invalidArgument("access mode %s is not supported for image volumes: their filesystem is mounted on a single node "+
+		"(MULTI_NODE_* is for directory volumes, provisioningMode: directory, of a pool every node mounts)", c.GetAccessMode().GetMode())
 }
 
 // volumeSize turns a capacity range into the size to allocate, following
@@ -286,15 +299,22 @@ func describeTopologies(ts []*csipb.Topology) string {
 
 // checkDirCapabilities validates the capabilities of a directory volume:
 // mount access only, with no filesystem type (the volume is a directory
-// of the pool's filesystem), on one node: this pool is node-local, and
-// MULTI_NODE_* needs a pool that the nodes share.
-func checkDirCapabilities(caps []*csipb.VolumeCapability) error {
+// of the pool's filesystem). On a node-local pool SINGLE_NODE_* only; on
+// a shared one (--pool-shared: every node mounts the directory pool) also
+// MULTI_NODE_MULTI_WRITER and MULTI_NODE_READER_ONLY, which a bind mount
+// on each node gives. MULTI_NODE_SINGLE_WRITER is not offered: nothing
+// would stop a second node's bind from writing.
+func checkDirCapabilities(caps []*csipb.VolumeCapability, shared bool) error {
 	for _, c := range caps {
-		switch c.GetAccessMode().GetMode() {
-		case csipb.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER, csipb.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY,
-			csipb.VolumeCapability_AccessMode_MULTI_NODE_SINGLE_WRITER:
-			return invalidArgument("access mode %s: this directory pool is node-local (on one node's disk), so its volumes are SINGLE_NODE_* only; "+
-				"MULTI_NODE_* needs a directory pool that every node shares", c.GetAccessMode().GetMode())
+		switch m := c.GetAccessMode().GetMode(); m {
+		case csipb.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER, csipb.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY:
+			if !shared {
+				return invalidArgument("access mode %s: this directory pool is node-local (on one node's disk), so its volumes are SINGLE_NODE_* only; "+
+					"MULTI_NODE_* needs a directory pool that every node mounts, served with --pool-shared", m)
+			}
+		case csipb.VolumeCapability_AccessMode_MULTI_NODE_SINGLE_WRITER:
+			return invalidArgument("access mode %s is not offered for directory volumes: every node's bind of the directory could write; "+
+				"ask for MULTI_NODE_MULTI_WRITER or MULTI_NODE_READER_ONLY", m)
 		}
 		if _, err := checkCapability(c); err != nil {
 			return err

@@ -113,7 +113,7 @@ func TestCheckCapabilities(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			p := createParams{fsType: c.param}
-			err := checkCapabilities(c.caps, &p)
+			err := checkCapabilities(c.caps, &p, false)
 			if code := codeOf(err); code != c.code {
 				t.Fatalf("code %v (%v), want %v", code, err, c.code)
 			}

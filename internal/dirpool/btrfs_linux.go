@@ -23,8 +23,12 @@ const (
 	iocFSInfo       = 0x8400941f // _IOR(0x94, 31, struct btrfs_ioctl_fs_info_args)
 	iocQuotaCtl     = 0xc0109428 // _IOWR(0x94, 40, struct btrfs_ioctl_quota_ctl_args)
 	iocQgroupLimit  = 0x8030942b // _IOR(0x94, 43, struct btrfs_ioctl_qgroup_limit_args)
+	iocQgroupAssign = 0x40189429 // _IOW(0x94, 41, struct btrfs_ioctl_qgroup_assign_args)
+	iocQgroupCreate = 0x4010942a // _IOW(0x94, 42, struct btrfs_ioctl_qgroup_create_args)
 
 	quotaCtlEnable    = 1
+	quotaCtlSimple    = 4 // BTRFS_QUOTA_CTL_ENABLE_SIMPLE_QUOTA (Linux 6.7)
+	qgroupLevelShift  = 48
 	qgroupLimitRfer   = 1 << 0 // BTRFS_QGROUP_LIMIT_MAX_RFER
 	subvolRdonly      = 1 << 1 // BTRFS_SUBVOL_RDONLY
 	firstFreeObjectID = 256    // the inode number of every subvolume's root
@@ -57,6 +61,10 @@ type fsInfoArgs struct {
 }
 
 type quotaCtlArgs struct{ cmd, status uint64 }
+
+type qgroupAssignArgs struct{ assign, src, dst uint64 }
+
+type qgroupCreateArgs struct{ create, qgroupid uint64 }
 
 type qgroupLimitArgs struct {
 	qgroupid                                  uint64
@@ -141,30 +149,64 @@ func fsUUID(fd int) (string, error) {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16]), nil
 }
 
-// enableQuota turns qgroups on (a no-op when they are on already).
-func enableQuota(fd int) error {
-	a := quotaCtlArgs{cmd: quotaCtlEnable}
+// enableQuota turns quotas on in mode cmd (quotaCtlEnable: full
+// qgroups; quotaCtlSimple: simple quotas).
+func enableQuota(fd int, cmd uint64) error {
+	a := quotaCtlArgs{cmd: cmd}
 	if err := ioctl(fd, iocQuotaCtl, unsafe.Pointer(&a)); err != nil {
 		return fmt.Errorf("btrfs quota enable: %w", err)
 	}
 	return nil
 }
 
-// limitQgroup sets the referenced-bytes limit of the subvolume whose
-// root fd is open (qgroup 0/<its ID>): writes past it get EDQUOT.
-func limitQgroup(fd int, bytes int64) error {
-	a := qgroupLimitArgs{flags: qgroupLimitRfer, maxRfer: uint64(bytes)}
+// qgroupID is the kernel's number of qgroup level/id.
+func qgroupID(level, id uint64) uint64 { return level<<qgroupLevelShift | id }
+
+// limitQgroup sets the referenced-bytes limit of qgroup qgid (0: the
+// subvolume whose root fd is open, 0/<its ID>); writes past it get
+// EDQUOT. bytes < 0 lifts the limit.
+func limitQgroup(fd int, qgid uint64, bytes int64) error {
+	a := qgroupLimitArgs{qgroupid: qgid, flags: qgroupLimitRfer, maxRfer: uint64(bytes)}
+	if bytes < 0 {
+		a.maxRfer = ^uint64(0)
+	}
 	if err := ioctl(fd, iocQgroupLimit, unsafe.Pointer(&a)); err != nil {
-		return fmt.Errorf("btrfs qgroup limit: %w", err)
+		return fmt.Errorf("btrfs qgroup limit %d/%d: %w", qgid>>qgroupLevelShift, qgid&(1<<qgroupLevelShift-1), err)
+	}
+	return nil
+}
+
+// createQgroup makes (or, with create false, destroys) qgroup qgid in the
+// filesystem of fd.
+func createQgroup(fd int, qgid uint64, create bool) error {
+	a := qgroupCreateArgs{qgroupid: qgid}
+	if create {
+		a.create = 1
+	}
+	if err := ioctl(fd, iocQgroupCreate, unsafe.Pointer(&a)); err != nil {
+		return err
+	}
+	return nil
+}
+
+// assignQgroup makes qgroup src a member of dst (with assign false:
+// no longer one).
+func assignQgroup(fd int, src, dst uint64, assign bool) error {
+	a := qgroupAssignArgs{src: src, dst: dst}
+	if assign {
+		a.assign = 1
+	}
+	if err := ioctl(fd, iocQgroupAssign, unsafe.Pointer(&a)); err != nil {
+		return fmt.Errorf("btrfs qgroup assign %t: %w", assign, err)
 	}
 	return nil
 }
 
 // qgroupUsage reads the referenced bytes and the limit of qgroup
-// 0/<subvol> from sysfs (/sys/fs/btrfs/<uuid>/qgroups/0_<id>), which
+// level/id from sysfs (/sys/fs/btrfs/<uuid>/qgroups/<level>_<id>), which
 // the kernel updates at each transaction commit.
-func qgroupUsage(uuid string, subvol uint64) (used, limit int64, err error) {
-	dir := fmt.Sprintf("/sys/fs/btrfs/%s/qgroups/0_%d/", uuid, subvol)
+func qgroupUsage(uuid string, level, id uint64) (used, limit int64, err error) {
+	dir := fmt.Sprintf("/sys/fs/btrfs/%s/qgroups/%d_%d/", uuid, level, id)
 	read := func(name string) (int64, error) {
 		b, err := os.ReadFile(dir + name)
 		if err != nil {
@@ -186,10 +228,16 @@ func qgroupUsage(uuid string, subvol uint64) (used, limit int64, err error) {
 // symlink and without leaving root ("..", absolute paths and magic links
 // are refused by the kernel: openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS).
 func openBeneath(root int, rel string) (int, error) {
-	fd, err := unix.Openat2(root, rel, &unix.OpenHow{
+	how := &unix.OpenHow{
 		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
-	})
+	}
+	fd, err := unix.Openat2(root, rel, how)
+	// EAGAIN: a rename anywhere on the filesystem raced the lookup (the
+	// kernel cannot then prove the path stayed beneath root); retry.
+	for i := 0; errors.Is(err, unix.EAGAIN) && i < openRetries; i++ {
+		fd, err = unix.Openat2(root, rel, how)
+	}
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return -1, err
@@ -198,6 +246,9 @@ func openBeneath(root int, rel string) (int, error) {
 	}
 	return fd, nil
 }
+
+// openRetries bounds openBeneath's retries after EAGAIN.
+const openRetries = 64
 
 // isSubvolumeRoot reports whether fd is the root of a subvolume.
 func isSubvolumeRoot(fd int) (bool, error) {

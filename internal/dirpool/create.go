@@ -29,6 +29,9 @@ func (p *Pool) Create(ctx context.Context, req pool.CreateRequest) (pool.Volume,
 	if err != nil {
 		return pool.Volume{}, err
 	}
+	if err := p.checkPlainCreate(params, rel, req.Source != nil); err != nil {
+		return pool.Volume{}, err
+	}
 	gid, allocated, err := p.reserveGID(params)
 	if err != nil {
 		return pool.Volume{}, err
@@ -57,7 +60,7 @@ func (p *Pool) create(ctx context.Context, v *Volume) (err error) {
 	}
 	defer unix.Close(tmp)
 	// A failed earlier attempt of this create left its subvolume: start over.
-	if err := destroySubvolume(tmp, v.ID); err != nil && !errors.Is(err, unix.ENOENT) {
+	if err := p.destroyTree(tmp, v.ID); err != nil && !errors.Is(err, unix.ENOENT) {
 		return err
 	}
 	if err := p.makeSubvolume(tmp, v); err != nil {
@@ -66,7 +69,7 @@ func (p *Pool) create(ctx context.Context, v *Volume) (err error) {
 	made := true
 	defer func() {
 		if made && err != nil {
-			if derr := destroySubvolume(tmp, v.ID); derr != nil {
+			if derr := p.destroyTree(tmp, v.ID); derr != nil {
 				klog.ErrorS(derr, "Failed create left a subvolume; the next open destroys it", "volumeID", v.ID)
 			}
 		}
@@ -109,6 +112,9 @@ func (p *Pool) create(ctx context.Context, v *Volume) (err error) {
 // makeSubvolume makes tmp/<id>, empty or a writable snapshot of the
 // source, with its qgroup limit, owner and mode.
 func (p *Pool) makeSubvolume(tmp int, v *Volume) error {
+	if p.plain {
+		return p.makePlainDir(tmp, v)
+	}
 	if src := v.ContentSource; src != nil {
 		sfd, err := p.openSource(src)
 		if err != nil {
@@ -130,7 +136,7 @@ func (p *Pool) makeSubvolume(tmp int, v *Volume) error {
 	if v.Subvolume, err = subvolumeID(fd); err != nil {
 		return err
 	}
-	if err := limitQgroup(fd, v.CapacityBytes); err != nil {
+	if err := p.limitVolume(fd, v); err != nil {
 		return err
 	}
 	if err := unix.Fchown(fd, int(v.UID), int(v.GID)); err != nil {
@@ -215,7 +221,7 @@ func (p *Pool) Expand(_ context.Context, id string, size, requested int64) (pool
 	defer unix.Close(fd)
 	// Limit first, record second: a crash between leaves a limit above
 	// the record, which a retried expansion raises to the same value.
-	if err := limitQgroup(fd, size); err != nil {
+	if err := p.setLimit(fd, v, size); err != nil {
 		return pool.Volume{}, err
 	}
 	if err := unix.Syncfs(p.root); err != nil {

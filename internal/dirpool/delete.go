@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
@@ -18,7 +19,9 @@ import (
 // (durably), then its record removed (the commit point); the background
 // deleter destroys the subvolume. A missing volume is success. What is
 // at the volume's path is checked to be its subvolume first: a directory
-// that replaced it is refused (ErrNotVolume), never deleted.
+// that replaced it is refused (ErrNotVolume), never deleted. A volume
+// of a class with deleteDirectory: "false" keeps its directory instead
+// (retain.go): only its record, gid and quota are released.
 func (p *Pool) Delete(_ context.Context, id string) error {
 	v, err := p.Record(id)
 	if errors.Is(err, pool.ErrNotFound) {
@@ -27,7 +30,12 @@ func (p *Pool) Delete(_ context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	if err := p.trash(v.Path, v); err != nil && !errors.Is(err, unix.ENOENT) {
+	if params, perr := Parameters(v.Parameters); perr == nil && params.Retain {
+		err = p.retain(v, params)
+	} else {
+		err = p.trash(v.Path, v)
+	}
+	if err != nil && !errors.Is(err, unix.ENOENT) {
 		return err
 	}
 	mark := p.vols.Mark()
@@ -103,9 +111,29 @@ func (p *Pool) collect() {
 		case <-p.stop:
 			return
 		case <-p.wake:
-			if err := p.EmptyTrash(); err != nil {
+			waiting, err := p.emptyTrash()
+			if err != nil {
 				klog.ErrorS(err, "Emptying the directory pool's trash", "pool", p.dir)
 			}
+			if waiting > 0 {
+				// The kernel's cleaner drops destroyed subvolumes in the
+				// background; their qgroups can go once it has.
+				time.AfterFunc(qgroupRetry, p.kick)
+			}
+		}
+	}
+}
+
+// RunCollector wakes the background deleter every interval until ctx
+// ends: the garbage collector's sweep of the trash and of the qgroups due
+// to go, besides the wake-ups deletes give it.
+func (p *Pool) RunCollector(ctx context.Context, interval time.Duration) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(interval):
+			p.kick()
 		}
 	}
 }
@@ -113,25 +141,53 @@ func (p *Pool) collect() {
 // EmptyTrash destroys every subvolume in the trash: the end of deletes,
 // interrupted ones included (the garbage collector's part).
 func (p *Pool) EmptyTrash() error {
+	_, err := p.emptyTrash()
+	return err
+}
+
+// qgroupRetry is how long the collector waits before it looks again for
+// qgroups whose subvolumes the kernel's cleaner has not dropped yet.
+const qgroupRetry = 2 * time.Second
+
+// emptyTrash is EmptyTrash, and it also destroys the qgroups due to go
+// (sweepQgroups): it returns how many wait for the kernel's cleaner.
+func (p *Pool) emptyTrash() (int, error) {
 	p.trashMu.Lock()
 	defer p.trashMu.Unlock()
 	names, err := p.entries(trashDir)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	trash, err := p.metaFD(trashDir)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer unix.Close(trash)
 	var errs []error
-	for _, n := range names {
-		if err := destroyTree(trash, n); err != nil {
-			errs = append(errs, err)
+	// A plain pool's removal moves the deep parts of a tree to the top of
+	// the trash (removeTree): a pass removes them, until one finds nothing
+	// new to remove.
+	for seen := map[string]bool{}; len(names) > 0; {
+		for _, n := range names {
+			seen[n] = true
+			if err := p.destroyTree(trash, n); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		all, err := p.entries(trashDir)
+		if err != nil {
+			return 0, err
+		}
+		names = names[:0]
+		for _, n := range all {
+			if !seen[n] {
+				names = append(names, n)
+			}
 		}
 	}
 	errs = append(errs, p.sweepSnapshots())
-	return errors.Join(errs...)
+	waiting, err := p.sweepQgroups()
+	return waiting, errors.Join(append(errs, err)...)
 }
 
 // destroyTree destroys the subvolume name in parent, with the subvolumes
@@ -139,16 +195,27 @@ func (p *Pool) EmptyTrash() error {
 // can write; the kernel refuses to destroy a subvolume that holds one,
 // ENOTEMPTY). A plain directory (never made by the pool, but possible
 // after an operator's move) is left for the operator and reported.
-func destroyTree(parent int, name string) error {
-	return destroyNested(parent, name, 0)
+func (p *Pool) destroyTree(parent int, name string) error {
+	if p.plain {
+		trash, err := p.metaFD(trashDir)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(trash)
+		if err := removeTree(trash, parent, name, 0); err != nil && !errors.Is(err, errDeferred) {
+			return err
+		}
+		return nil
+	}
+	return p.destroyNested(parent, name, 0)
 }
 
 // maxNesting bounds how deep destroyNested looks for nested subvolumes: a
 // pod's directory tree can be arbitrarily deep.
 const maxNesting = 64
 
-func destroyNested(parent int, name string, depth int) error {
-	err := destroySubvolume(parent, name)
+func (p *Pool) destroyNested(parent int, name string, depth int) error {
+	err := p.destroyOne(parent, name)
 	if err == nil || errors.Is(err, unix.ENOENT) {
 		return nil
 	}
@@ -167,12 +234,12 @@ func destroyNested(parent int, name string, depth int) error {
 		if oerr != nil {
 			return errors.Join(err, oerr)
 		}
-		werr := destroySubvolumesIn(fd, depth+1)
+		werr := p.destroySubvolumesIn(fd, depth+1)
 		_ = unix.Close(fd)
 		if werr != nil {
 			return errors.Join(err, werr)
 		}
-		err = destroySubvolume(parent, name)
+		err = p.destroyOne(parent, name)
 		if err == nil || errors.Is(err, unix.ENOENT) {
 			return nil
 		}
@@ -188,7 +255,7 @@ const destroyAttempts = 5
 
 // destroySubvolumesIn destroys every subvolume under the directory dir,
 // opening each directory beneath the last without following links.
-func destroySubvolumesIn(dir, depth int) error {
+func (p *Pool) destroySubvolumesIn(dir, depth int) error {
 	if depth >= maxNesting {
 		return fmt.Errorf("subvolumes nested deeper than %d directories", maxNesting)
 	}
@@ -222,80 +289,13 @@ func destroySubvolumesIn(dir, depth int) error {
 		}
 		root, err := isSubvolumeRoot(sub)
 		if err == nil && !root {
-			err = destroySubvolumesIn(sub, depth+1)
+			err = p.destroySubvolumesIn(sub, depth+1)
 		}
 		_ = unix.Close(sub)
 		if err == nil && root {
-			err = destroyNested(dir, e.Name(), depth)
+			err = p.destroyNested(dir, e.Name(), depth)
 		}
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-// repair resolves what a crash left (doc.go), at an open that holds the
-// pool alone.
-func (p *Pool) repair() error {
-	tmps, err := p.entries(tmpDir)
-	if err != nil {
-		return err
-	}
-	tmp, err := p.metaFD(tmpDir)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(tmp)
-	for _, id := range tmps {
-		v, err := p.vols.Get(id)
-		if err != nil {
-			// No record (or not an ID): a create before its commit.
-			klog.InfoS("Destroying the subvolume of a create that did not commit", "name", id)
-			if err := destroyTree(tmp, id); err != nil {
-				return err
-			}
-			continue
-		}
-		parent, last, err := p.makeParents(v.Path)
-		if err != nil {
-			return err
-		}
-		err = unix.Renameat2(tmp, id, parent, last, unix.RENAME_NOREPLACE)
-		_ = unix.Close(parent)
-		if err != nil {
-			return fmt.Errorf("roll create of %s forward to %s: %w", id, v.Path, err)
-		}
-		klog.InfoS("Rolled an interrupted create forward", "volumeID", id, "path", v.Path)
-	}
-	// A record whose subvolume is in the trash: a delete after its rename.
-	trashed, err := p.entries(trashDir)
-	if err != nil {
-		return err
-	}
-	inTrash := map[string]bool{}
-	for _, n := range trashed {
-		id, _, _ := strings.Cut(n, ".")
-		inTrash[id] = true
-	}
-	mark := p.vols.Mark()
-	removed := false
-	for _, v := range p.vols.List() {
-		if !inTrash[v.ID] {
-			continue
-		}
-		if fd, err := p.openVolume(v); err == nil {
-			_ = unix.Close(fd)
-			continue // the volume is in place; the trash holds an older one of its name
-		}
-		klog.InfoS("Finishing an interrupted delete", "volumeID", v.ID)
-		if err := p.vols.Remove(v.ID); err != nil {
-			return err
-		}
-		removed = true
-	}
-	if removed {
-		if err := p.vols.Synced(mark); err != nil {
-			return err
-		}
-	}
-	return unix.Syncfs(p.root)
 }

@@ -12,6 +12,7 @@
 //	<dir>/.filevol/volumes/<id>.json a volume's record (internal/recordstore)
 //	<dir>/.filevol/tmp/<id>         a subvolume being created
 //	<dir>/.filevol/trash/<id>.<n>   a deleted subvolume, destroyed in the background
+//	<dir>/.filevol/qgroups/<l>_<n>  a qgroup of a destroyed subvolume, due to go (qgroup.go)
 //	<dir>/<basePath>/<subPath>      a volume's subvolume (Params.Path)
 //
 // Create makes the subvolume as tmp/<id>, sets its qgroup limit, owner and

@@ -1,6 +1,11 @@
 package dirpool
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/filevol/filevol/internal/pool"
+)
 
 // reserveGID picks the volume's gid: the gid parameter when given (not
 // allocated, not checked: the class asked for it), else the lowest gid of
@@ -9,13 +14,19 @@ import "fmt"
 // by every create and delete, so the allocation survives restarts and a
 // changed range is honoured at the next create. Allocated gids of every
 // range are avoided, and explicit ones too: two volumes of the pool never
-// share a gid the pool handed out.
+// share a gid the pool handed out. The index is brought up to date with
+// the records on disk first: another process (a controller replica that
+// led before this one, on a shared pool) may have created or deleted
+// volumes since this one loaded it.
 func (p *Pool) reserveGID(params Params) (uint32, bool, error) {
 	if params.HasGID {
 		return params.GID, false, nil
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if err := p.refreshIndex(); err != nil {
+		return 0, false, err
+	}
 	used := map[uint32]bool{}
 	p.vols.Each(func(v Volume) { used[v.GID] = true })
 	for g := range p.reserved {
@@ -49,4 +60,26 @@ func lowestFree(start, end uint32, used map[uint32]bool) (uint32, bool) {
 		}
 	}
 	return 0, false
+}
+
+// refreshIndex reads the records that appeared on disk since the index
+// was loaded and drops those that went (Get does both).
+func (p *Pool) refreshIndex() error {
+	sc, err := p.vols.Scan()
+	if err != nil {
+		return err
+	}
+	for id := range sc.Records {
+		if !p.vols.Has(id) {
+			if _, err := p.vols.Get(id); err != nil && !errors.Is(err, pool.ErrNotFound) {
+				return err
+			}
+		}
+	}
+	for _, v := range p.vols.List() {
+		if !sc.Records[v.ID] {
+			_, _ = p.vols.Get(v.ID) // gone: Get drops it from the index
+		}
+	}
+	return nil
 }

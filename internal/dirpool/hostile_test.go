@@ -44,6 +44,7 @@ func TestParametersRefuseHostileInput(t *testing.T) {
 		{"range reversed", map[string]string{ParamGIDRangeStart: "10", ParamGIDRangeEnd: "9"}, ErrInvalidParameter},
 		{"range from 0", map[string]string{ParamGIDRangeStart: "0"}, ErrInvalidParameter},
 		{"ensureUnique not bool", map[string]string{ParamEnsureUnique: "maybe"}, ErrInvalidParameter},
+		{"deleteDirectory not bool", map[string]string{ParamDeleteDirectory: "keep"}, ErrInvalidParameter},
 		{"unknown", map[string]string{"deleteAccessPointRootDir": "true"}, ErrInvalidParameter},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

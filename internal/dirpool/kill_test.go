@@ -3,19 +3,19 @@ package dirpool
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/filevol/filevol/internal/dirpool/dirpooltest"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/testutil"
 )
 
 // killChildEnv makes the test binary a worker that creates and deletes
@@ -39,7 +39,9 @@ func killChild(dir string) {
 		os.Exit(2)
 	}
 	ctx := context.Background()
-	params := map[string]string{ParamBasePath: "k", ParamGIDRangeStart: "1000", ParamGIDRangeEnd: "1063"}
+	// allowUnenforcedSize: the same worker runs on plain pools (ext4); on
+	// btrfs the size is enforced anyway.
+	params := map[string]string{ParamBasePath: "k", ParamGIDRangeStart: "1000", ParamGIDRangeEnd: "1063", ParamAllowUnenforcedSize: "true"}
 	for i := 0; ; i++ {
 		name := fmt.Sprintf("v%d-%d", os.Getpid(), i)
 		if _, err := p.Create(ctx, pool.CreateRequest{Name: name, CapacityBytes: 8 * mib, Parameters: params}); err == nil {
@@ -58,6 +60,24 @@ func killChild(dir string) {
 // gids unique, and the trash emptied by the collector.
 func TestKillDuringCreateAndDelete(t *testing.T) {
 	first, dir := newPool(t)
+	base := qgroups(t, first)
+	killRepeatedly(t, first, dir)
+	// No qgroup of a volume the kills deleted, or whose create they
+	// undid, is left: only the filesystem's own and the live volumes'.
+	p := openPool(t, dir)
+	settle(t, p, dir)
+	wantQgroups(t, p, base, "after the kills")
+}
+
+// The same on a plain pool (ext4: no quota, sizes unenforced).
+func TestKillDuringCreateAndDeleteOnAPlainPool(t *testing.T) {
+	dir := dirpooltest.Filesystem(t, testutil.Scratch(t, "dirpool-kill-ext4"), 512<<20, "ext4")
+	killRepeatedly(t, openPool(t, dir), dir)
+}
+
+// killRepeatedly kills a worker creating and deleting volumes in the
+// pool at dir at random points, and checks the invariants after each.
+func killRepeatedly(t *testing.T, first *Pool, dir string) {
 	// The worker and the checks below must each hold the pool alone to
 	// repair it at open.
 	first.Close()
@@ -111,28 +131,15 @@ func checkInvariants(t *testing.T, p *Pool, dir, when string) {
 			t.Errorf("%s: left in %s: %d entries", when, sub, len(ents))
 		}
 	}
-	// Every subvolume under the pool's root is a recorded volume's.
-	err := filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
-		if err != nil || !e.IsDir() || path == dir {
-			return err
+	// Every directory under the base path is a recorded volume's (on a
+	// plain pool nothing else tells a volume's directory apart).
+	ents, err := os.ReadDir(filepath.Join(dir, "k"))
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if !paths["k/"+e.Name()] {
+			t.Errorf("%s: k/%s has no record", when, e.Name())
 		}
-		rel, _ := filepath.Rel(dir, path)
-		if strings.HasPrefix(rel, metaDir) {
-			return filepath.SkipDir
-		}
-		var st unix.Stat_t
-		if err := unix.Lstat(path, &st); err != nil {
-			return err
-		}
-		if st.Ino == firstFreeObjectID {
-			if !paths[rel] {
-				t.Errorf("%s: subvolume %s has no record", when, rel)
-			}
-			return filepath.SkipDir
-		}
-		return nil
-	})
-	if err != nil {
-		t.Error(err)
 	}
 }

@@ -26,6 +26,9 @@ func (p *Pool) openVolume(v Volume) (int, error) {
 }
 
 func (p *Pool) checkSubvolume(fd int, v Volume) error {
+	if v.Unenforced {
+		return p.checkPlain(fd, v)
+	}
 	root, err := isSubvolumeRoot(fd)
 	if err != nil {
 		return err
@@ -66,5 +69,8 @@ func (p *Pool) Usage(id string) (used, limit int64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	return qgroupUsage(p.uuid, v.Subvolume)
+	if v.Unenforced {
+		return p.fsUsage()
+	}
+	return p.usage(v)
 }

@@ -23,6 +23,14 @@ const (
 	ParamGIDRangeStart  = "gidRangeStart"
 	ParamGIDRangeEnd    = "gidRangeEnd"
 	ParamDirectoryPerms = "directoryPerms"
+	// ParamDeleteDirectory "false" keeps a deleted volume's directory and
+	// data (retain.go); default "true" (EFS: deleteAccessPointRootDir,
+	// default false).
+	ParamDeleteDirectory = "deleteDirectory"
+	// ParamAllowUnenforcedSize "true" lets a pool without a usable quota
+	// (plain.go) create volumes whose size is not enforced; default
+	// "false": such creates are refused. filevol's own; EFS has no quota.
+	ParamAllowUnenforcedSize = "allowUnenforcedSize"
 
 	// What external-provisioner passes with --extra-create-metadata.
 	ParamPVCNamespace = "csi.storage.k8s.io/pvc/namespace"
@@ -60,6 +68,10 @@ type Params struct {
 	GIDRangeStart, GIDRangeEnd uint32
 	// Perms is the directory's mode (permission bits only).
 	Perms uint32
+	// Retain: a delete keeps the directory (deleteDirectory: "false").
+	Retain bool
+	// AllowUnenforced: a pool without quota may create the volume.
+	AllowUnenforced bool
 	// Metadata of the claim, from external-provisioner.
 	PVCNamespace, PVCName, PVName string
 }
@@ -96,6 +108,12 @@ func Parameters(params map[string]string) (Params, error) {
 				err = fmt.Errorf("not a mode of at most 7777")
 			}
 			p.Perms = uint32(m)
+		case ParamDeleteDirectory:
+			var del bool
+			del, err = strconv.ParseBool(v)
+			p.Retain = !del
+		case ParamAllowUnenforcedSize:
+			p.AllowUnenforced, err = strconv.ParseBool(v)
 		case ParamPVCNamespace:
 			p.PVCNamespace = v
 		case ParamPVCName:
@@ -109,7 +127,7 @@ func Parameters(params map[string]string) (Params, error) {
 		default:
 			return p, fmt.Errorf("%w: unknown parameter %q for a directory volume (accepted: %s)", ErrInvalidParameter, k,
 				strings.Join([]string{ParamBasePath, ParamSubPathPattern, ParamEnsureUnique, ParamUID, ParamGID,
-					ParamGIDRangeStart, ParamGIDRangeEnd, ParamDirectoryPerms}, ", "))
+					ParamGIDRangeStart, ParamGIDRangeEnd, ParamDirectoryPerms, ParamDeleteDirectory, ParamAllowUnenforcedSize}, ", "))
 		}
 		if err != nil {
 			return p, fmt.Errorf("%w: parameter %s=%q: %v", ErrInvalidParameter, k, v, err)

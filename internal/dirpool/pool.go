@@ -9,9 +9,9 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/klog/v2"
 
 	"github.com/filevol/filevol/internal/durable"
 	"github.com/filevol/filevol/internal/pool"
@@ -49,38 +49,18 @@ const (
 	volumesDir    = "volumes"
 )
 
-// Volume is the record of a directory volume.
-type Volume struct {
-	Version        int               `json:"version"`
-	ID             string            `json:"id"`
-	Name           string            `json:"name"`
-	CapacityBytes  int64             `json:"capacityBytes"`
-	RequestedBytes int64             `json:"requestedBytes,omitempty"`
-	Parameters     map[string]string `json:"parameters,omitempty"`
-	// Path is the subvolume's path relative to the pool's root.
-	Path string `json:"path"`
-	// Subvolume is its btrfs subvolume ID (qgroup 0/Subvolume): checked
-	// before every operation on Path, so that a directory that replaced
-	// the volume is never taken for it.
-	Subvolume uint64 `json:"subvolume"`
-	UID       uint32 `json:"uid"`
-	GID       uint32 `json:"gid"`
-	// GIDAllocated: GID came from the range and is the pool's to hand
-	// out again once the volume is gone.
-	GIDAllocated  bool                `json:"gidAllocated,omitempty"`
-	Mode          uint32              `json:"mode"`
-	ContentSource *pool.ContentSource `json:"contentSource,omitempty"`
-	Node          string              `json:"node"`
-	CreatedAt     time.Time           `json:"createdAt"`
-}
-
-// RecordID and RecordVersion make Volume a recordstore.Record.
-func (v Volume) RecordID() string   { return v.ID }
-func (v Volume) RecordVersion() int { return v.Version }
-
 // Options configures Open.
 type Options struct {
 	NodeID string
+	// Shared: every node mounts the pool (--pool-shared); the node says
+	// so in it (pool.AnnounceOwner), so that ControllerPublishVolume
+	// knows it.
+	Shared bool
+	// NodeOnly: this process serves the node half only. It never
+	// repairs and runs no collector: creates and deletes are the
+	// controller's, and on a shared pool a node on another host would
+	// otherwise take a create in flight for a crash's leftover.
+	NodeOnly bool
 }
 
 // Pool is an open directory pool.
@@ -90,6 +70,9 @@ type Pool struct {
 	root          int // the pool's directory, held open
 	rootDev       uint64
 	lockFD        int
+	simpleQuota   bool // qgroup.go
+	plain         bool // not btrfs: no quota (plain.go)
+	fsType        string
 	vols          *recordstore.Store[Volume]
 	snaps         *recordstore.Store[pool.Snapshot]
 
@@ -106,24 +89,23 @@ type Pool struct {
 	done         chan struct{}
 }
 
-// Open opens (or makes) the directory pool in dir, which must be on
-// btrfs; quotas are enabled if they are off. When no other process has
-// the pool open, it repairs what a crash left (doc.go).
+// Open opens (or makes) the directory pool in dir. On btrfs, quotas are
+// enabled if they are off; on any other filesystem the pool is plain
+// (plain.go: no quota, sizes unenforced where a class allows it). When no
+// other process has the pool open, it repairs what a crash left (doc.go).
 func Open(dir string, o Options) (_ *Pool, err error) {
 	dir = filepath.Clean(dir)
 	var sfs unix.Statfs_t
 	if err := unix.Statfs(dir, &sfs); err != nil {
 		return nil, err
 	}
-	if sfs.Type != unix.BTRFS_SUPER_MAGIC {
-		return nil, fmt.Errorf("%w: %s is on filesystem type %#x, not btrfs", ErrNotBtrfs, dir, sfs.Type)
-	}
-	for _, d := range []string{metaDir, metaDir + "/" + volumesDir, metaDir + "/" + tmpDir, metaDir + "/" + trashDir} {
+	for _, d := range []string{metaDir, metaDir + "/" + volumesDir, metaDir + "/" + tmpDir, metaDir + "/" + trashDir, metaDir + "/" + qgroupsDir} {
 		if err := durable.EnsureDir(filepath.Join(dir, d)); err != nil {
 			return nil, err
 		}
 	}
 	p := &Pool{dir: dir, node: o.NodeID, root: -1, lockFD: -1, reserved: map[uint32]bool{},
+		plain: sfs.Type != unix.BTRFS_SUPER_MAGIC, fsType: fsName(int64(sfs.Type)),
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	defer func() {
 		if err != nil {
@@ -138,11 +120,12 @@ func Open(dir string, o Options) (_ *Pool, err error) {
 		return nil, err
 	}
 	p.rootDev = st.Dev
-	if err := enableQuota(p.root); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrNotBtrfs, dir, err)
-	}
-	if p.uuid, err = fsUUID(p.root); err != nil {
+	if p.plain {
+		klog.InfoS("Directory pool is not on btrfs: no quota; volume sizes are NOT enforced, and only classes with "+ParamAllowUnenforcedSize+": \"true\" may create volumes", "pool", dir, "filesystem", p.fsType)
+	} else if p.uuid, err = fsUUID(p.root); err != nil {
 		return nil, err
+	} else if err := p.setUpQuota(); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrNotBtrfs, dir, err)
 	}
 	if p.id, err = loadIdentity(filepath.Join(dir, metaDir, identityFile)); err != nil {
 		return nil, err
@@ -150,7 +133,12 @@ func Open(dir string, o Options) (_ *Pool, err error) {
 	if p.lockFD, err = unix.Open(filepath.Join(dir, metaDir, ".lock"), unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o600); err != nil {
 		return nil, err
 	}
-	alone := unix.Flock(p.lockFD, unix.LOCK_EX|unix.LOCK_NB) == nil
+	if o.Shared {
+		if err := pool.AnnounceOwner(dir, o.NodeID); err != nil {
+			return nil, err
+		}
+	}
+	alone := !o.NodeOnly && unix.Flock(p.lockFD, unix.LOCK_EX|unix.LOCK_NB) == nil
 	p.vols, err = recordstore.Open(recordstore.Config[Volume]{
 		Dir: filepath.Join(dir, metaDir, volumesDir), Kind: "directory volume", Version: recordVersion,
 		Valid: validID, NotFound: pool.ErrNotFound, Exists: pool.ErrAlreadyExists,
@@ -170,6 +158,11 @@ func Open(dir string, o Options) (_ *Pool, err error) {
 	if err := unix.Flock(p.lockFD, unix.LOCK_SH); err != nil {
 		p.closeStores()
 		return nil, err
+	}
+	if o.NodeOnly {
+		p.collectorOff.Store(true)
+		close(p.done)
+		return p, nil
 	}
 	go p.collect()
 	p.kick()
@@ -274,14 +267,6 @@ func (p *Pool) List() []pool.Volume {
 		out = append(out, v.common())
 	}
 	return out
-}
-
-// common is what the services see of a directory volume. FSType is empty:
-// the volume is a directory of the pool's filesystem.
-func (v Volume) common() pool.Volume {
-	return pool.Volume{Version: v.Version, ID: v.ID, Name: v.Name, CapacityBytes: v.CapacityBytes,
-		RequestedBytes: v.RequestedBytes, Parameters: v.Parameters, Node: v.Node,
-		ContentSource: v.ContentSource, CreatedAt: v.CreatedAt}
 }
 
 // Capacity is statfs of the pool's filesystem. Volumes are thin: their

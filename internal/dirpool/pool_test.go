@@ -234,3 +234,35 @@ func commitRecord(t *testing.T, p *Pool, v Volume) {
 		t.Fatal(err)
 	}
 }
+
+// Two processes with the pool open, as two controller replicas are on a
+// shared pool (one leads, then the other): each create's gid is unique
+// among every live volume, including those the other made after this one
+// loaded its index, and a gid the other freed is handed out again.
+func TestGIDUniqueAcrossProcessesSharingThePool(t *testing.T) {
+	a, dir := newPool(t)
+	b := openPool(t, dir)
+	params := map[string]string{ParamGIDRangeStart: "3000", ParamGIDRangeEnd: "3999"}
+	gids := map[uint32]string{}
+	for i := range 6 {
+		p := a
+		if i%2 == 1 {
+			p = b
+		}
+		v := create(t, p, fmt.Sprint("leader-", i), 8*mib, params)
+		if other, dup := gids[v.GID]; dup {
+			t.Fatalf("gid %d of %s was handed out already to %s by the other replica", v.GID, v.Name, other)
+		}
+		gids[v.GID] = v.Name
+	}
+	first, err := a.Record(a.VolumeID("leader-0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Delete(context.Background(), first.ID); err != nil {
+		t.Fatal(err)
+	}
+	if v := create(t, b, "after-delete", 8*mib, params); v.GID != first.GID {
+		t.Errorf("gid %d after the other replica deleted the holder of %d", v.GID, first.GID)
+	}
+}

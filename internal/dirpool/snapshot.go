@@ -74,7 +74,7 @@ func (p *Pool) repairSnapshots() error {
 			}
 			continue
 		}
-		if err := destroyTree(dir, n); err != nil {
+		if err := p.destroyTree(dir, n); err != nil {
 			return err
 		}
 	}
@@ -106,6 +106,9 @@ func (p *Pool) CreateSnapshot(_ context.Context, req pool.SnapshotRequest) (pool
 	if err != nil {
 		return pool.Snapshot{}, err
 	}
+	if p.plain {
+		return pool.Snapshot{}, fmt.Errorf("%w: directory pool %s is on %s, which has no consistent snapshot of a directory", ErrNoSnapshots, p.dir, p.fsType)
+	}
 	sid := p.SnapshotID(req.Name)
 	if s, err := p.snaps.Get(sid); err == nil {
 		if s.SourceVolumeID != req.SourceVolumeID {
@@ -124,7 +127,7 @@ func (p *Pool) CreateSnapshot(_ context.Context, req pool.SnapshotRequest) (pool
 	}
 	defer unix.Close(dir)
 	tmp := ".tmp-" + sid
-	if err := destroyTree(dir, tmp); err != nil {
+	if err := p.destroyTree(dir, tmp); err != nil {
 		return pool.Snapshot{}, err
 	}
 	if err := snapshotSubvolume(src, dir, tmp, true); err != nil {
@@ -137,7 +140,7 @@ func (p *Pool) CreateSnapshot(_ context.Context, req pool.SnapshotRequest) (pool
 		s.RestoreBytes = 0
 	}
 	fail := func(err error) (pool.Snapshot, error) {
-		_ = destroyTree(dir, tmp)
+		_ = p.destroyTree(dir, tmp)
 		return pool.Snapshot{}, err
 	}
 	if err := unix.Syncfs(p.root); err != nil {
@@ -219,7 +222,7 @@ func (p *Pool) sweepSnapshots() error {
 		if _, err := p.snaps.Get(n); err == nil {
 			continue
 		}
-		errs = append(errs, destroyTree(dir, n))
+		errs = append(errs, p.destroyTree(dir, n))
 	}
 	return errors.Join(errs...)
 }

@@ -180,14 +180,17 @@ func (a *Agent) sweep() time.Duration {
 			next = min(next, time.Until(req.Deadline))
 		}
 	}
+	var todo []request
 	for id, req := range asked {
 		if _, ok := a.held[id]; ok || a.answered(req) {
 			continue
 		}
-		if !a.answer(req) {
-			next = min(next, 5*time.Millisecond) // the volume is busy: again soon
-		}
+		todo = append(todo, req)
 	}
+	if a.answerAll(todo) {
+		next = min(next, 5*time.Millisecond) // a volume is busy: again soon
+	}
+	a.dropOrphanAnswers(entries, asked)
 	return max(next, time.Millisecond)
 }
 
@@ -198,12 +201,13 @@ func (a *Agent) answered(req request) bool {
 }
 
 // answer freezes for req and writes the answer; false when the volume's
-// lock is busy (try again).
-func (a *Agent) answer(req request) bool {
+// lock is busy (try again). It returns what it holds frozen, if anything,
+// for the caller to keep in a.held.
+func (a *Agent) answer(req request) (*holding, bool) {
 	id := req.VolumeID
 	unlock, err := a.TryLock(id)
 	if err != nil {
-		return false
+		return nil, false
 	}
 	reply := func(state, mp string, err error) error {
 		ans := answer{Token: req.Token, Node: a.node, State: state, MountPoint: mp}
@@ -224,7 +228,7 @@ func (a *Agent) answer(req request) bool {
 		} else {
 			reply(stateNotMounted, "", nil)
 		}
-		return true
+		return nil, true
 	}
 	marks, err := a.Marks.List()
 	if err == nil {
@@ -233,7 +237,7 @@ func (a *Agent) answer(req request) bool {
 	if err != nil {
 		unlock()
 		reply(stateFailed, mp, fmt.Errorf("mark volume %s as frozen: %w", id, err))
-		return true
+		return nil, true
 	}
 	h := &holding{token: req.Token, mp: mp, deadline: req.Deadline, unlock: unlock, ours: true}
 	if err := a.Freeze(mp); err != nil {
@@ -251,23 +255,27 @@ func (a *Agent) answer(req request) bool {
 			} else {
 				reply(stateFailed, mp, fmt.Errorf("freeze the filesystem of volume %s at %s: %w", id, mp, err))
 			}
-			return true
+			return nil, true
 		}
 	}
 	if err := reply(stateFrozen, mp, nil); err != nil {
 		// Nobody would learn it is frozen, nor ask for the thaw.
-		a.release(id, h)
-		return true
+		a.releaseUnheld(id, h)
+		return nil, true
 	}
-	a.held[id] = h
 	klog.V(4).InfoS("filesystem frozen", "volumeID", id, "mountPoint", mp)
-	return true
+	return h, true
 }
 
 // release thaws what h holds, drops the lock and then the answer: a
 // controller that sees the answer gone finds the volume free on the node.
 func (a *Agent) release(id string, h *holding) {
 	delete(a.held, id)
+	a.releaseUnheld(id, h)
+}
+
+// releaseUnheld is release of a holding not (or no longer) in a.held.
+func (a *Agent) releaseUnheld(id string, h *holding) {
 	if h.ours {
 		if err := a.thawFS(id, h.mp); err != nil {
 			h.unlock()

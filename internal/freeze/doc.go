@@ -23,6 +23,11 @@
 // replaced, or passes its deadline (its controller died), and when it
 // starts it thaws what its marks name (it died itself).
 //
+// A group snapshot (Requester.HoldAll) publishes the requests of all its
+// volumes before it waits for any answer; the node answers the requests
+// of one sweep side by side, so every filesystem of the group is frozen
+// before any clone starts, and all are thawed together after the last.
+//
 // The package knows nothing of CSI or gRPC; the kernel is reached through
 // the functions an Agent is given.
 package freeze

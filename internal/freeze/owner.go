@@ -120,7 +120,11 @@ func ownerAlive(dir, name string) bool {
 	if name == "" || !strings.HasPrefix(name, ownerPrefix) || strings.Contains(name, "/") {
 		return false
 	}
-	f, err := os.OpenFile(filepath.Join(dir, name), os.O_RDWR, 0)
+	// Read-only: F_OFD_GETLK needs no write access, and closing a file
+	// opened for writing is an IN_CLOSE_WRITE event, which woke every
+	// agent watching the directory, whose sweep probed the owners again:
+	// agents swept without pause while any request was out.
+	f, err := os.Open(filepath.Join(dir, name))
 	if errors.Is(err, fs.ErrNotExist) {
 		return false
 	}

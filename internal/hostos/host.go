@@ -25,6 +25,11 @@ type Loops interface {
 	DetachFile(backingFile string) error
 	// SetCapacity makes a device re-read its backing file's size.
 	SetCapacity(dev string) (int64, error)
+	// BackedBy reports whether the device's backing file is the file at
+	// path by identity (device and inode), not by name (loop.BackedBy).
+	BackedBy(d loop.Device, path string) bool
+	// Owner is the Options.Owner the device was attached with (loop.Owner).
+	Owner(d loop.Device) string
 }
 
 // Mounter is the mount table: reading it and changing it (package mount).

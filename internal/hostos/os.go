@@ -33,6 +33,8 @@ func (OSLoops) Attach(ctx context.Context, p string, o loop.Options) (loop.Devic
 func (OSLoops) Detach(dev string) error               { return loop.Detach(dev) }
 func (OSLoops) DetachFile(p string) error             { return loop.DetachFile(p) }
 func (OSLoops) SetCapacity(dev string) (int64, error) { return loop.SetCapacity(dev) }
+func (OSLoops) BackedBy(d loop.Device, p string) bool { return loop.BackedBy(d, p) }
+func (OSLoops) Owner(d loop.Device) string            { return loop.Owner(d) }
 
 // OSMounter is Mounter on the real kernel.
 type OSMounter struct{}

@@ -60,6 +60,7 @@ var checks = []check{
 	checkStuckPods,
 	checkGoneNodes,
 	checkCapacity,
+	checkUnenforcedSizes,
 	checkDriverReports,
 }
 

@@ -287,3 +287,21 @@ func TestDoctorGolden(t *testing.T) {
 		`failed to provision volume with StorageClass "filevol": rpc error: code = ResourceExhausted desc = RESOURCE_EXHAUSTED not enough space in the pool`, time.Minute))
 	golden(t, "doctor.golden", run(t, nil, []string{"doctor"}, objs...))
 }
+
+// A directory volume whose size is not enforced (a pool without quota)
+// is named, with the note the driver put in its volume context; one whose
+// size is enforced is not.
+func TestDoctorUnenforcedSize(t *testing.T) {
+	loose := pv("pvc-loose", "fv1-dir-00000001-00", "node-1", "app", "shared")
+	loose.Spec.CSI.VolumeAttributes = map[string]string{contextSizeEnforced: "false",
+		contextSizeNote: "size NOT enforced: 1073741824 bytes is the claim's size only"}
+	tight := pv("pvc-tight", "fv1-dir-00000001-01", "node-1", "app", "quota")
+	tight.Spec.CSI.VolumeAttributes = map[string]string{contextSizeEnforced: "true"}
+	out := run(t, nil, []string{"doctor"}, append(base(), loose, tight)...)
+	mustContain(t, out, "WARNING pv/pvc-loose: size 1Gi NOT enforced (claim app/shared): its directory pool has no quota",
+		"cause: size NOT enforced: 1073741824 bytes is the claim's size only",
+		"allowUnenforcedSize")
+	if strings.Contains(out, "pv/pvc-tight") {
+		t.Errorf("a volume whose size is enforced was reported:\n%s", out)
+	}
+}

@@ -42,6 +42,7 @@ type Metrics struct {
 	calls   *prometheus.CounterVec
 	latency *prometheus.HistogramVec
 	orphans prometheus.Gauge
+	sweep   prometheus.Gauge
 }
 
 // New registers every filevol metric, plus the Go runtime and process
@@ -64,8 +65,12 @@ func New(cfg Config) *Metrics {
 			Name: "filevol_orphans",
 			Help: "Orphaned image files (no record) found by the last garbage-collection pass.",
 		}),
+		sweep: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "filevol_gc_sweep_duration_seconds",
+			Help: "How long the last garbage-collection pass took (it reads every loop device, mount and pool file of the node).",
+		}),
 	}
-	m.reg.MustRegister(m.calls, m.latency, m.orphans,
+	m.reg.MustRegister(m.calls, m.latency, m.orphans, m.sweep,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if cfg.View != nil {
@@ -85,6 +90,9 @@ func (m *Metrics) ObserveCall(fullMethod, code string, d time.Duration) {
 
 // SetOrphans is for the garbage collector: the orphans its last pass found.
 func (m *Metrics) SetOrphans(n int) { m.orphans.Set(float64(n)) }
+
+// SetSweepDuration is for the garbage collector: how long its last pass took.
+func (m *Metrics) SetSweepDuration(d time.Duration) { m.sweep.Set(d.Seconds()) }
 
 // Handler serves the registry in the Prometheus text (or protobuf,
 // when asked) format.

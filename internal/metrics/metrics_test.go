@@ -86,6 +86,7 @@ func TestScrapeAfterCalls(t *testing.T) {
 	host.AddMount(mount.Info{Major: 7, Minor: 7, Root: "/", MountPoint: target, FSType: "ext4", Source: "/dev/loop7"})
 	host.SetStats(img, fs.Stats{TotalBytes: 15 << 20, UsedBytes: 3 << 20})
 	m.SetOrphans(1)
+	m.SetSweepDuration(250 * time.Millisecond)
 
 	got := scrape(t, m.Handler())
 	want := []struct {
@@ -104,6 +105,7 @@ func TestScrapeAfterCalls(t *testing.T) {
 		{"filevol_snapshots", nil, 2},
 		{"filevol_loop_devices", nil, 1},
 		{"filevol_orphans", nil, 1},
+		{"filevol_gc_sweep_duration_seconds", nil, 0.25},
 		{"filevol_quarantined_images", nil, 0},
 		{"filevol_volume_used_bytes", map[string]string{"volume_id": ids[0], "persistentvolume": "pv-a", "namespace": "ns", "persistentvolumeclaim": "claim-a"}, 3 << 20},
 		{"filevol_volume_capacity_bytes", map[string]string{"volume_id": ids[0]}, 15 << 20},

@@ -37,9 +37,11 @@ type Options struct {
 	DriverName string
 	// PoolDir is the storage pool directory (created 0700 if missing).
 	PoolDir string
-	// DirPoolDir, when set, is a directory on btrfs served as a directory
-	// pool (internal/dirpool) beside PoolDir: StorageClasses with
-	// provisioningMode: directory make their volumes there. Empty: none.
+	// DirPoolDir, when set, is a directory served as a directory pool
+	// (internal/dirpool) beside PoolDir: StorageClasses with
+	// provisioningMode: directory make their volumes there (btrfs: with a
+	// quota each; elsewhere unenforced, where a class allows it). With
+	// PoolShared it is shared by the nodes too. Empty: none.
 	DirPoolDir string
 	// PoolShared says that several hosts open PoolDir (a filesystem every
 	// node mounts, with a controller Deployment beside the nodes). Nobody
@@ -117,7 +119,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DriverName, "driver-name", DefaultDriverName, "CSI driver name")
 	fs.StringVar(&o.PoolDir, "pool-dir", "/var/lib/filevol/pool", "storage pool directory")
 	fs.StringVar(&o.Mode, "mode", ModeAll, "services to serve: all, controller or node")
-	fs.StringVar(&o.DirPoolDir, "dir-pool-dir", "", "a directory on btrfs to serve as a directory pool (provisioningMode: directory): a subvolume with a quota per volume (default: none)")
+	fs.StringVar(&o.DirPoolDir, "dir-pool-dir", "", "a directory to serve as a directory pool (provisioningMode: directory): on btrfs a subvolume with a quota per volume, elsewhere plain directories whose size is not enforced; with --pool-shared it is shared too, mounted by every node at this path (default: none)")
 	fs.BoolVar(&o.PoolShared, "pool-shared", false, "the pool directory is shared by several hosts: each process repairs, collects and thaws only what it made (default: node-local)")
 	fs.StringVar(&o.PoolName, "pool-name", "", "with --pool-shared: the pool's name in its volumes' topology, topology.filevol.csi.io/pool=<name>, the same on every node (default: the pool's ID)")
 	fs.StringVar(&o.ControllerID, "controller-id", "controller", "with --mode controller on a shared pool: this controller's name among the pool's owners, the same for every replica")
@@ -153,9 +155,6 @@ func (o *Options) Validate() error {
 	}
 	if o.DirPoolDir != "" && !filepath.IsAbs(o.DirPoolDir) {
 		return fmt.Errorf("--dir-pool-dir %q must be an absolute path", o.DirPoolDir)
-	}
-	if o.DirPoolDir != "" && o.PoolShared {
-		return fmt.Errorf("--dir-pool-dir is a node-local pool and cannot be served with --pool-shared yet")
 	}
 	if !filepath.IsAbs(o.PoolDir) {
 		return fmt.Errorf("--pool-dir %q must be an absolute path", o.PoolDir)

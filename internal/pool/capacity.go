@@ -4,18 +4,21 @@ import (
 	"fmt"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/klog/v2"
 
 	"github.com/filevol/filevol/internal/durable"
 )
 
-// capacity is statfs of the pool plus the index's provisioned total; no
-// record is read, so GetCapacity polling stays cheap. Thick volumes cost one
+// capacity is statfs of the pool plus the index's provisioned total; on a
+// node-local pool no record is read, so GetCapacity polling stays cheap
+// (a shared pool's are re-read first: other hosts change them). Thick volumes cost one
 // FIEMAP each (thick.go); thin ones nothing.
 func (p *Pool) capacity() (Capacity, error) {
 	free, total, err := p.statfs()
 	if err != nil {
 		return Capacity{}, err
 	}
+	p.refresh(p.vols.Refresh)
 	unbacked := p.unbackedBytes()
 	return Capacity{
 		TotalBytes:       total,
@@ -41,4 +44,19 @@ func (p *Pool) statfs() (free, total int64, err error) {
 		unit = int64(st.Bsize)
 	}
 	return int64(st.Bavail) * unit, int64(st.Blocks) * unit, nil
+}
+
+// refresh re-reads a shared pool's records into the index before an
+// answer built from it (a list, the capacity): other hosts create and
+// delete in the same directory, and a controller replica that was
+// standing by would otherwise answer from what it loaded at its start.
+// A node-local pool's index is complete (this process makes every
+// change). A failed read is logged: the answer comes from the index.
+func (p *Pool) refresh(fn func() error) {
+	if !p.opts.Shared {
+		return
+	}
+	if err := fn(); err != nil {
+		klog.ErrorS(err, "Re-read the shared pool's records; answering from the index", "dir", p.dir)
+	}
 }

@@ -28,6 +28,7 @@ func open(dir string, opts Options) (_ *Pool, err error) {
 		vdir:    filepath.Join(dir, "volumes"),
 		sdir:    filepath.Join(dir, "snapshots"),
 		qdir:    filepath.Join(dir, "quarantine"),
+		gdir:    filepath.Join(dir, "groups"),
 		opts:    opts,
 		lockFD:  -1,
 		ownerFD: -1,
@@ -42,7 +43,7 @@ func open(dir string, opts Options) (_ *Pool, err error) {
 	}
 	// Before the subdirectories are made, where they are placed (placement.go).
 	markTopDir(dir)
-	for _, d := range []string{p.vdir, p.sdir, p.qdir} {
+	for _, d := range []string{p.vdir, p.sdir, p.qdir, p.gdir} {
 		if err := durable.EnsureDir(d); err != nil {
 			return nil, fmt.Errorf("open pool: %w", err)
 		}
@@ -78,6 +79,9 @@ func open(dir string, opts Options) (_ *Pool, err error) {
 	if p.snaps, err = snapshotStore(p.sdir, p.key()); err != nil {
 		return nil, fmt.Errorf("open pool: %w", err)
 	}
+	if p.groups, err = groupStore(p.gdir, p.key()); err != nil {
+		return nil, fmt.Errorf("open pool: %w", err)
+	}
 	switch {
 	case !repair && opts.Shared:
 		klog.InfoS("Pool is open in another process of this owner; leaving the owner's temporary files alone",
@@ -90,6 +94,10 @@ func open(dir string, opts Options) (_ *Pool, err error) {
 	}
 	if err := p.loadSnapshots(repair); err != nil {
 		return nil, fmt.Errorf("open pool %s: snapshots: %w", dir, err)
+	}
+	// Group records only: a group's members are snapshots, repaired above.
+	if _, err := p.groups.Load(repair); err != nil {
+		return nil, fmt.Errorf("open pool %s: group snapshots: %w", dir, err)
 	}
 	switch {
 	case repair && opts.Shared:
@@ -149,6 +157,9 @@ func (p *Pool) close() error {
 	}
 	if p.snaps != nil {
 		errs = append(errs, p.snaps.Close())
+	}
+	if p.groups != nil {
+		errs = append(errs, p.groups.Close())
 	}
 	if p.lockFD >= 0 {
 		errs = append(errs, unix.Close(p.lockFD))

@@ -145,3 +145,17 @@ func KnownOwner(dir, owner string) bool {
 	cur, err := os.ReadFile(filepath.Join(ownerDir(dir, OwnerKey(owner)), ownerNameFile))
 	return err == nil && bytes.Equal(cur, []byte(owner+"\n"))
 }
+
+// AnnounceOwner records, in the shared directory dir, that owner (a node
+// ID) uses it, as a shared pool's open does: KnownOwner then finds it. A
+// directory pool (internal/dirpool) shared by the nodes says so with it.
+func AnnounceOwner(dir, owner string) error {
+	odir := ownerDir(dir, OwnerKey(owner))
+	if err := durable.EnsureDir(filepath.Dir(odir)); err != nil {
+		return err
+	}
+	if err := durable.EnsureDir(odir); err != nil {
+		return err
+	}
+	return writeOwnerName(odir, owner)
+}

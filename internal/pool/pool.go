@@ -13,6 +13,8 @@
 //	<dir>/volumes/.tmp-*          files of an operation in progress
 //	<dir>/snapshots/<sid>.img     a snapshot: an independent copy of an image
 //	<dir>/snapshots/<sid>.json    its record (same commit rules as volumes)
+//	<dir>/groups/<gid>.json       a group snapshot: the commit point that makes
+//	                              its member snapshots visible (group.go)
 //	<dir>/volumes/<id>.formatting node markers (internal/nodestate); the pool
 //	<dir>/volumes/<id>.growing    only removes them with their volume
 //	<dir>/frozen/<id>             a filesystem frozen for a clone (nodestate)
@@ -154,6 +156,10 @@ type Volume struct {
 	// cgroups of the pods that use the volume. nil (records written
 	// before limits existed, or a volume never limited): no limits.
 	QoS *QoS `json:"qos,omitempty"`
+	// Context is the volume context CreateVolume returns (not stored: a
+	// store that has one derives it from its own record, as the
+	// directory pool says whether a size is enforced).
+	Context map[string]string `json:"-"`
 }
 
 // CreateRequest is a validated request for a new volume. An empty
@@ -201,12 +207,15 @@ type Pool struct {
 	vdir string // <dir>/volumes
 	sdir string // <dir>/snapshots
 	qdir string // <dir>/quarantine
+	gdir string // <dir>/groups: group snapshot records (group.go)
 	opts Options
 	// vols and snaps keep the records of <dir>/volumes and <dir>/snapshots;
 	// each holds its directory open and shares its fsyncs (recordstore),
 	// with the images beside the records too.
 	vols  *recordstore.Store[Volume]
 	snaps *recordstore.Store[Snapshot]
+	// groups keeps the group snapshot records of <dir>/groups.
+	groups *recordstore.Store[GroupSnapshot]
 	// node is the node-side markers kept in the pool directory.
 	node *nodestate.State
 	// lockFD holds the shared flock on <dir>/.lock for the pool's lifetime.
@@ -291,6 +300,7 @@ func (p *Pool) Delete(ctx context.Context, id string) error { return p.delete(ct
 // date by Create, Delete and Get), sorted by ID (stable order for
 // pagination). It does not touch the disk.
 func (p *Pool) List() []Volume {
+	p.refresh(p.vols.Refresh)
 	vols := p.vols.List()
 	for i := range vols {
 		// The caller owns the result: changing it cannot race with, or

@@ -7,6 +7,7 @@ import (
 	"github.com/filevol/filevol/internal/volid"
 	"maps"
 	"os"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -45,6 +46,10 @@ type Snapshot struct {
 	Parameters map[string]string `json:"parameters,omitempty"`
 	// Node is the node whose pool holds the snapshot.
 	Node string `json:"node"`
+	// GroupSnapshotID is the group snapshot the snapshot is a member of
+	// ("" for none): it is visible only while that group's record is
+	// (group.go), and goes only with its group.
+	GroupSnapshotID string `json:"groupSnapshotID,omitempty"`
 	// CreatedAt is when the snapshot was cut (CSI creation_time).
 	CreatedAt time.Time `json:"createdAt"`
 }
@@ -54,6 +59,9 @@ type SnapshotRequest struct {
 	Name           string
 	SourceVolumeID string
 	Parameters     map[string]string
+	// GroupSnapshotID makes the snapshot a member of that group
+	// (GroupMemberName names it).
+	GroupSnapshotID string
 }
 
 // RestoreSize is the smallest request a restore of the snapshot honours
@@ -95,23 +103,39 @@ func (p *Pool) CreateSnapshot(ctx context.Context, req SnapshotRequest) (Snapsho
 }
 
 // GetSnapshot reads the snapshot's record from disk and refreshes the
-// index; ErrSnapshotNotFound when there is none.
-func (p *Pool) GetSnapshot(id string) (Snapshot, error) { return p.getSnapshot(id) }
+// index; ErrSnapshotNotFound when there is none, and for a member of a
+// group snapshot not committed (or being deleted): group.go.
+func (p *Pool) GetSnapshot(id string) (Snapshot, error) {
+	s, err := p.getSnapshot(id)
+	if err == nil && !p.visible(s) {
+		return Snapshot{}, fmt.Errorf("%w: %s is a member of group snapshot %s, which is not committed or is being deleted",
+			ErrSnapshotNotFound, id, s.GroupSnapshotID)
+	}
+	return s, err
+}
 
 // GetSnapshotByName returns the snapshot made with that name.
 func (p *Pool) GetSnapshotByName(name string) (Snapshot, error) {
-	return p.getSnapshot(p.SnapshotID(name))
+	return p.GetSnapshot(p.SnapshotID(name))
 }
 
 // DeleteSnapshot removes the snapshot's image and record; an unknown ID is
 // not an error (CSI: DeleteSnapshot of a missing snapshot MUST succeed).
+// A member of a committed group snapshot is ErrInGroup: it goes with its
+// group (DeleteVolumeGroupSnapshot begins by marking the group, which
+// frees its members).
 func (p *Pool) DeleteSnapshot(ctx context.Context, id string) error {
+	if s, err := p.getSnapshot(id); err == nil && p.inLiveGroup(s) {
+		return fmt.Errorf("%w: %s is a member of group snapshot %s; delete the group instead", ErrInGroup, id, s.GroupSnapshotID)
+	}
 	return p.deleteSnapshot(ctx, id)
 }
 
-// ListSnapshots returns every snapshot of the index, sorted by ID.
+// ListSnapshots returns every visible snapshot of the index, sorted by ID
+// (not the members of a group snapshot that is not committed: group.go).
 func (p *Pool) ListSnapshots() []Snapshot {
-	snaps := p.snaps.List()
+	p.refresh(p.snaps.Refresh)
+	snaps := slices.DeleteFunc(p.snaps.List(), func(s Snapshot) bool { return !p.visible(s) })
 	for i := range snaps {
 		snaps[i].Parameters = maps.Clone(snaps[i].Parameters) // the caller's
 	}
@@ -156,7 +180,7 @@ func (p *Pool) createSnapshot(ctx context.Context, req SnapshotRequest) (Snapsho
 		SizeBytes: st.Size, RestoreBytes: requestedBytes(src.Requested(), st.Size),
 		FSType: src.FSType, Engine: engine,
 		Parameters: maps.Clone(req.Parameters), Node: p.opts.NodeID,
-		CreatedAt: time.Now().UTC(),
+		GroupSnapshotID: req.GroupSnapshotID, CreatedAt: time.Now().UTC(),
 	}
 	// As in create: the clone is fsynced while the record is written.
 	var draft *recordstore.Draft[Snapshot]
@@ -217,6 +241,10 @@ func (p *Pool) prepareSyncing(s Snapshot, imageFD int, imagePath string) (*recor
 // sameSnapshot answers a retried CreateSnapshot (CSI: same name and same
 // source → the same snapshot; another source → ALREADY_EXISTS).
 func sameSnapshot(s Snapshot, req SnapshotRequest) (Snapshot, error) {
+	if s.GroupSnapshotID != req.GroupSnapshotID {
+		return Snapshot{}, fmt.Errorf("%w: snapshot %s (name %s) is a member of group snapshot %q, not of %q",
+			ErrAlreadyExists, s.ID, quoteShort(s.Name), s.GroupSnapshotID, req.GroupSnapshotID)
+	}
 	if s.Name != req.Name || s.SourceVolumeID != req.SourceVolumeID {
 		return Snapshot{}, fmt.Errorf("%w: snapshot %s (name %s) is of volume %s, not %s",
 			ErrAlreadyExists, s.ID, quoteShort(s.Name), s.SourceVolumeID, quoteShort(req.SourceVolumeID))

@@ -63,7 +63,7 @@ func (p *Pool) sourceImage(src *ContentSource, size int64) (string, error) {
 	var vol Volume // a source volume; the zero Volume for a snapshot
 	switch src.Kind {
 	case SourceSnapshot:
-		s, err := p.getSnapshot(src.ID)
+		s, err := p.GetSnapshot(src.ID) // not a member of a group cut short
 		if err != nil {
 			return "", err
 		}

@@ -1,6 +1,7 @@
 package recordstore
 
 import (
+	"errors"
 	"os"
 	"strings"
 
@@ -113,5 +114,30 @@ func RemoveGarbage(path string) error {
 		return &os.PathError{Op: "remove", Path: path, Err: err}
 	}
 	klog.InfoS("Removed a temporary file of an interrupted operation", "path", path)
+	return nil
+}
+
+// Refresh makes the index what the directory holds now: every record
+// read again (another process sharing the directory may have changed it),
+// the new ones added, the ones gone dropped. For a directory several
+// processes write (a shared pool), before an answer that lists records
+// or sums them: the index alone only knows this process's own changes and
+// the records it happened to read. A record that cannot be read is
+// logged and left out, as Load does.
+func (s *Store[T]) Refresh() error {
+	sc, err := s.Scan()
+	if err != nil {
+		return err
+	}
+	for id := range sc.Records {
+		if _, err := s.Get(id); err != nil && !errors.Is(err, s.cfg.NotFound) {
+			klog.ErrorS(err, "Unreadable "+s.cfg.Kind+" record; leaving it out", s.cfg.Kind+"ID", id)
+		}
+	}
+	for _, rec := range s.idx.list() {
+		if !sc.Records[rec.RecordID()] {
+			s.idx.remove(rec.RecordID())
+		}
+	}
 	return nil
 }

@@ -400,3 +400,35 @@ func TestConcurrentCreates(t *testing.T) {
 		t.Errorf("directory holds %d files, want 17 records and no temporary file", got)
 	}
 }
+
+// TestRefreshSeesAnotherProcesssChanges: two stores on one directory (two
+// processes sharing a pool). Each index knows its own changes only; after
+// Refresh, b's index is the directory's: a's new record in, a's deleted
+// record out, a's changed record as a wrote it.
+func TestRefreshSeesAnotherProcesssChanges(t *testing.T) {
+	dir := t.TempDir()
+	a := openStore(t, dir)
+	create(t, a, newRec("r-1", 1))
+	create(t, a, newRec("r-2", 2))
+	b := openStore(t, dir)
+	if _, err := b.Load(false); err != nil {
+		t.Fatal(err)
+	}
+	create(t, a, newRec("r-3", 3))
+	if err := a.Remove("r-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Replace(newRec("r-2", 20)); err != nil {
+		t.Fatal(err)
+	}
+	if l := b.List(); len(l) != 2 || l[0].ID != "r-1" {
+		t.Fatalf("before Refresh b lists %+v; want its stale view (r-1, r-2)", l)
+	}
+	if err := b.Refresh(); err != nil {
+		t.Fatal(err)
+	}
+	l := b.List()
+	if len(l) != 2 || l[0].ID != "r-2" || l[1].ID != "r-3" || b.Total() != 23 {
+		t.Fatalf("after Refresh b lists %+v, total %d; want r-2 (size 20) and r-3, total 23", l, b.Total())
+	}
+}

@@ -8,6 +8,7 @@
 //
 //	fv1-<kind>-<pool>-<hash>   a volume:   fv1-img-3f9a0c2e-<32 hex>
 //	fs1-<pool>-<hash>          a snapshot: fs1-3f9a0c2e-<32 hex>
+//	fg1-<pool>-<hash>          a group snapshot: fg1-3f9a0c2e-<32 hex>
 //
 // <kind> is the kind of volume (KindImage; any kind is 1 to 8 lowercase
 // letters, so a process reads the IDs of kinds newer than itself and
@@ -61,6 +62,7 @@ const (
 	volumeV1   = "fv1-"
 	snapV0     = "fs-"
 	snapV1     = "fs1-"
+	groupV1    = "fg1-"
 )
 
 // Volume is what a volume ID says.
@@ -102,6 +104,21 @@ func LegacyVolume(name string) string { return volumeV0 + hash(name) }
 
 // NewSnapshot returns the version 1 ID of the snapshot called name in pool.
 func NewSnapshot(pool, name string) string { return snapV1 + pool + "-" + hash(name) }
+
+// NewGroupSnapshot returns the ID of the group snapshot called name in
+// pool (CSI VolumeGroupSnapshot.group_snapshot_id). Groups came after
+// version 1: there is no version 0 of them.
+func NewGroupSnapshot(pool, name string) string { return groupV1 + pool + "-" + hash(name) }
+
+// ParseGroupSnapshot reads a group snapshot ID; what it says is the pool
+// that holds the group and its members.
+func ParseGroupSnapshot(id string) (Snapshot, error) {
+	rest, ok := strings.CutPrefix(id, groupV1)
+	if !ok {
+		return Snapshot{}, invalid("group snapshot", id, fmt.Sprintf("does not start with %q", groupV1))
+	}
+	return parsePoolHash("group snapshot", id, rest, "fg1-<pool>-<hash>")
+}
 
 // LegacySnapshot returns the version 0 ID a snapshot called name had.
 func LegacySnapshot(name string) string { return snapV0 + hash(name) }
@@ -177,14 +194,20 @@ func ParseSnapshot(id string) (Snapshot, error) {
 	if !ok {
 		return Snapshot{}, invalid("snapshot", id, fmt.Sprintf("does not start with %q (or %q)", snapV1, snapV0))
 	}
+	return parsePoolHash("snapshot", id, rest, "fs1-<pool>-<hash>")
+}
+
+// parsePoolHash reads the <pool>-<hash> that ends a version 1 snapshot
+// or group snapshot ID.
+func parsePoolHash(what, id, rest, shape string) (Snapshot, error) {
 	pool, h, ok := strings.Cut(rest, "-")
 	if !ok {
-		return Snapshot{}, invalid("snapshot", id, "is not fs1-<pool>-<hash>")
+		return Snapshot{}, invalid(what, id, "is not "+shape)
 	}
-	if err := checkHex("snapshot", id, pool, poolIDLen); err != nil {
+	if err := checkHex(what, id, pool, poolIDLen); err != nil {
 		return Snapshot{}, err
 	}
-	if err := checkHex("snapshot", id, h, hashLen); err != nil {
+	if err := checkHex(what, id, h, hashLen); err != nil {
 		return Snapshot{}, err
 	}
 	return Snapshot{Version: 1, Pool: pool, Hash: h}, nil

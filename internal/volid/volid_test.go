@@ -120,3 +120,19 @@ func FuzzParseVolume(f *testing.F) {
 		}
 	})
 }
+
+func TestGroupSnapshotRoundTrip(t *testing.T) {
+	id := NewGroupSnapshot(pool, "group")
+	g, err := ParseGroupSnapshot(id)
+	if err != nil || g != (Snapshot{Version: 1, Pool: pool, Hash: hash("group")}) {
+		t.Errorf("ParseGroupSnapshot(%s) = %+v, %v", id, g, err)
+	}
+	if _, err := ParseSnapshot(id); err == nil {
+		t.Error("a group snapshot ID parsed as a snapshot ID")
+	}
+	for _, bad := range []string{"", NewSnapshot(pool, "group"), "fg1-" + pool, "fg1-" + pool + "-" + hash("g") + "/..", "fg1-zzzzzzzz-" + hash("g")} {
+		if _, err := ParseGroupSnapshot(bad); !errors.Is(err, ErrInvalid) {
+			t.Errorf("ParseGroupSnapshot(%q) = %v, want ErrInvalid", bad, err)
+		}
+	}
+}

@@ -198,6 +198,11 @@ func parallel(ctx context.Context, clients []csipb.ControllerClient, n int,
 // multiplexed on one HTTP/2 connection. (external-provisioner itself
 // shares one connection among its workers: sharedConnection measures that.)
 func (b *bench) clients(n int) ([]csipb.ControllerClient, func(), error) {
+	return clientsOf(b.socket, n)
+}
+
+// clientsOf opens n connections to the driver on socket, one per client.
+func clientsOf(socket string, n int) ([]csipb.ControllerClient, func(), error) {
 	var out []csipb.ControllerClient
 	var closers []func()
 	closeAll := func() {
@@ -206,7 +211,7 @@ func (b *bench) clients(n int) ([]csipb.ControllerClient, func(), error) {
 		}
 	}
 	for range n {
-		conn, err := dial(b.socket)
+		conn, err := dial(socket)
 		if err != nil {
 			closeAll()
 			return nil, nil, err

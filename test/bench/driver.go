@@ -39,13 +39,21 @@ type driverProc struct {
 
 // startDriver starts bin on poolDir and waits until it answers Probe.
 // Staging and target paths must lie inside kubeletDir, as in production.
-func startDriver(ctx context.Context, bin, socket, poolDir, kubeletDir, logPath string, verbosity int, env []string) (*driverProc, error) {
+func startDriver(ctx context.Context, bin, socket, poolDir, kubeletDir, logPath string, verbosity int, env []string, extra ...string) (*driverProc, error) {
+	argv := []string{bin, "--endpoint", "unix://" + socket, "--pool-dir", poolDir,
+		"--node-id", "bench", "--kubelet-dir", kubeletDir, "--v", strconv.Itoa(verbosity)}
+	return startProc(ctx, append(argv, extra...), socket, logPath, env)
+}
+
+// startProc starts argv, a CSI driver serving socket, and waits until it
+// answers Probe. Its output goes to logPath.
+func startProc(ctx context.Context, argv []string, socket, logPath string, env []string) (*driverProc, error) {
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "--endpoint", "unix://"+socket, "--pool-dir", poolDir,
-		"--node-id", "bench", "--kubelet-dir", kubeletDir, "--v", strconv.Itoa(verbosity))
+	bin := argv[0]
+	cmd := exec.Command(bin, argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), env...)
 	// If the harness is killed, the driver must not outlive it holding

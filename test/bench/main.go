@@ -20,12 +20,12 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
-	"golang.org/x/sys/unix"
 
 	"github.com/filevol/filevol/internal/testutil"
 )
@@ -47,6 +47,13 @@ type config struct {
 	settle              time.Duration // wait after the last run's cleanup (settle.go)
 	poolFS              string        // host, ext4, xfs or tmpfs
 	driverEnv           []string      // extra K=V for the driver (GOMAXPROCS, GOGC, GODEBUG experiments)
+	only                string        // one part only: "", "control", "datapath", "reference" or "scale"
+	fioRounds           int           // data path: interleaved rounds (0: skip)
+	fioSize             int64         // data path: bytes per target
+	fioRuntime          time.Duration // data path: measured time per fio job
+	referenceBin        string        // csi-driver-host-path's hostpathplugin, to compare CreateVolume with
+	refRounds, refBlock int           // reference comparison: rounds, creates per driver per round
+	scaleVolumes        int           // scale: volumes created, staged and published
 }
 
 func main() {
@@ -70,10 +77,27 @@ func main() {
 		return nil
 	})
 	flag.DurationVar(&c.settle, "settle", recentlyFreedFor, "on ext4 without a journal, wait this long after the last run ended before measuring (its freed inodes slow every create meanwhile; 0: do not wait)")
+	flag.StringVar(&c.only, "only", "", "run one part only: control (create, lifecycle, memory, listing), datapath (fio), reference (CreateVolume vs --reference-bin) or scale (--scale-volumes on one node); empty: control, datapath and reference (when --reference-bin is set)")
+	flag.IntVar(&c.fioRounds, "fio-rounds", 3, "data path: interleaved rounds of every fio workload on every target (0: skip the data path)")
+	flag.Int64Var(&c.fioSize, "fio-size", 512<<20, "data path: bytes of each target fio works on (written once before the rounds)")
+	flag.DurationVar(&c.fioRuntime, "fio-runtime", 4*time.Second, "data path: measured time of one fio job (after a 1 s ramp)")
+	flag.StringVar(&c.referenceBin, "reference-bin", "", "csi-driver-host-path's hostpathplugin binary: compare CreateVolume with it, interleaved (docs/data-path.md says how to build it)")
+	flag.IntVar(&c.refRounds, "reference-rounds", 6, "reference comparison: rounds, each driver's serial and 8-client blocks alternating")
+	flag.IntVar(&c.refBlock, "reference-block", 200, "reference comparison: creates per driver per round and mode")
+	flag.IntVar(&c.scaleVolumes, "scale-volumes", 1000, "scale: volumes created, staged and published on the one node (make scale)")
 	flag.BoolVar(&c.keep, "keep", false, "leave the run directory (pool, driver log) in place after the run")
 	flag.Parse()
-	if c.iterations < 1 || c.clients < 1 || c.concurrent < 1 || c.lifecycle < 1 || c.volumes < 1 || c.listIterations < 1 {
-		fmt.Fprintln(os.Stderr, "bench: every count must be at least 1")
+	if c.iterations < 1 || c.clients < 1 || c.concurrent < 1 || c.lifecycle < 1 || c.volumes < 1 || c.listIterations < 1 ||
+		c.fioRounds < 0 || c.fioSize < 1<<20 || c.fioRuntime < time.Second || c.refRounds < 1 || c.refBlock < 1 || c.scaleVolumes < 1 {
+		fmt.Fprintln(os.Stderr, "bench: every count must be at least 1 (--fio-rounds at least 0, --fio-size at least 1 MiB, --fio-runtime at least 1 s)")
+		os.Exit(2)
+	}
+	if !slices.Contains([]string{"", "control", "datapath", "reference", "scale"}, c.only) {
+		fmt.Fprintf(os.Stderr, "bench: --only %q: want control, datapath, reference or scale\n", c.only)
+		os.Exit(2)
+	}
+	if c.only == "reference" && c.referenceBin == "" {
+		fmt.Fprintln(os.Stderr, "bench: --only reference needs --reference-bin")
 		os.Exit(2)
 	}
 	os.Exit(run(c))
@@ -122,6 +146,7 @@ func run(c config) int {
 		return 1
 	}
 	b := newBench(c)
+	loopsBefore := loopNumbers()
 	if err := os.MkdirAll(filepath.Dir(c.out), 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 1
@@ -144,6 +169,9 @@ func run(c config) int {
 		b.rep.note("cleanup: %v", cerr)
 		err = errors.Join(err, cerr)
 	}
+	if n := removeNewLoops(loopsBefore); n > 0 {
+		b.rep.note("cleanup: removed %d empty loop devices the kernel made for this run", n)
+	}
 	recordRunEnd()
 	md := b.rep.markdown()
 	fmt.Print(md)
@@ -159,31 +187,25 @@ func run(c config) int {
 	return 0
 }
 
-// lockRoot takes an exclusive flock beside benchRoot, so a second bench
-// on this machine waits instead of cleaning up the first one's devices.
-// The kernel drops the lock when the process dies.
-func lockRoot() (func(), error) {
-	f, err := os.OpenFile(benchRoot+".lock", os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); errors.Is(err, unix.EWOULDBLOCK) {
-		fmt.Fprintf(os.Stderr, "bench: waiting for another bench run (%s.lock)\n", benchRoot)
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
-	} else if err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() { f.Close() }, nil
-}
-
 // all runs the phases in an order that keeps each measurement's pool state
 // well defined: latency on a small pool, then the filled pool for memory
 // and listing, then a restart on the filled pool, then cleanup.
 func (b *bench) all(ctx context.Context) error {
-	b.rep.settings = fmt.Sprintf("%d serial creates, %d clients × %d creates, %d lifecycle iterations, %d volumes, %d listings, driver --v %d, --pool-fs %s, driver env %v",
-		b.cfg.iterations, b.cfg.clients, b.cfg.concurrent, b.cfg.lifecycle, b.cfg.volumes, b.cfg.listIterations, b.cfg.verbosity, b.cfg.poolFS, b.cfg.driverEnv)
-	b.fsyncProbe()
+	b.rep.settings = fmt.Sprintf("--only %q, %d serial creates, %d clients × %d creates, %d lifecycle iterations, %d volumes, %d listings, driver --v %d, --pool-fs %s, driver env %v, %d fio rounds of %s on %d MiB, reference %q (%d rounds × %d), %d scale volumes",
+		b.cfg.only, b.cfg.iterations, b.cfg.clients, b.cfg.concurrent, b.cfg.lifecycle, b.cfg.volumes, b.cfg.listIterations, b.cfg.verbosity, b.cfg.poolFS, b.cfg.driverEnv,
+		b.cfg.fioRounds, b.cfg.fioRuntime, b.cfg.fioSize>>20, b.cfg.referenceBin, b.cfg.refRounds, b.cfg.refBlock, b.cfg.scaleVolumes)
+	if b.cfg.only == "" || b.cfg.only == "control" {
+		b.fsyncProbe()
+	}
+	if b.cfg.only == "scale" {
+		addr, err := freeLoopbackAddr()
+		if err != nil {
+			return err
+		}
+		b.httpAddr = addr
+		// The sweep at every start is the one measured; none in between.
+		b.driverArgs = []string{"--http-endpoint", addr, "--gc-interval", "24h"}
+	}
 	if err := b.start(ctx); err != nil {
 		return err
 	}
@@ -202,9 +224,7 @@ func (b *bench) all(ctx context.Context) error {
 	b.rep.target("4a", "Driver VmRSS, idle right after start", fmt.Sprintf("%.1f MiB", m.mb()), "≤ 30 MiB", m.mb() <= 30)
 	b.rep.detail("Driver memory, idle right after start, empty pool", "%s", m)
 	b.rep.detail("Driver start to first Probe answered, empty pool", "%s", ms(b.d.ready))
-	for _, phase := range []func(context.Context) error{
-		b.serialCreate, b.throughput, b.deleteCreated, b.lifecycle, b.fill, b.list, b.restart, b.deleteAll,
-	} {
+	for _, phase := range b.phases() {
 		if err := phase(ctx); err != nil {
 			return err
 		}
@@ -212,8 +232,30 @@ func (b *bench) all(ctx context.Context) error {
 	return b.stopDriver("final stop")
 }
 
+// phases are the parts --only selects, in the order they run.
+func (b *bench) phases() []func(context.Context) error {
+	control := []func(context.Context) error{
+		b.serialCreate, b.throughput, b.deleteCreated, b.lifecycle, b.fill, b.list, b.restart, b.deleteAll,
+	}
+	switch b.cfg.only {
+	case "control":
+		return control
+	case "datapath":
+		return []func(context.Context) error{b.dataPath}
+	case "reference":
+		return []func(context.Context) error{b.reference}
+	case "scale":
+		return []func(context.Context) error{b.scale}
+	}
+	all := append([]func(context.Context) error{b.dataPath}, control...)
+	if b.cfg.referenceBin != "" {
+		all = append(all, b.reference)
+	}
+	return all
+}
+
 func (b *bench) start(ctx context.Context) error {
-	d, err := startDriver(ctx, b.cfg.bin, b.socket, b.poolDir, b.kubeletDir(), b.logPath, b.cfg.verbosity, b.cfg.driverEnv)
+	d, err := startDriver(ctx, b.cfg.bin, b.socket, b.poolDir, b.kubeletDir(), b.logPath, b.cfg.verbosity, b.cfg.driverEnv, b.driverArgs...)
 	if err != nil {
 		return err
 	}
@@ -286,4 +328,8 @@ type bench struct {
 	seqP50 time.Duration
 	// rss1k is the largest VmRSS seen while the pool held cfg.volumes volumes.
 	rss1k memory
+	// driverArgs are added to the driver's command line (the scale part
+	// serves /metrics and /debug/volumes).
+	driverArgs []string
+	httpAddr   string
 }

@@ -117,12 +117,18 @@ func poolCreateSequence(dir string, dfd, i int, record []byte) error {
 	return unix.Fsync(dfd)
 }
 
-// poolFiles lists the regular files left in the pool, except its lock.
+// poolFiles lists the regular files left in the pool, except the ones the
+// pool keeps for as long as it exists or its driver runs: its lock, its
+// identity (pool.json) and the running driver's freeze owner lock
+// (freeze/.owner-*). Anything else is an image, a record or a temporary
+// file that a delete should have removed.
 func poolFiles(poolDir string) []string {
 	var out []string
 	_ = filepath.WalkDir(poolDir, func(p string, e fs.DirEntry, err error) error {
-		if err == nil && e.Type().IsRegular() && e.Name() != ".lock" {
-			out = append(out, strings.TrimPrefix(p, poolDir+"/"))
+		rel := strings.TrimPrefix(p, poolDir+"/")
+		ownFile := rel == ".lock" || rel == "pool.json" || strings.HasPrefix(rel, "freeze/.owner-")
+		if err == nil && e.Type().IsRegular() && !ownFile {
+			out = append(out, rel)
 		}
 		return nil
 	})

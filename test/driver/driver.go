@@ -35,8 +35,10 @@ type Driver struct {
 	// DirPool is the directory pool served beside Pool (StartWithDirPool).
 	DirPool    *dirpool.Pool
 	Controller csipb.ControllerClient
-	Node       csipb.NodeClient
-	Identity   csipb.IdentityClient
+	// Group is the GroupController service (group snapshots).
+	Group    csipb.GroupControllerClient
+	Node     csipb.NodeClient
+	Identity csipb.IdentityClient
 	// Services are the in-process services, for what has no RPC (GC).
 	Services *csi.Driver
 
@@ -100,6 +102,7 @@ func StartWith(t testing.TB, dir, dirPoolDir string, mutate func(*csi.Config)) *
 		t.Fatalf("dial: %v", err)
 	}
 	d.Controller = csipb.NewControllerClient(d.conn)
+	d.Group = csipb.NewGroupControllerClient(d.conn)
 	d.Node = csipb.NewNodeClient(d.conn)
 	d.Identity = csipb.NewIdentityClient(d.conn)
 	t.Cleanup(func() { d.Stop(t) })

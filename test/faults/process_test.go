@@ -53,6 +53,9 @@ type proc struct {
 	t                             testing.TB
 	bin, dir, pool, kubelet, sock string
 	logPath                       string
+	// extraArgs follow the driver's arguments (a later flag wins): the
+	// shared-pool tests run controllers and nodes on one pool.
+	extraArgs []string
 
 	mu     sync.Mutex // serializes start, kill and stop
 	cur    atomic.Pointer[instance]
@@ -115,8 +118,8 @@ func (p *proc) start() error {
 	defer log.Close()
 	p.starts++
 	fmt.Fprintf(log, "\n==== start %d at %s ====\n", p.starts, time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(p.bin, "--endpoint", "unix://"+p.sock, "--pool-dir", p.pool,
-		"--node-id", nodeID, "--kubelet-dir", p.kubelet, "--v", "2")
+	cmd := exec.Command(p.bin, append([]string{"--endpoint", "unix://" + p.sock, "--pool-dir", p.pool,
+		"--node-id", nodeID, "--kubelet-dir", p.kubelet, "--v", "2"}, p.extraArgs...)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	// Every goroutine in the dump that SIGQUIT (diagnose) or a crash prints.
 	cmd.Env = append(os.Environ(), "GOTRACEBACK=all")

@@ -23,11 +23,20 @@ import (
 // when mkfs.btrfs is missing (hack/install-deps.sh installs it).
 func Btrfs(t testing.TB, dir string, size int64) string {
 	t.Helper()
+	return Filesystem(t, dir, size, "btrfs")
+}
+
+// Filesystem is Btrfs for any filesystem mkfs.<fstype> makes (ext4, xfs:
+// a directory pool without a quota filevol can enforce), mounted at
+// dir/<fstype>.
+func Filesystem(t testing.TB, dir string, size int64, fstype string) string {
+	t.Helper()
 	testutil.RequireRoot(t)
-	if _, err := exec.LookPath("mkfs.btrfs"); err != nil {
-		t.Skip("mkfs.btrfs is not installed (hack/install-deps.sh)")
+	mkfs := "mkfs." + fstype
+	if _, err := exec.LookPath(mkfs); err != nil {
+		t.Skip(mkfs + " is not installed (hack/install-deps.sh)")
 	}
-	img := filepath.Join(dir, "btrfs.img")
+	img := filepath.Join(dir, fstype+".img")
 	if err := os.WriteFile(img, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -38,14 +47,18 @@ func Btrfs(t testing.TB, dir string, size int64) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("mkfs.btrfs", "-q", "-f", dev.Path).CombinedOutput(); err != nil {
-		t.Fatalf("mkfs.btrfs: %v: %s", err, out)
+	force := "-f"
+	if fstype == "ext4" {
+		force = "-F"
 	}
-	mnt := filepath.Join(dir, "btrfs")
+	if out, err := exec.Command(mkfs, "-q", force, dev.Path).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v: %s", mkfs, err, out)
+	}
+	mnt := filepath.Join(dir, fstype)
 	if err := os.Mkdir(mnt, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := mount.Mount(dev.Path, mnt, "btrfs", nil); err != nil {
+	if err := mount.Mount(dev.Path, mnt, fstype, nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -67,7 +67,8 @@ type Host struct {
 
 type device struct {
 	loop.Device
-	holders int // processes holding it open (HoldOpen)
+	holders int    // processes holding it open (HoldOpen)
+	owner   string // loop.Options.Owner
 }
 
 type filesystem struct {

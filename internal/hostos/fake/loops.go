@@ -76,7 +76,7 @@ func (h *Host) Attach(ctx context.Context, backingFile string, opts loop.Options
 	}
 	d := loop.Device{Path: fmt.Sprintf("/dev/loop%d", n), Number: n, BackingFile: resolve(backingFile),
 		ReadOnly: opts.ReadOnly, DirectIO: opts.DirectIO, SizeBytes: st.Size(), Major: loopMajor, Minor: uint32(n)}
-	h.devices[n] = &device{Device: d}
+	h.devices[n] = &device{Device: d, owner: opts.Owner}
 	h.log[len(h.log)-1] += " -> " + d.Path
 	return d, nil
 }
@@ -183,4 +183,23 @@ func (h *Host) blockDevice(dev string) (*device, error) {
 		return nil, fmt.Errorf("open %s: %w", dev, unix.ENXIO)
 	}
 	return d, nil
+}
+
+// BackedBy implements hostos.Loops. The fake's devices have no device and
+// inode numbers: a device is backed by the file its attach named, after
+// the same resolution as Find.
+func (h *Host) BackedBy(d loop.Device, path string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return d.BackingFile == resolve(path)
+}
+
+// Owner implements hostos.Loops.
+func (h *Host) Owner(d loop.Device) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if x := h.devices[d.Number]; x != nil {
+		return x.owner
+	}
+	return ""
 }

@@ -126,7 +126,13 @@ func attachFD(ctx context.Context, file int, path string, opts Options) (Device,
 	cfg.Info.Flags = loFlags
 	// lo_file_name is informational (LOOP_GET_STATUS, losetup); sysfs
 	// reports the real path. Keep the last byte NUL as the kernel does.
-	copy(cfg.Info.File_name[:len(cfg.Info.File_name)-1], path)
+	// It carries Options.Owner when one is given (the one name the
+	// device keeps for us: this kernel drops the crypt name).
+	name := path
+	if opts.Owner != "" {
+		name = ownerPrefix + opts.Owner
+	}
+	copy(cfg.Info.File_name[:len(cfg.Info.File_name)-1], name)
 
 	var lastErr error
 	for attempt := range maxAttachAttempts {

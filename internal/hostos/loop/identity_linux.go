@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"bytes"
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
@@ -32,6 +33,43 @@ func foreignMatch(d Device, path string) bool {
 	dev, ino, ok := backingIdentity(d.Number)
 	return ok && st.Dev == dev && (!present || st.Ino == ino)
 }
+
+func backedBy(d Device, path string) bool {
+	var st unix.Stat_t
+	if d.Deleted {
+		path = filepath.Dir(path)
+	}
+	if unix.Stat(path, &st) != nil {
+		return false
+	}
+	dev, ino, ok := backingIdentity(d.Number)
+	return ok && st.Dev == dev && (d.Deleted || st.Ino == ino)
+}
+
+func ownerOf(n int) string {
+	fd, err := openFD(devPath(n), unix.O_RDONLY)
+	if err != nil {
+		return ""
+	}
+	defer unix.Close(fd)
+	info, err := unix.IoctlLoopGetStatus64(fd)
+	if err != nil {
+		return ""
+	}
+	name := info.File_name[:]
+	if i := bytes.IndexByte(name, 0); i >= 0 {
+		name = name[:i]
+	}
+	owner, ok := bytes.CutPrefix(name, []byte(ownerPrefix))
+	if !ok {
+		return "" // a path: attached without an owner
+	}
+	return string(owner)
+}
+
+// ownerPrefix starts lo_file_name when it carries an owner, not a path
+// (paths are absolute).
+const ownerPrefix = "owner:"
 
 // backingIdentity returns the device and inode numbers of loopN's backing
 // file. It opens the device read-only and not exclusively, which neither

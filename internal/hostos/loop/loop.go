@@ -77,6 +77,13 @@ type Options struct {
 	// is how a device on a shared pool fences another node's: Attach fails
 	// with ErrLocked while a conflicting device holds the file.
 	Lock bool
+	// Owner, when set, is written into the device (loop_info64's
+	// lo_file_name, "owner:<Owner>", in place of the informational path:
+	// sysfs, which everything reads the path from, is not affected): at
+	// most 56 bytes naming who attached it. Processes that share one kernel and one file (several nodes
+	// of a shared pool on one host) tell their devices apart by it,
+	// where the backing file's path and identity are the same (Owner).
+	Owner string
 }
 
 // Attach configures a free loop device for backingFile with one
@@ -112,6 +119,20 @@ func AttachFile(ctx context.Context, f *os.File, opts Options) (Device, error) {
 // no lock. On a filesystem without cross-host locks it sees this host's
 // holders only.
 func Locked(backingFile string) (bool, error) { return locked(backingFile) }
+
+// Owner returns the Options.Owner the device was attached with, "" for
+// none or when the device cannot be read (not attached any more).
+func Owner(d Device) string { return ownerOf(d.Number) }
+
+// BackedBy reports whether d's backing file is the file at path by its
+// identity: the device and inode the kernel holds for d
+// (LOOP_GET_STATUS64) against stat(path); for a backing file already
+// unlinked (d.Deleted), a file of the filesystem that holds path's
+// directory. A path string never decides: the same path can name another
+// file through another mount, as on a shared pool, where each node's
+// client mount of the same filesystem is a device of its own, or after a
+// remount over a dead one.
+func BackedBy(d Device, path string) bool { return backedBy(d, path) }
 
 // Find returns every attached loop device whose backing file is path
 // (compared after filepath.Clean; a path through symlinks also matches,

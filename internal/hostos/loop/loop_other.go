@@ -27,6 +27,10 @@ func detachFile(string) error { return fmt.Errorf("loop: detach: %w", errors.Err
 // Without loop devices there is no identity to compare: paths only.
 func foreignMatch(Device, string) bool { return false }
 
+func backedBy(Device, string) bool { return false }
+
+func ownerOf(int) string { return "" }
+
 func setCapacity(string) (int64, error) {
 	return 0, fmt.Errorf("loop: set capacity: %w", errors.ErrUnsupported)
 }

@@ -11,6 +11,9 @@ var (
 	ErrNotMounted = errors.New("not a mount point")
 	// ErrInvalidOption: a mount option is malformed or not allowed.
 	ErrInvalidOption = errors.New("invalid mount option")
+	// ErrTableFull: the mount namespace holds as many mounts as the
+	// kernel allows (sysctl fs.mount-max; mount(2) fails with ENOSPC).
+	ErrTableFull = errors.New("mount table full (sysctl fs.mount-max)")
 )
 
 // Info is one line of /proc/self/mountinfo.

@@ -21,9 +21,18 @@ func mountFS(source, target, fstype string, options []string) error {
 	// The data string is left out of the error: options such as
 	// credentials for network filesystems may hold secrets.
 	if err := unix.Mount(source, target, fstype, flags, data); err != nil {
-		return fmt.Errorf("mount %s on %s as %s: %w", source, target, fstype, err)
+		return fmt.Errorf("mount %s on %s as %s: %w", source, target, fstype, tableFull(err))
 	}
 	return nil
+}
+
+// tableFull marks mount(2)'s ENOSPC, which it returns only when the
+// namespace's mount count would exceed fs.mount-max, as ErrTableFull.
+func tableFull(err error) error {
+	if errors.Is(err, unix.ENOSPC) {
+		return fmt.Errorf("%w: %w", ErrTableFull, err)
+	}
+	return err
 }
 
 // keptFlags are the per-mount restrictions a bind inherits from its
@@ -55,7 +64,7 @@ func bind(source, target string, readOnly bool, options []string) error {
 		return err
 	}
 	if err := unix.Mount(source, target, "", unix.MS_BIND|flags&unix.MS_REC, ""); err != nil {
-		return fmt.Errorf("bind %s on %s: %w", source, target, err)
+		return fmt.Errorf("bind %s on %s: %w", source, target, tableFull(err))
 	}
 	extra := flags & perMountFlags
 	if readOnly {

@@ -114,7 +114,7 @@ func (c *Cluster) mount(n *node, clientArgs []string) error {
 	n.done = make(chan struct{})
 	go func() { _ = cmd.Wait(); close(n.done) }()
 	c.recordPID(cmd.Process.Pid, "client-"+n.name)
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(readyTimeout)
 	for {
 		if fuseMounted(n.mnt) {
 			var st unix.Statfs_t
@@ -128,7 +128,7 @@ func (c *Cluster) mount(n *node, clientArgs []string) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return errors.New("volume not mounted after 30 s")
+			return fmt.Errorf("volume not mounted after %v", readyTimeout)
 		}
 	}
 }

@@ -16,6 +16,12 @@ import (
 	"time"
 )
 
+// readyTimeout bounds each wait for glusterd, a brick or a client mount to
+// come up. They take a second or two on a quiet machine; under make test's
+// parallel -race builds and other tests' clusters they have taken over 30 s,
+// and a slow start is not what the gluster tests test.
+const readyTimeout = 2 * time.Minute
+
 // glusterdVol is the management volume file; as Debian's, with the working
 // directory under the harness's bind mount and IPv4 only.
 const glusterdVol = `volume management
@@ -102,7 +108,7 @@ wait $!`, c.dir)
 	go func() { _ = cmd.Wait(); close(c.serverDone) }()
 	c.recordPID(cmd.Process.Pid, "server")
 	sock := filepath.Join(c.dir, "run", "glusterd.socket")
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(readyTimeout)
 	for {
 		if _, err := os.Stat(sock); err == nil {
 			if _, err := c.cli(context.Background(), "volume", "list"); err == nil {
@@ -115,7 +121,7 @@ wait $!`, c.dir)
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return errors.New("glusterd did not answer in 30 s")
+			return fmt.Errorf("glusterd did not answer in %v", readyTimeout)
 		}
 	}
 }
@@ -140,14 +146,14 @@ func (c *Cluster) createVolume(o Options) error {
 	if _, err := c.cli(ctx, "volume", "start", volName); err != nil {
 		return err
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(readyTimeout)
 	for {
 		out, err := c.cli(ctx, "volume", "status", volName, "--xml")
 		if err == nil && brickOnline(out) {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("brick not online after 30 s: %v\n%s", err, out)
+			return fmt.Errorf("brick not online after %v: %v\n%s", readyTimeout, err, out)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -222,14 +228,14 @@ func (c *Cluster) RestartBrick(t testing.TB) {
 		t.Fatalf("gluster: kill brick: %v", err)
 	}
 	c.Gluster(t, "volume", "start", volName, "force")
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(readyTimeout)
 	for {
 		out, err := c.cli(t.Context(), "volume", "status", volName, "--xml")
 		if err == nil && brickOnline(out) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("gluster: brick not online 30 s after its restart: %v\n%s", err, out)
+			t.Fatalf("gluster: brick not online %v after its restart: %v\n%s", readyTimeout, err, out)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -1,0 +1,76 @@
+package dirpool
+
+import (
+	"fmt"
+	"strings"
+
+	"golang.org/x/sys/unix"
+	"k8s.io/klog/v2"
+)
+
+// repair resolves what a crash left (doc.go), at an open that holds the
+// pool alone.
+func (p *Pool) repair() error {
+	tmps, err := p.entries(tmpDir)
+	if err != nil {
+		return err
+	}
+	tmp, err := p.metaFD(tmpDir)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(tmp)
+	for _, id := range tmps {
+		v, err := p.vols.Get(id)
+		if err != nil {
+			// No record (or not an ID): a create before its commit.
+			klog.InfoS("Destroying the subvolume of a create that did not commit", "name", id)
+			if err := p.destroyTree(tmp, id); err != nil {
+				return err
+			}
+			continue
+		}
+		parent, last, err := p.makeParents(v.Path)
+		if err != nil {
+			return err
+		}
+		err = unix.Renameat2(tmp, id, parent, last, unix.RENAME_NOREPLACE)
+		_ = unix.Close(parent)
+		if err != nil {
+			return fmt.Errorf("roll create of %s forward to %s: %w", id, v.Path, err)
+		}
+		klog.InfoS("Rolled an interrupted create forward", "volumeID", id, "path", v.Path)
+	}
+	// A record whose subvolume is in the trash: a delete after its rename.
+	trashed, err := p.entries(trashDir)
+	if err != nil {
+		return err
+	}
+	inTrash := map[string]bool{}
+	for _, n := range trashed {
+		id, _, _ := strings.Cut(n, ".")
+		inTrash[id] = true
+	}
+	mark := p.vols.Mark()
+	removed := false
+	for _, v := range p.vols.List() {
+		if !inTrash[v.ID] {
+			continue
+		}
+		if fd, err := p.openVolume(v); err == nil {
+			_ = unix.Close(fd)
+			continue // the volume is in place; the trash holds an older one of its name
+		}
+		klog.InfoS("Finishing an interrupted delete", "volumeID", v.ID)
+		if err := p.vols.Remove(v.ID); err != nil {
+			return err
+		}
+		removed = true
+	}
+	if removed {
+		if err := p.vols.Synced(mark); err != nil {
+			return err
+		}
+	}
+	return unix.Syncfs(p.root)
+}
