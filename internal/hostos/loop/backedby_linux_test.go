@@ -84,6 +84,12 @@ func TestBackedByIsIdentityNotPath(t *testing.T) {
 			}
 		}
 	}
+	// mustAttach's cleanup detaches by backing file path, which names no
+	// device once the file is unlinked: this device is detached here, by
+	// its node, while it is still the test's own.
+	if err := loop.Detach(d.Path); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestOwnerIsKeptByTheDevice: Options.Owner is written into the device and
