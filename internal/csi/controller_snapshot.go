@@ -23,13 +23,20 @@ var snapshotMetaPrefixes = []string{
 }
 
 func checkSnapshotParameters(params map[string]string) error {
+	return checkMetadataOnly(params, snapshotMetaPrefixes, "snapshot", "VolumeSnapshotClass")
+}
+
+// checkMetadataOnly refuses every parameter but the metadata the sidecar
+// adds under prefixes: what names the call, class the Kubernetes class
+// whose parameters the user would have to fix.
+func checkMetadataOnly(params map[string]string, prefixes []string, what, class string) error {
 	for k := range params {
 		known := false
-		for _, p := range snapshotMetaPrefixes {
+		for _, p := range prefixes {
 			known = known || strings.HasPrefix(k, p)
 		}
 		if !known {
-			return invalidArgument("unknown snapshot parameter %q (filevol takes none; the VolumeSnapshotClass must not set parameters)", truncate(k))
+			return invalidArgument("unknown %s parameter %q (filevol takes none; the %s must not set parameters)", what, truncate(k), class)
 		}
 	}
 	return nil

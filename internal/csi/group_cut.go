@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/filevol/filevol/internal/freeze"
@@ -201,14 +200,5 @@ var groupMetaPrefixes = []string{
 }
 
 func checkGroupParameters(params map[string]string) error {
-	for k := range params {
-		known := false
-		for _, p := range groupMetaPrefixes {
-			known = known || strings.HasPrefix(k, p)
-		}
-		if !known {
-			return invalidArgument("unknown group snapshot parameter %q (filevol takes none; the VolumeGroupSnapshotClass must not set parameters)", truncate(k))
-		}
-	}
-	return nil
+	return checkMetadataOnly(params, groupMetaPrefixes, "group snapshot", "VolumeGroupSnapshotClass")
 }
