@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -57,7 +59,7 @@ func (s *Store) withLock(volumeID string, fn func() error) error {
 		return fmt.Errorf("attachments of volume %s: %w", volumeID, err)
 	}
 	for {
-		f, err := os.OpenFile(s.lockPath(volumeID), os.O_RDWR|os.O_CREATE, 0o600)
+		f, err := openLockFile(s.lockPath(volumeID))
 		if err != nil {
 			return fmt.Errorf("lock attachments of volume %s: %w", volumeID, err)
 		}
@@ -75,6 +77,28 @@ func (s *Store) withLock(volumeID string, fn func() error) error {
 		f.Close() // releases the OFD lock
 		return err
 	}
+}
+
+// openLockFile opens the lock file at path, creating it if need be. On a
+// network filesystem an O_CREAT open that races another client's create
+// or unlink of the same name can fail with EEXIST or ENOENT: GlusterFS's
+// FUSE client looked the name up, then its create or open met the other
+// client's change (two controllers deleting one volume during a hand-over
+// did, 1 run in 4). The name settles a moment later, so the open is
+// tried again, for half a second at most.
+func openLockFile(path string) (*os.File, error) {
+	var err error
+	for range 50 {
+		var f *os.File
+		if f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600); err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, fs.ErrExist) && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return nil, err
 }
 
 func sameFile(f *os.File, path string) bool {
