@@ -24,30 +24,10 @@ func (s *Store) write(r Record) error {
 		return err
 	}
 	tmp := filepath.Join(s.dir, tmpPrefix(r.VolumeID)+strconv.Itoa(os.Getpid()))
-	if err := writeSynced(tmp, data); err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("record attachments of volume %s: %w", r.VolumeID, err)
-	}
-	if err := os.Rename(tmp, s.recordPath(r.VolumeID)); err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("record attachments of volume %s: %w", r.VolumeID, err)
-	}
-	if err := durable.SyncDir(s.dir); err != nil {
+	if err := durable.Publish(tmp, s.recordPath(r.VolumeID), data, true); err != nil {
 		return fmt.Errorf("record attachments of volume %s: %w", r.VolumeID, err)
 	}
 	return nil
-}
-
-func writeSynced(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	return errors.Join(err, f.Close())
 }
 
 // withLock runs fn holding the volume's lock file's OFD write lock. It

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -44,24 +43,8 @@ func loadIdentity(path string) (string, error) {
 		b := make([]byte, 4)
 		_, _ = rand.Read(b)
 		data, _ = json.Marshal(identity{Version: recordVersion, ID: hex.EncodeToString(b), CreatedAt: time.Now().UTC()})
-		tmp := fmt.Sprintf("%s.tmp-%x", path, b)
-		fd, err := durable.CreateExcl(tmp)
-		if err != nil {
-			return "", err
-		}
-		err = durable.WriteAll(fd, data)
-		if err == nil {
-			err = durable.Fsync(fd)
-		}
-		_ = unix.Close(fd)
-		if err == nil {
-			err = durable.RenameNoReplace(tmp, path)
-		}
-		_ = os.Remove(tmp)
+		err = durable.Publish(fmt.Sprintf("%s.tmp-%x", path, b), path, data, false)
 		if err != nil && !errors.Is(err, unix.EEXIST) {
-			return "", err
-		}
-		if err := durable.SyncDir(filepath.Dir(path)); err != nil {
 			return "", err
 		}
 	}

@@ -105,28 +105,5 @@ func writeIdentity(dir string, id identity, replace bool) error {
 	if _, err := rand.Read(b[:]); err != nil {
 		return err
 	}
-	tmp := path + ".tmp-" + hex.EncodeToString(b[:])
-	fd, err := durable.CreateExcl(tmp)
-	if err != nil {
-		return err
-	}
-	err = durable.WriteAll(fd, data)
-	if err == nil {
-		err = durable.Fsync(fd)
-	}
-	if cerr := unix.Close(fd); err == nil {
-		err = cerr
-	}
-	switch {
-	case err != nil:
-	case replace:
-		err = unix.Rename(tmp, path)
-	default:
-		err = durable.RenameNoReplace(tmp, path)
-	}
-	_ = os.Remove(tmp)
-	if err != nil {
-		return err
-	}
-	return durable.SyncDir(dir)
+	return durable.Publish(path+".tmp-"+hex.EncodeToString(b[:]), path, data, replace)
 }
