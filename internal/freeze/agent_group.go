@@ -11,13 +11,6 @@ import (
 // most of its time there. It reports whether a volume was busy (try
 // again). The caller holds a.mu.
 func (a *Agent) answerAll(reqs []request) (busy bool) {
-	if len(reqs) == 1 {
-		h, ok := a.answer(reqs[0])
-		if h != nil {
-			a.held[reqs[0].VolumeID] = h
-		}
-		return !ok
-	}
 	held := make([]*holding, len(reqs))
 	answered := make([]bool, len(reqs))
 	var wg sync.WaitGroup
