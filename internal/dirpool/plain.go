@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/filevol/filevol/internal/volctx"
 	"golang.org/x/sys/unix"
 )
 
@@ -29,8 +30,8 @@ import (
 
 // Volume context keys that describe how a directory volume's size is held.
 const (
-	ContextSizeEnforced = "filevol.csi.io/size-enforced"
-	ContextSizeNote     = "filevol.csi.io/size-note"
+	ContextSizeEnforced = volctx.SizeEnforced
+	ContextSizeNote     = volctx.SizeNote
 )
 
 // Sentinel errors of plain pools; internal/csi/errors.go maps them.

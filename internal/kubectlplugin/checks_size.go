@@ -3,15 +3,15 @@ package kubectlplugin
 import (
 	"fmt"
 	"strings"
+
+	"github.com/filevol/filevol/internal/volctx"
 )
 
 // The volume context keys a directory volume of a pool without quota
-// carries (internal/dirpool: ContextSizeEnforced, ContextSizeNote). The
-// plugin reads the PV only, so the names are repeated here rather than
-// importing the pool package.
+// carries, read from the PV.
 const (
-	contextSizeEnforced = "filevol.csi.io/size-enforced"
-	contextSizeNote     = "filevol.csi.io/size-note"
+	contextSizeEnforced = volctx.SizeEnforced
+	contextSizeNote     = volctx.SizeNote
 )
 
 // checkUnenforcedSizes names every bound volume whose size is not
