@@ -40,15 +40,21 @@ func (r *Requester) HoldAll(ctx context.Context, targets []Target, fn func() err
 	}
 	deadline := time.Now().Add(r.Lease)
 	reqs := make([]request, 0, len(targets))
+	// A target that cannot be asked (busy: another freeze holds it) stops
+	// the asking, but the requests already published still go through the
+	// wait and release below: their node may have frozen them already, and
+	// only the answer says so. Withdrawing them unanswered would return
+	// while a filesystem is still frozen, until the node's next sweep.
+	var pubErr error
 	for _, t := range targets {
 		req := request{Version: version, VolumeID: t.VolumeID, Node: t.Node, Token: newToken(), Deadline: deadline, Owner: own}
-		if err := r.publish(req); err != nil {
-			r.releaseAll(reqs, nil)
-			return err
+		if pubErr = r.publish(req); pubErr != nil {
+			break
 		}
 		reqs = append(reqs, req)
 	}
 	answers, err := r.waitAnswers(ctx, reqs)
+	err = errors.Join(pubErr, err)
 	var frozen, others []request
 	var mps []string
 	var errs []error
