@@ -7,7 +7,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0
 LDFLAGS := -X github.com/filevol/filevol/internal/version.Version=$(VERSION)
 BIN := bin/filevol
 RUN_DIR := $(CURDIR)/_output/run
-TEST_TIMEOUT ?= 12m
+TEST_TIMEOUT ?= 20m
 
 .PHONY: scale e2e bench-snapshot chart-test deploy images chart-e2e help build run test unit sanity vet deps bench fuzz faults stress fulldisk clean e2e-doctor
 

@@ -45,6 +45,7 @@ func TestGCLeavesAnotherNodesLoopDevice(t *testing.T) {
 			}
 			b.p.Stop(t)
 			b.restart() // sweeps at start
+			sweepDone(t, b)
 			if !b.p.LogHas("detached a loop device nothing used", ids[1]) {
 				t.Fatalf("node-b's sweep did not detach its own unused device %s:\n%s", onB.Path, b.p.LogText())
 			}
@@ -53,10 +54,20 @@ func TestGCLeavesAnotherNodesLoopDevice(t *testing.T) {
 			}
 			a.p.Stop(t)
 			a.restart()
+			sweepDone(t, a)
 			if !a.p.LogHas("detached a loop device nothing used", ids[0]) {
 				t.Fatalf("node-a's sweep did not detach its own unused device %s:\n%s", onA.Path, a.p.LogText())
 			}
 		})
+	}
+}
+
+// sweepDone waits for n's first garbage collection sweep to end: it runs
+// beside serving, so the socket answers before it is done.
+func sweepDone(t *testing.T, n *node) {
+	t.Helper()
+	if !n.p.WaitLog(2*time.Minute, "garbage collection sweep done") {
+		t.Fatalf("%s: no garbage collection sweep ended within 2 minutes of its start:\n%s", n.name, n.p.LogText())
 	}
 }
 

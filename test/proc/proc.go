@@ -113,8 +113,13 @@ func (p *Proc) LogText() string {
 }
 
 // LogHas waits up to a second for a line holding every one of parts.
-func (p *Proc) LogHas(parts ...string) bool {
-	for range 20 {
+func (p *Proc) LogHas(parts ...string) bool { return p.WaitLog(time.Second, parts...) }
+
+// WaitLog waits up to timeout for a line holding every one of parts: for
+// what the driver does beside serving (a sweep at start), which a loaded
+// machine may take many seconds to reach.
+func (p *Proc) WaitLog(timeout time.Duration, parts ...string) bool {
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); {
 		for _, line := range strings.Split(p.LogText(), "\n") {
 			all := true
 			for _, s := range parts {
