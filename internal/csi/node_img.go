@@ -32,6 +32,9 @@ type imageNode struct {
 	// (loop.Options.Lock), so that no other node's device can attach it
 	// while this one could still write, even after a force-detach.
 	fence bool
+	// readings are shared by the read-only answers (health, stats) asked
+	// at the same time (reading.go).
+	readings *sharedReadings
 }
 
 var (

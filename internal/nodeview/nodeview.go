@@ -62,6 +62,12 @@ type Builder struct {
 	Kernel hostos.Host
 	// Health, when set, fills Volume.Health (Build with health=true).
 	Health HealthFunc
+	// Share, when set, is called once per Build before the health
+	// questions: the context it returns carries one reading of the kernel
+	// that all of them answer from (the driver's NodeService.WithReading),
+	// instead of a reading of every loop device and the whole mount table
+	// per volume.
+	Share func(context.Context) (context.Context, error)
 }
 
 // Build returns the current view. With health false it skips the health
@@ -108,9 +114,18 @@ func (b *Builder) Build(ctx context.Context, health bool) api.Report {
 			fail("mount table", err)
 		}
 	}
+	// Indexed: every volume's uses are looked up in the one table.
+	mounts := volview.IndexTable(table)
+	if health && b.Health != nil && b.Share != nil {
+		if shared, err := b.Share(ctx); err != nil {
+			fail("read the kernel for the health checks", err)
+		} else {
+			ctx = shared
+		}
+	}
 	r.Volumes = []api.Volume{}
 	for _, rec := range b.Pool.List() {
-		v := volume(rec, b.Pool.ImagePath(rec.ID), volview.Of(byID[rec.ID], table))
+		v := volume(rec, b.Pool.ImagePath(rec.ID), mounts.Of(byID[rec.ID]))
 		if st := stagingFS(v); st != "" {
 			if s, err := b.Kernel.FS.StatFS(st); err != nil {
 				fail("statfs "+st, err)
