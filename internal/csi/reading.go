@@ -71,6 +71,9 @@ type readingFlight struct {
 	done chan struct{}
 	r    *reading
 	err  error
+	// waiters counts the callers queued for it (under sharedReadings.mu),
+	// which is what a test waits on to know they all arrived first.
+	waiters int
 }
 
 func (s *sharedReadings) get(ctx context.Context) (*reading, error) {
@@ -84,6 +87,7 @@ func (s *sharedReadings) get(ctx context.Context) (*reading, error) {
 			s.next = f
 		}
 		f = s.next
+		f.waiters++
 		s.mu.Unlock()
 	} else {
 		s.running = true
