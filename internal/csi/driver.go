@@ -143,7 +143,7 @@ func (d *Driver) ServeDirPool(dp *dirpool.Pool) {
 		for _, nv := range d.Node.vols.all {
 			if nv.NodeBackend == NodeBackend(b) {
 				nv.inuse.CleanTemp(d.Node.cfg.NodeID)
-				d.Node.reconcile(nv, true)
+				d.Node.reconcile(nv, true, nil)
 			}
 		}
 	}
