@@ -3,9 +3,13 @@ package csi
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/filevol/filevol/internal/hostos"
+	"github.com/filevol/filevol/internal/hostos/loop"
+	"github.com/filevol/filevol/internal/hostos/mount"
 	"github.com/filevol/filevol/internal/volview"
 )
 
@@ -132,15 +136,35 @@ func (b *imageNode) read(ctx context.Context) (*reading, error) {
 	return b.readings.get(ctx)
 }
 
-// WithReading returns ctx carrying one reading of the kernel, made now,
-// for a caller that asks about every volume in one go — the node view of
-// /debug/volumes — so that its health questions share one reading instead
-// of making one each. The reading is as fresh as the caller's request:
-// use the context for that request only.
-func (s *NodeService) WithReading(ctx context.Context) (context.Context, error) {
-	r, err := readKernel(s.host)
-	if err != nil {
-		return ctx, err
+// WithReading returns ctx carrying a reading made of devs and table: a
+// listing of the loop devices (hostos.Loops.List, which names a device
+// attached from another mount namespace by its path under the pool) and
+// the mount table, which a caller that asks about every volume in one go —
+// the node view of /debug/volumes — has just read for itself. Its health
+// questions are then answered from what it reports, instead of a reading
+// of every loop device and the whole table per volume. The reading is as
+// fresh as the caller's request: use the context for that request only.
+func (s *NodeService) WithReading(ctx context.Context, devs []loop.Device, table mount.Table) context.Context {
+	return context.WithValue(ctx, readingKey{}, &reading{loops: listedLoops(devs), mounts: volview.IndexTable(table)})
+}
+
+// listedLoops finds devices in a listing, by the backing path as loop.Find
+// compares it: the path, or the path with symlinks resolved.
+type listedLoops []loop.Device
+
+func (l listedLoops) Find(path string) ([]loop.Device, error) {
+	want := []string{filepath.Clean(path)}
+	if abs, err := filepath.Abs(path); err == nil {
+		want[0] = abs
 	}
-	return context.WithValue(ctx, readingKey{}, r), nil
+	if real, err := filepath.EvalSymlinks(want[0]); err == nil && real != want[0] {
+		want = append(want, real)
+	}
+	var out []loop.Device
+	for _, d := range l {
+		if slices.Contains(want, d.BackingFile) {
+			out = append(out, d)
+		}
+	}
+	return out, nil
 }

@@ -22,7 +22,8 @@ import (
 // twice, a block volume published, one staged only, one never staged, and
 // a block volume whose device was detached under its binds), one shared
 // reading answers usage, health and stats for each volume exactly as the
-// per-volume look-ups (a Find and a mount table of its own) do.
+// per-volume look-ups (a Find and a mount table of its own) do, and so does
+// the node view's reading (its own listing and table, WithReading).
 func TestReadingAgreesWithPerVolumeLookups(t *testing.T) {
 	testutil.RequireRoot(t)
 	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
@@ -82,6 +83,16 @@ func TestReadingAgreesWithPerVolumeLookups(t *testing.T) {
 	}
 	b := &imageNode{pool: p, host: h, node: "n1"}
 	shared := context.WithValue(ctx, readingKey{}, r)
+	// The node view's reading: the listing and the table it read itself.
+	listing, err := h.Loops.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, err := h.Mounts.Table()
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := d.Node.WithReading(ctx, listing, table)
 	sawGone := false
 	for _, v := range vols {
 		img := p.ImagePath(v.id)
@@ -108,6 +119,13 @@ func TestReadingAgreesWithPerVolumeLookups(t *testing.T) {
 			perVolume := perVolumeHealth(t, b, rec, target, v.staging)
 			if !reflect.DeepEqual(reasons(sharedHealth), reasons(perVolume)) {
 				t.Errorf("%s at %q: health from the shared reading %v, per-volume %v", v.id, target, reasons(sharedHealth), reasons(perVolume))
+			}
+			listedHealth, err := b.Health(listed, rec, target, v.staging)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(reasons(listedHealth), reasons(perVolume)) {
+				t.Errorf("%s at %q: health from the node view's listing %v, per-volume %v", v.id, target, reasons(listedHealth), reasons(perVolume))
 			}
 			for _, x := range sharedHealth {
 				sawGone = sawGone || x.GetReason() == ReasonLoopDeviceGone
