@@ -66,6 +66,9 @@ func Run(ctx context.Context, o options.Options) error {
 	}
 	view := &nodeview.Builder{Node: o.NodeID, Driver: o.DriverName, Version: version.Version,
 		Pool: p, Kernel: host, Health: volumeHealth(d)}
+	if d.Node != nil {
+		view.Share = d.Node.WithReading
+	}
 	m := metrics.New(metrics.Config{View: view, Snapshots: func() (int, error) { return len(p.ListSnapshots()), nil }})
 
 	lis, err := csi.Listen(o.Endpoint)

@@ -122,7 +122,8 @@ func newControllerService(cfg Config, p *pool.Pool) *ControllerService {
 func newNodeService(cfg Config, p *pool.Pool, h Host) *NodeService {
 	s := &NodeService{cfg: cfg, pool: p, host: h, locks: newInflight(), paths: pathPolicy{kubeletDir: cfg.KubeletDir},
 		qos: newQoSEnforcer(cfg.CgroupRoots)}
-	s.serve(p.ID(), volid.KindImage, &imageNode{pool: p, host: h, node: cfg.NodeID, fence: cfg.Shared})
+	s.serve(p.ID(), volid.KindImage, &imageNode{pool: p, host: h, node: cfg.NodeID, fence: cfg.Shared,
+		readings: &sharedReadings{host: h}})
 	s.vols.addLegacy(p.ID())
 	return s
 }
@@ -142,7 +143,7 @@ func (d *Driver) ServeDirPool(dp *dirpool.Pool) {
 		for _, nv := range d.Node.vols.all {
 			if nv.NodeBackend == NodeBackend(b) {
 				nv.inuse.CleanTemp(d.Node.cfg.NodeID)
-				d.Node.reconcile(nv, true)
+				d.Node.reconcile(nv, true, nil)
 			}
 		}
 	}

@@ -32,6 +32,9 @@ type imageNode struct {
 	// (loop.Options.Lock), so that no other node's device can attach it
 	// while this one could still write, even after a force-detach.
 	fence bool
+	// readings are shared by the read-only answers (health, stats) asked
+	// at the same time (reading.go).
+	readings *sharedReadings
 }
 
 var (
@@ -140,13 +143,18 @@ func (b *imageNode) Attached() ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list loop devices: %w", err)
 	}
+	return b.attachedIn(devs), nil
+}
+
+// attachedIn is Attached on a listing the caller already holds.
+func (b *imageNode) attachedIn(devs []loop.Device) []string {
 	var ids []string
 	for _, d := range devs {
 		if id, ok := volview.VolumeID(b.pool.VolumesDir(), d.BackingFile); ok && !slices.Contains(ids, id) {
 			ids = append(ids, id)
 		}
 	}
-	return ids, nil
+	return ids
 }
 
 // StagedEntry says how the volume is staged from its devices' uses: its

@@ -15,15 +15,17 @@ import (
 // Stats reports bytes and inodes of the volume's filesystem mounted at
 // path, or the size of its device bound there (a block volume).
 func (b *imageNode) Stats(ctx context.Context, vol pool.Volume, path string) ([]*csipb.VolumeUsage, error) {
-	table, err := b.host.Mounts.Table()
+	// A reading taken after the request came (reading.go): stats only
+	// report, and kubelet asks them for every volume at once.
+	r, err := b.read(ctx)
 	if err != nil {
 		return nil, err
 	}
-	top, ok := table.Top(path)
+	top, ok := r.mounts.Table().Top(path)
 	if !ok {
 		return nil, notFound("volume %s is not mounted at %s", vol.ID, path)
 	}
-	devs, err := b.host.Loops.Find(b.pool.ImagePath(vol.ID))
+	devs, err := r.loops.Find(b.pool.ImagePath(vol.ID))
 	if err != nil {
 		return nil, err
 	}
@@ -70,17 +72,20 @@ func (b *imageNode) blockStats(id string, top mount.Info, devs []loop.Device) ([
 // Health reports the volume's image, its loop devices, the mounts at the
 // given publish and staging paths, and a full pool under a thin volume.
 func (b *imageNode) Health(ctx context.Context, vol pool.Volume, publishPath, stagingPath string) ([]*csipb.VolumeHealth_VolumeHealthEntry, error) {
-	devs, err := b.host.Loops.Find(b.pool.ImagePath(vol.ID))
+	// A reading taken after the request came, shared with the health and
+	// stats requests asked meanwhile (reading.go): health only reports, and
+	// the devices it reports on are re-read when found.
+	r, err := b.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	devs, err := r.loops.Find(b.pool.ImagePath(vol.ID))
 	if err != nil {
 		return nil, err
 	}
 	st := imageHealth(b.pool, vol.ID, devs)
 	if publishPath != "" || stagingPath != "" {
-		table, err := b.host.Mounts.Table()
-		if err != nil {
-			return nil, err
-		}
-		st = append(st, mountHealth(table, devs, publishPath, stagingPath)...)
+		st = append(st, mountHealth(r.mounts.Table(), devs, publishPath, stagingPath)...)
 	}
 	if e := b.poolFullHealth(vol); e != nil {
 		st = append(st, e)

@@ -5,6 +5,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/inuse"
 	"github.com/filevol/filevol/internal/pool"
 )
@@ -37,7 +38,7 @@ func (s *NodeService) dropStagedIfUnused(nv *nodeVolumes, id string) {
 // under its lock, so it never races a stage or an unstage.
 func (s *NodeService) ReconcileInUse() {
 	for _, nv := range s.vols.all {
-		s.reconcile(nv, false)
+		s.reconcile(nv, false, nil)
 	}
 }
 
@@ -45,13 +46,20 @@ func (s *NodeService) ReconcileInUse() {
 // be in flight: one listing of the kernel is then the whole truth.
 func (s *NodeService) reconcileBeforeServing() {
 	for _, nv := range s.vols.all {
-		s.reconcile(nv, true)
+		s.reconcile(nv, true, nil)
 	}
 }
 
 // reconcile is ReconcileInUse for one pool. beforeServing says no call
 // can have staged anything since the listing of the attached volumes.
-func (s *NodeService) reconcile(nv *nodeVolumes, beforeServing bool) {
+// listing, when not nil, is a listing of the loop devices the caller (the
+// sweep) made moments ago; it is used for this node's image pool instead
+// of listing again. It only says which records stay without a look-up of
+// their own: a device detached since keeps its volume's record until the
+// next sweep (a delete waits; nothing is lost), and every record dropped
+// or added is decided under the volume's lock from the kernel as it is
+// then (dropStagedIfUnused, StagedEntry).
+func (s *NodeService) reconcile(nv *nodeVolumes, beforeServing bool, listing []loop.Device) {
 	mine, err := nv.inuse.OfNode(s.cfg.NodeID)
 	if err != nil {
 		klog.ErrorS(err, "read this node's in-use records", "pool", nv.Dir())
@@ -63,7 +71,9 @@ func (s *NodeService) reconcile(nv *nodeVolumes, beforeServing bool) {
 	// the node once per record: a second per sweep at 1,000 volumes).
 	f, finder := nv.NodeBackend.(stagedFinder)
 	var ids []string
-	if finder {
+	if b, ok := nv.NodeBackend.(*imageNode); ok && listing != nil && !beforeServing && b.pool == s.pool {
+		ids = b.attachedIn(listing)
+	} else if finder {
 		if ids, err = f.Attached(); err != nil {
 			klog.ErrorS(err, "find the volumes attached here to reconcile in-use records", "pool", nv.Dir())
 			return

@@ -17,6 +17,9 @@ type Loops interface {
 	Find(backingFile string) ([]loop.Device, error)
 	// List returns every attached device (see loop.List).
 	List() ([]loop.Device, error)
+	// Index reads every device's backing file once, so that many files'
+	// devices are found with one pass (see loop.Index).
+	Index() (LoopIndex, error)
 	Attach(ctx context.Context, backingFile string, opts loop.Options) (loop.Device, error)
 	Detach(dev string) error
 	// DetachFile detaches every device backed by the file; it checks the
@@ -30,6 +33,12 @@ type Loops interface {
 	BackedBy(d loop.Device, path string) bool
 	// Owner is the Options.Owner the device was attached with (loop.Owner).
 	Owner(d loop.Device) string
+}
+
+// LoopIndex finds devices by backing file from one pass over them; each
+// device it returns is read again, whole, when it is returned.
+type LoopIndex interface {
+	Find(backingFile string) ([]loop.Device, error)
 }
 
 // Mounter is the mount table: reading it and changing it (package mount).

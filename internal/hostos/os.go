@@ -19,6 +19,14 @@ type OSLoops struct {
 
 func (OSLoops) Find(p string) ([]loop.Device, error) { return loop.Find(p) }
 
+func (OSLoops) Index() (LoopIndex, error) {
+	ix, err := loop.ReadIndex()
+	if err != nil {
+		return nil, err
+	}
+	return ix, nil
+}
+
 func (l OSLoops) List() ([]loop.Device, error) {
 	devs, err := loop.List()
 	if err != nil || l.PoolDir == "" {

@@ -62,6 +62,12 @@ type Builder struct {
 	Kernel hostos.Host
 	// Health, when set, fills Volume.Health (Build with health=true).
 	Health HealthFunc
+	// Share, when set, is called once per Build before the health
+	// questions, with the loop devices and the mount table the view just
+	// read: the context it returns makes every health answer come from
+	// them (the driver's NodeService.WithReading), instead of a reading of
+	// every loop device and the whole mount table per volume.
+	Share func(ctx context.Context, devs []loop.Device, table mount.Table) context.Context
 }
 
 // Build returns the current view. With health false it skips the health
@@ -102,15 +108,24 @@ func (b *Builder) Build(ctx context.Context, health bool) api.Report {
 			byID[id] = append(byID[id], d)
 		}
 	}
+	listed := err == nil
+	// Health reads the table even without a device: a block volume's bind
+	// whose device is gone is found there.
+	share := health && b.Health != nil && b.Share != nil
 	var table mount.Table
-	if r.LoopDevices > 0 {
+	if r.LoopDevices > 0 || share {
 		if table, err = b.Kernel.Mounts.Table(); err != nil {
 			fail("mount table", err)
 		}
 	}
+	if share && listed && err == nil {
+		ctx = b.Share(ctx, devs, table)
+	}
+	// Indexed: every volume's uses are looked up in the one table.
+	mounts := volview.IndexTable(table)
 	r.Volumes = []api.Volume{}
 	for _, rec := range b.Pool.List() {
-		v := volume(rec, b.Pool.ImagePath(rec.ID), volview.Of(byID[rec.ID], table))
+		v := volume(rec, b.Pool.ImagePath(rec.ID), mounts.Of(byID[rec.ID]))
 		if st := stagingFS(v); st != "" {
 			if s, err := b.Kernel.FS.StatFS(st); err != nil {
 				fail("statfs "+st, err)

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/filevol/filevol/internal/hostos"
 	"github.com/filevol/filevol/internal/hostos/loop"
 )
 
@@ -31,6 +32,16 @@ func (h *Host) find(backing string) []loop.Device {
 	}
 	return out
 }
+
+// Index implements hostos.Loops. The fake keeps its devices in memory, so
+// a pass over them costs nothing: the index answers each Find from the
+// host as it is then, with the faults a test injected into Find and the
+// same operation log as a Find.
+func (h *Host) Index() (hostos.LoopIndex, error) { return liveIndex{h}, nil }
+
+type liveIndex struct{ h *Host }
+
+func (x liveIndex) Find(backingFile string) ([]loop.Device, error) { return x.h.Find(backingFile) }
 
 // List implements hostos.Loops.
 func (h *Host) List() ([]loop.Device, error) {

@@ -8,3 +8,6 @@ var ParseBackingFile = parseBackingFile
 
 // Scan lists the attached loop devices of a sysfs-like tree at dir.
 func Scan(dir string) ([]Device, error) { return scan(dir, nil) }
+
+// ReadIndexAt is ReadIndex on a sysfs-like tree at dir.
+func ReadIndexAt(dir string) (*Index, error) { return readIndex(dir) }

@@ -103,3 +103,64 @@ func TestScanMalformed(t *testing.T) {
 		t.Error("Scan with ro=maybe: want an error")
 	}
 }
+
+// TestIndexFakeSysfs: the index finds devices by the backing file's base
+// name and re-reads each candidate: a device whose backing file changed
+// after the pass is returned for its new file only if the pass saw that
+// name, and never for its old one.
+func TestIndexFakeSysfs(t *testing.T) {
+	dir := testutil.Scratch(t, scratchName)
+	dev := func(name, backing string) {
+		base := filepath.Join(dir, name)
+		for rel, content := range map[string]string{
+			"loop/backing_file": backing, "ro": "0\n", "loop/dio": "1\n", "size": "8\n", "dev": "7:" + name[4:] + "\n",
+		} {
+			if err := os.MkdirAll(filepath.Dir(filepath.Join(base, rel)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(base, rel), []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	dev("loop1", "/pool/a.img\n")
+	dev("loop2", "/pool/b.img\n")
+	dev("loop7", "/other/a.img (deleted)\n")
+	ix, err := loop.ReadIndexAt(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ix.Len() != 3 {
+		t.Errorf("Len = %d, want 3", ix.Len())
+	}
+	paths := func(devs []loop.Device) []string {
+		var out []string
+		for _, d := range devs {
+			out = append(out, d.Path)
+		}
+		return out
+	}
+	if got, err := ix.Find("/pool/a.img"); err != nil || !reflect.DeepEqual(paths(got), []string{"/dev/loop1"}) {
+		t.Errorf("Find(/pool/a.img) = %v, %v; want loop1 only", paths(got), err)
+	}
+	if got, err := ix.Find("/other/a.img"); err != nil || !reflect.DeepEqual(paths(got), []string{"/dev/loop7"}) || !got[0].Deleted {
+		t.Errorf("Find(/other/a.img) = %+v, %v; want loop7, deleted", got, err)
+	}
+	// loop2 is re-attached to a.img after the pass.
+	if err := os.WriteFile(filepath.Join(dir, "loop2/loop/backing_file"), []byte("/pool/a.img\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ix.Find("/pool/b.img"); err != nil || len(got) != 0 {
+		t.Errorf("Find(/pool/b.img) after its device changed file = %v, %v; want nothing", paths(got), err)
+	}
+	if got, err := ix.Find("/pool/a.img"); err != nil || !reflect.DeepEqual(paths(got), []string{"/dev/loop1"}) {
+		t.Errorf("Find(/pool/a.img) = %v, %v; want loop1 (loop2 was b.img's in the pass)", paths(got), err)
+	}
+	// A device removed after the pass is skipped, not an error.
+	if err := os.RemoveAll(filepath.Join(dir, "loop1")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ix.Find("/pool/a.img"); err != nil || len(got) != 0 {
+		t.Errorf("Find(/pool/a.img) after loop1 went = %v, %v; want nothing", paths(got), err)
+	}
+}

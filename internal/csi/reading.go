@@ -1,0 +1,170 @@
+package csi
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"github.com/filevol/filevol/internal/hostos"
+	"github.com/filevol/filevol/internal/hostos/loop"
+	"github.com/filevol/filevol/internal/hostos/mount"
+	"github.com/filevol/filevol/internal/volview"
+)
+
+// reading is one look at the kernel: a pass over the loop devices and the
+// mount table, both indexed, from which many questions are answered
+// without scanning either again. With 1,000 volumes on a node, scanning
+// every loop device and parsing the 2,000-line mount table once per
+// volume made the answers that cover every volume cost the square.
+//
+// A reading is made for one request (or one sweep) and dropped with it.
+// The devices it returns are re-read when they are returned (loop.Index);
+// the mount table is as of the reading.
+type reading struct {
+	loops  hostos.LoopIndex
+	mounts *volview.TableIndex
+}
+
+// readKernel reads the loop devices, then the mount table: the order of a
+// per-volume look-up (volumeUsage), so that a device attached in between
+// is missed by both and its mounts are not mistaken for another's.
+func readKernel(h Host) (*reading, error) {
+	ix, err := h.Loops.Index()
+	if err != nil {
+		return nil, fmt.Errorf("look up loop devices: %w", err)
+	}
+	table, err := h.Mounts.Table()
+	if err != nil {
+		return nil, fmt.Errorf("read mount table: %w", err)
+	}
+	return &reading{loops: ix, mounts: volview.IndexTable(table)}, nil
+}
+
+// usage is volumeUsage answered from the reading.
+func (r *reading) usage(imagePath string) (volview.Usage, error) {
+	devs, err := r.loops.Find(imagePath)
+	if err != nil {
+		return volview.Usage{}, fmt.Errorf("look up loop devices of %s: %w", imagePath, err)
+	}
+	return r.mounts.Of(devs), nil
+}
+
+// sharedReadings gives the read-only answers (volume health and stats)
+// a reading they share with the answers asked at the same time: kubelet
+// asks for every volume's health and stats in a burst, and after a restart
+// 1,000 asks came in at once, each scanning everything.
+//
+// A caller never gets a reading that began before it arrived: a reading
+// under way when a caller arrives may already have passed what that
+// caller's own look-up would see, so it waits for the next one, which
+// starts as soon as the one under way ends and serves everyone who arrived
+// meanwhile. Every answer is therefore made from a reading taken after its
+// request came, as its own would have been: nothing is served from an
+// earlier moment, and nothing decides a detach, a delete or a quarantine
+// from it (those read the kernel themselves, under the volume's lock).
+type sharedReadings struct {
+	host    Host
+	mu      sync.Mutex
+	running bool
+	next    *readingFlight // the reading that starts when the one running ends
+}
+
+type readingFlight struct {
+	done chan struct{}
+	r    *reading
+	err  error
+	// waiters counts the callers queued for it (under sharedReadings.mu),
+	// which is what a test waits on to know they all arrived first.
+	waiters int
+}
+
+func (s *sharedReadings) get(ctx context.Context) (*reading, error) {
+	if r, ok := ctx.Value(readingKey{}).(*reading); ok {
+		return r, nil
+	}
+	f := &readingFlight{done: make(chan struct{})}
+	s.mu.Lock()
+	if s.running {
+		if s.next == nil {
+			s.next = f
+		}
+		f = s.next
+		f.waiters++
+		s.mu.Unlock()
+	} else {
+		s.running = true
+		s.mu.Unlock()
+		s.run(f)
+	}
+	select {
+	case <-f.done:
+		return f.r, f.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// run makes f's reading, then starts the one its waiters queued, if any,
+// on a goroutine of its own so that this caller answers now.
+func (s *sharedReadings) run(f *readingFlight) {
+	f.r, f.err = readKernel(s.host)
+	close(f.done)
+	s.mu.Lock()
+	next := s.next
+	s.next = nil
+	s.running = next != nil
+	s.mu.Unlock()
+	if next != nil {
+		go s.run(next)
+	}
+}
+
+type readingKey struct{}
+
+// read returns the reading an answer of b's is made from: the caller's
+// (WithReading), or a shared one (sharedReadings); a backend built
+// without sharing reads the kernel itself.
+func (b *imageNode) read(ctx context.Context) (*reading, error) {
+	if b.readings == nil {
+		if r, ok := ctx.Value(readingKey{}).(*reading); ok {
+			return r, nil
+		}
+		return readKernel(b.host)
+	}
+	return b.readings.get(ctx)
+}
+
+// WithReading returns ctx carrying a reading made of devs and table: a
+// listing of the loop devices (hostos.Loops.List, which names a device
+// attached from another mount namespace by its path under the pool) and
+// the mount table, which a caller that asks about every volume in one go —
+// the node view of /debug/volumes — has just read for itself. Its health
+// questions are then answered from what it reports, instead of a reading
+// of every loop device and the whole table per volume. The reading is as
+// fresh as the caller's request: use the context for that request only.
+func (s *NodeService) WithReading(ctx context.Context, devs []loop.Device, table mount.Table) context.Context {
+	return context.WithValue(ctx, readingKey{}, &reading{loops: listedLoops(devs), mounts: volview.IndexTable(table)})
+}
+
+// listedLoops finds devices in a listing, by the backing path as loop.Find
+// compares it: the path, or the path with symlinks resolved.
+type listedLoops []loop.Device
+
+func (l listedLoops) Find(path string) ([]loop.Device, error) {
+	want := []string{filepath.Clean(path)}
+	if abs, err := filepath.Abs(path); err == nil {
+		want[0] = abs
+	}
+	if real, err := filepath.EvalSymlinks(want[0]); err == nil && real != want[0] {
+		want = append(want, real)
+	}
+	var out []loop.Device
+	for _, d := range l {
+		if slices.Contains(want, d.BackingFile) {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,174 @@
+package csi
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+
+	"github.com/filevol/filevol/internal/hostos"
+	"github.com/filevol/filevol/internal/hostos/loop"
+	"github.com/filevol/filevol/internal/hostos/mount"
+	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/testutil"
+)
+
+// TestReadingAgreesWithPerVolumeLookups: on the real kernel, with volumes
+// staged and published as kubelet leaves them (a mount volume published
+// twice, a block volume published, one staged only, one never staged, and
+// a block volume whose device was detached under its binds), one shared
+// reading answers usage, health and stats for each volume exactly as the
+// per-volume look-ups (a Find and a mount table of its own) do, and so does
+// the node view's reading (its own listing and table, WithReading).
+func TestReadingAgreesWithPerVolumeLookups(t *testing.T) {
+	testutil.RequireRoot(t)
+	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
+		t.Skip("mkfs.ext4 not installed")
+	}
+	dir := testutil.Scratch(t, "csi-reading") // its cleanup unmounts and detaches what is left under dir
+	p, err := pool.Open(filepath.Join(dir, "pool"), pool.Options{NodeID: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	kubelet := filepath.Join(dir, "kubelet")
+	if err := os.MkdirAll(kubelet, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	h := hostos.New(p.Dir())
+	d := New(Config{DriverName: "filevol.csi.io", NodeID: "n1", Node: true, KubeletDir: kubelet}, p, h)
+	e := &nodeEnv{t: t, pool: p, node: d.Node, kubelet: kubelet}
+
+	type vol struct{ id, staging, target, target2 string }
+	var vols []vol
+	add := func(name string, c *csipb.VolumeCapability, stage bool, targets int) vol {
+		v := vol{id: e.volume(name, "ext4", 32<<20), staging: e.staging(name)}
+		if stage {
+			e.mustStage(v.id, v.staging, c)
+		}
+		if targets > 0 {
+			v.target = e.target(name)
+			e.mustPublish(v.id, v.staging, v.target, c, false)
+		}
+		if targets > 1 {
+			v.target2 = e.target(name + "-2")
+			e.mustPublish(v.id, v.staging, v.target2, c, true)
+		}
+		vols = append(vols, v)
+		return v
+	}
+	add("fs-published", capMount("ext4", multi), true, 2)
+	add("block-published", capBlock(rw), true, 1)
+	add("fs-staged", capMount("ext4", rw), true, 0)
+	add("never-staged", capMount("ext4", rw), false, 0)
+	gone := add("block-gone", capBlock(rw), true, 1)
+	// The block volume's device detached under its binds (a bind of a
+	// device node does not hold it): health must say LoopDeviceGone.
+	devs, err := loop.Find(p.ImagePath(gone.id))
+	if err != nil || len(devs) != 1 {
+		t.Fatalf("devices of %s: %+v, %v", gone.id, devs, err)
+	}
+	if err := loop.Detach(devs[0].Path); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx := context.Background()
+	r, err := readKernel(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &imageNode{pool: p, host: h, node: "n1"}
+	shared := context.WithValue(ctx, readingKey{}, r)
+	// The node view's reading: the listing and the table it read itself.
+	listing, err := h.Loops.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, err := h.Mounts.Table()
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := d.Node.WithReading(ctx, listing, table)
+	sawGone := false
+	for _, v := range vols {
+		img := p.ImagePath(v.id)
+		got, err := r.usage(img)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := volumeUsage(h, img)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got.Devices, want.Devices) || !reflect.DeepEqual(got.Uses, want.Uses) {
+			t.Errorf("%s: usage from the shared reading\n%v\nper-volume\n%v", v.id, got, want)
+		}
+		rec, err := p.Get(v.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, target := range []string{"", v.target, v.target2} {
+			sharedHealth, err := b.Health(shared, rec, target, v.staging)
+			if err != nil {
+				t.Fatal(err)
+			}
+			perVolume := perVolumeHealth(t, b, rec, target, v.staging)
+			if !reflect.DeepEqual(reasons(sharedHealth), reasons(perVolume)) {
+				t.Errorf("%s at %q: health from the shared reading %v, per-volume %v", v.id, target, reasons(sharedHealth), reasons(perVolume))
+			}
+			listedHealth, err := b.Health(listed, rec, target, v.staging)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(reasons(listedHealth), reasons(perVolume)) {
+				t.Errorf("%s at %q: health from the node view's listing %v, per-volume %v", v.id, target, reasons(listedHealth), reasons(perVolume))
+			}
+			for _, x := range sharedHealth {
+				sawGone = sawGone || x.GetReason() == ReasonLoopDeviceGone
+			}
+			if target == "" {
+				continue
+			}
+			statsShared, errShared := b.Stats(shared, rec, target)
+			statsOwn, errOwn := b.Stats(ctx, rec, target) // no shared reading: one of its own
+			if codeOf(errShared) != codeOf(errOwn) || len(statsShared) != len(statsOwn) {
+				t.Errorf("%s at %s: stats from the shared reading %v (%v), from its own %v (%v)", v.id, target, statsShared, errShared, statsOwn, errOwn)
+			}
+		}
+	}
+	if !sawGone {
+		t.Error("no health answer reported LoopDeviceGone for the detached block volume: the comparison missed the one abnormal case")
+	}
+}
+
+// perVolumeHealth is the image backend's health as it was answered before
+// readings were shared: a Find and a mount table for this volume alone.
+func perVolumeHealth(t *testing.T, b *imageNode, vol pool.Volume, publish, staging string) []*csipb.VolumeHealth_VolumeHealthEntry {
+	t.Helper()
+	devs, err := loop.Find(b.pool.ImagePath(vol.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := imageHealth(b.pool, vol.ID, devs)
+	table, err := mount.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st = append(st, mountHealth(table, devs, publish, staging)...)
+	if e := b.poolFullHealth(vol); e != nil {
+		st = append(st, e)
+	}
+	return st
+}
+
+func reasons(st []*csipb.VolumeHealth_VolumeHealthEntry) []string {
+	out := []string{}
+	for _, x := range st {
+		out = append(out, x.GetStatus().String()+"/"+x.GetReason())
+	}
+	return out
+}
