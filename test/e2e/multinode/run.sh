@@ -11,17 +11,12 @@
 #   5. down.sh, always (it takes the nodes down first).
 #
 # Holds $STATE_DIR/run.lock throughout (the single-node run.sh takes the same lock).
-# Knobs: MN_RUN=regexp (go test -run), MN_KEEP=1 (leave the cluster up; make cluster-down).
+# Knobs: MN_RUN=regexp (go test -run); MN_HOLD=FILE (debugging: keep the cluster and the lock
+# until FILE exists, then tear down); MN_KEEP=1 (leave the cluster up; make cluster-down).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../cluster/lib.sh"
 [ "$(id -u)" = 0 ] || die "run.sh must run as root"
-mkdir -p "$STATE_DIR"
-exec 8>"$STATE_DIR/run.lock"
-if ! flock -n 8; then
-  log "e2e-multinode: another e2e run is using $STATE_DIR; waiting for it to end"
-  flock 8
-fi
 OUT=$REPO_ROOT/_output/e2e-multinode
 # The cluster's logs go with this run's, not over the single-node run's.
 export FILEVOL_E2E_LOGS=$OUT
@@ -45,6 +40,11 @@ finish() {
   set +e
   trap - EXIT INT TERM
   if [ -n "$CHILD" ] && kill -0 "$CHILD" 2>/dev/null; then kill -TERM "$CHILD"; wait "$CHILD"; fi
+  # Before the lock (the builds), the cluster on this state dir is someone else's: touch nothing.
+  if [ -z "${TL:-}" ]; then
+    note "total: $(since)s, exit $rc (before the cluster)"
+    exit "$rc"
+  fi
   # The filevol pods' logs, from each node's kubelet log directory (down.sh removes them).
   mkdir -p "$OUT/driver"
   for d in "$STATE_DIR/pod-logs" "$STATE_DIR"/nodes/*/pod-logs; do
@@ -52,6 +52,11 @@ finish() {
     n=vm; [[ $d == */nodes/* ]] && n=$(basename "$(dirname "$d")")
     mkdir -p "$OUT/driver/$n" && cp -r "$d"/filevol_* "$OUT/driver/$n/"
   done
+  if [ -n "${MN_HOLD:-}" ]; then
+    # Debugging: keep the cluster (and the lock) until the file MN_HOLD exists (30 min at most).
+    log "MN_HOLD: the cluster stays up until $MN_HOLD exists (KUBECONFIG=$ADMIN_KUBECONFIG)"
+    for ((i = 0; i < 1800; i++)); do [ -e "$MN_HOLD" ] && break; sleep 1; done
+  fi
   if [ "${MN_KEEP:-0}" = 1 ]; then
     log "MN_KEEP=1: the cluster stays up (KUBECONFIG=$ADMIN_KUBECONFIG); make cluster-down when done"
   else
@@ -64,7 +69,7 @@ finish() {
       [ "$rc" != 0 ] || rc=1
     fi
   fi
-  note "total: $(since)s, exit $rc"
+  note "total: $(since)s (with the lock: $(( $(date +%s) - ${TL:-$(date +%s)} ))s), exit $rc"
   printf '%s\n' "${SUMMARY[@]}" > "$OUT/summary.txt"
   echo "==== e2e-multinode summary (also in $OUT/summary.txt)"; printf '  %s\n' "${SUMMARY[@]}"
   exit "$rc"
@@ -80,6 +85,15 @@ make -C "$REPO_ROOT" --no-print-directory build >/dev/null
 (cd "$REPO_ROOT" && go test -c -tags e2e -o "$OUT/bin/multinode.test" ./test/e2e/multinode)
 "$REPO_ROOT/hack/images.sh" "$REPO_ROOT/_output/images" > "$OUT/images.log" 2>&1 || die "hack/images.sh failed: $(tail -20 "$OUT/images.log")"
 note "build: $(since)s"
+
+# The lock from here to the end (the cluster's whole life); the builds above need none.
+mkdir -p "$STATE_DIR"
+exec 8>"$STATE_DIR/run.lock"
+if ! flock -n 8; then
+  log "e2e-multinode: another e2e run is using $STATE_DIR; waiting for it to end"
+  flock 8
+fi
+TL=$(date +%s)
 
 # ---- 2. cluster ----------------------------------------------------------------------------
 t=$(date +%s)
