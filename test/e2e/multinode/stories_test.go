@@ -218,7 +218,7 @@ func TestNodeDies(t *testing.T) {
 			t.Errorf("doctor output does not name %q (the volume on the dead node, and the node)", want)
 		}
 	}
-	if !strings.Contains(strings.ToLower(out), "unreachable") && !strings.Contains(out, "NotReady") {
+	if !strings.Contains(out, "unreachable: its node "+victim+" is NotReady") || !strings.Contains(out, "claim "+ns+"/data is pinned to it") {
 		t.Errorf("doctor does not say node %s is unreachable or NotReady", victim)
 	}
 
