@@ -66,7 +66,7 @@ func TestCapacitySteersScheduler(t *testing.T) {
 	})
 	time.Sleep(6 * time.Second) // doctor's --min-age=5s: a claim younger than that is not stuck yet
 	out := doctor(t)
-	for _, want := range []string{ns + "/huge", "CSIStorageCapacity"} {
+	for _, want := range []string{"pvc/huge -n " + ns, "did not have enough free storage", "CSIStorageCapacity available:"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("doctor does not name %q for the claim no node can hold", want)
 		}
