@@ -207,7 +207,7 @@ func TestNodeDies(t *testing.T) {
 		for _, c := range p.Status.Conditions {
 			if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse && c.Reason == v1.PodReasonUnschedulable {
 				t.Logf("scheduler: %s", c.Message)
-				return strings.Contains(c.Message, "volume node affinity conflict"), nil
+				return strings.Contains(c.Message, "didn't match PersistentVolume's node affinity"), nil
 			}
 		}
 		return false, nil
@@ -224,8 +224,18 @@ func TestNodeDies(t *testing.T) {
 
 	node(t, "revive", victim)
 	revived = true
+	back := time.Now()
 	nodeReady(t, victim, true, 3*time.Minute)
-	podRunning(t, ns, "app", 4*time.Minute)
+	// The API still showed the pod Running while its node was dead: wait for a container
+	// the revived kubelet started.
+	eventually(t, 4*time.Minute, "pod app running again, in a container started after the node came back", func() (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(t.Context(), "app", metav1.GetOptions{})
+		if err != nil || len(p.Status.ContainerStatuses) == 0 {
+			return false, err
+		}
+		r := p.Status.ContainerStatuses[0].State.Running
+		return r != nil && p.Status.ContainerStatuses[0].Ready && r.StartedAt.After(back.Add(-time.Second)), nil
+	})
 	again := strings.TrimSpace(kubectl(t.Context(), "-n", ns, "exec", "app", "--", "sh", "-c", "cat /data/sum; sha256sum /data/blob"))
 	lines := strings.Split(again, "\n")
 	if len(lines) != 2 || strings.Fields(lines[0])[0] != strings.Fields(lines[1])[0] || lines[0] != sum {
