@@ -419,6 +419,7 @@ net_down() {
     grep -v '^fwd-host ' "$PIDS_FILE" > "$PIDS_FILE.tmp" || true; mv -f "$PIDS_FILE.tmp" "$PIDS_FILE"
   fi
   if owned link | grep -qx "$MN_BRIDGE" && ip link show "$MN_BRIDGE" >/dev/null 2>&1; then ip link del "$MN_BRIDGE"; fi
+  rmdir "$NODES_DIR" 2>/dev/null || true
   return 0
 }
 

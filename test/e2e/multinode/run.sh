@@ -11,7 +11,9 @@
 #   5. down.sh, always (it takes the nodes down first).
 #
 # Holds $STATE_DIR/run.lock throughout (the single-node run.sh takes the same lock).
-# Knobs: MN_RUN=regexp (go test -run); MN_HOLD=FILE (debugging: keep the cluster and the lock
+# Knobs: MN_RUN=regexp (go test -run); MN_BUILD_ONLY=1 (step 1 only), MN_SKIP_BUILD=1 (use what
+# the last build left); FILEVOL_E2E_LOCK_HELD=1 (the caller holds the lock: several runs in a row
+# under one `flock $STATE_DIR/run.lock`); MN_HOLD=FILE (debugging: keep the cluster and the lock
 # until FILE exists, then tear down); MN_KEEP=1 (leave the cluster up; make cluster-down).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -79,17 +81,22 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # ---- 1. build ------------------------------------------------------------------------------
+if [ "${MN_SKIP_BUILD:-0}" != 1 ]; then
 "$CLUSTER_DIR/install-packages.sh" >/dev/null
 "$CLUSTER_DIR/build.sh" >/dev/null
 make -C "$REPO_ROOT" --no-print-directory build >/dev/null
 (cd "$REPO_ROOT" && go test -c -tags e2e -o "$OUT/bin/multinode.test" ./test/e2e/multinode)
 "$REPO_ROOT/hack/images.sh" "$REPO_ROOT/_output/images" > "$OUT/images.log" 2>&1 || die "hack/images.sh failed: $(tail -20 "$OUT/images.log")"
 note "build: $(since)s"
+fi
+[ "${MN_BUILD_ONLY:-0}" != 1 ] || exit 0
 
 # The lock from here to the end (the cluster's whole life); the builds above need none.
 mkdir -p "$STATE_DIR"
 exec 8>"$STATE_DIR/run.lock"
-if ! flock -n 8; then
+if [ "${FILEVOL_E2E_LOCK_HELD:-0}" = 1 ]; then
+  log "e2e-multinode: FILEVOL_E2E_LOCK_HELD=1: the caller holds $STATE_DIR/run.lock"
+elif ! flock -n 8; then
   log "e2e-multinode: another e2e run is using $STATE_DIR; waiting for it to end"
   flock 8
 fi
@@ -113,6 +120,7 @@ for spec in "${NODES[@]}"; do
 done
 for spec in "${NODES[@]}"; do
   n=${spec%% *}
+  for i in $(seq 60); do "${K[@]}" get node "$n" >/dev/null 2>&1 && break; sleep 1; done
   "${K[@]}" wait --for=condition=Ready "node/$n" --timeout=120s >/dev/null || die "node $n not Ready"
 done
 note "cluster-up (3 nodes Ready): $(( $(date +%s) - t ))s"
