@@ -150,7 +150,14 @@ func (b *imageNode) Attached() ([]string, error) {
 func (b *imageNode) attachedIn(devs []loop.Device) []string {
 	var ids []string
 	for _, d := range devs {
-		if id, ok := volview.VolumeID(b.pool.VolumesDir(), d.BackingFile); ok && !slices.Contains(ids, id) {
+		id, ok := volview.VolumeID(b.pool.VolumesDir(), d.BackingFile)
+		if !ok || slices.Contains(ids, id) {
+			continue
+		}
+		// Another node sharing this kernel, its pool mounted at the same
+		// path in its own mount namespace, shows its devices under our
+		// pool's path: only the file's identity makes the volume ours.
+		if b.host.Loops.BackedBy(d, b.pool.ImagePath(id)) {
 			ids = append(ids, id)
 		}
 	}

@@ -59,6 +59,7 @@ var checks = []check{
 	checkPendingPVCs,
 	checkStuckPods,
 	checkGoneNodes,
+	checkDownNodes,
 	checkCapacity,
 	checkUnenforcedSizes,
 	checkDriverReports,

@@ -305,3 +305,23 @@ func TestDoctorUnenforcedSize(t *testing.T) {
 		t.Errorf("a volume whose size is enforced was reported:\n%s", out)
 	}
 }
+
+// A node that stopped answering: its volume is unreachable, the claim is
+// pinned to it, and the pod that uses it waits; the volume cannot move.
+func TestDoctorDownNode(t *testing.T) {
+	down := node("node-2")
+	down.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, Reason: "NodeStatusUnknown"}}
+	objs := append(base(), down, csiNode("node-2"), pv("pvc-here", "fv-here", "node-2", "app", "data"),
+		pvc("app", "data", "1Gi", "pvc-here"), pod("app", "web", "node-2", "data"))
+	out := run(t, nil, []string{"doctor"}, objs...)
+	mustContain(t, out,
+		"ERROR   pv/pvc-here: unreachable: its node node-2 is NotReady (claim app/data is pinned to it)",
+		"cause: node node-2 is NotReady (NodeStatusUnknown): its kubelet and filevol do not answer, and the volume lives in that node's pool, which no other node can reach; a node-local volume cannot move; pods app/web wait for it",
+		"fix:   bring node node-2 back: the volume and its data come back with it, and its pods run again there")
+	// A Ready node's volume is no finding.
+	out = run(t, nil, []string{"doctor"}, append(base(), node("node-2"), csiNode("node-2"), pv("pvc-here", "fv-here", "node-2", "app", "data"),
+		pvc("app", "data", "1Gi", "pvc-here"))...)
+	if strings.Contains(out, "unreachable") {
+		t.Errorf("a Ready node's volume reported unreachable:\n%s", out)
+	}
+}

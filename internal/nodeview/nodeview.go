@@ -101,9 +101,14 @@ func (b *Builder) Build(ctx context.Context, health bool) api.Report {
 		fail("loop devices", err)
 	}
 	for _, d := range devs {
-		if strings.HasPrefix(d.BackingFile, dir+"/") {
-			r.LoopDevices++
+		// The path sysfs shows is not enough: another node sharing this
+		// kernel, with its own pool mounted at the same path in its own
+		// mount namespace, has devices shown under our pool's path. Only
+		// the file's identity makes a device this pool's.
+		if !strings.HasPrefix(d.BackingFile, dir+"/") || !b.Kernel.Loops.BackedBy(d, d.BackingFile) {
+			continue
 		}
+		r.LoopDevices++
 		if id, ok := volview.VolumeID(vdir, d.BackingFile); ok {
 			byID[id] = append(byID[id], d)
 		}

@@ -182,3 +182,34 @@ func TestHandler(t *testing.T) {
 		t.Errorf("POST: %d, want 405", resp2.StatusCode)
 	}
 }
+
+// TestBuildLeavesAnotherNodesDevices: nodes that share a kernel (the
+// multi-node e2e cluster: each node's pool at the same path in its own mount
+// namespace) see each other's loop devices, shown under this pool's path.
+// Only the backing file's identity makes a device this pool's: another
+// node's device on the path of our idle volume neither counts nor makes
+// that volume attached.
+func TestBuildLeavesAnotherNodesDevices(t *testing.T) {
+	b, vols := setup(t)
+	k := b.Kernel.Loops.(*fake.Host)
+	vdir, err := filepath.EvalSymlinks(b.Pool.VolumesDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.AddForeignDevice(loop.Device{Path: "/dev/loop20", Number: 20, Major: 7, Minor: 20, SizeBytes: 64 << 20,
+		BackingFile: filepath.Join(vdir, filepath.Base(b.Pool.ImagePath(vols["idle"].ID)))})
+	k.AddForeignDevice(loop.Device{Path: "/dev/loop21", Number: 21, Major: 7, Minor: 21, SizeBytes: 64 << 20,
+		BackingFile: filepath.Join(vdir, "fv-0123456789abcdef0123456789abcdef.img")})
+	r := b.Build(context.Background(), false)
+	if len(r.Errors) != 0 {
+		t.Fatalf("errors: %v", r.Errors)
+	}
+	if r.LoopDevices != 2 {
+		t.Errorf("LoopDevices = %d, want 2: another node's devices are not this pool's", r.LoopDevices)
+	}
+	for _, v := range r.Volumes {
+		if v.Record.ID == vols["idle"].ID && (v.State != api.StateIdle || len(v.LoopDevices) != 0) {
+			t.Errorf("idle volume: state %s, devices %+v; want idle, none (the device is another node's file)", v.State, v.LoopDevices)
+		}
+	}
+}

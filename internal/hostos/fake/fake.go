@@ -69,6 +69,9 @@ type device struct {
 	loop.Device
 	holders int    // processes holding it open (HoldOpen)
 	owner   string // loop.Options.Owner
+	// foreign: the device's backing file is another file that the kernel
+	// shows under the same path (AddForeignDevice); BackedBy says no.
+	foreign bool
 }
 
 type filesystem struct {
@@ -185,6 +188,16 @@ func (h *Host) AddDevice(d loop.Device) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.devices[d.Number] = &device{Device: d}
+}
+
+// AddForeignDevice shows d as attached by another node that shares this
+// kernel: sysfs shows its backing file under the same path as a file of
+// ours (that node's pool is mounted at the same path in its own mount
+// namespace), but it is another file, so BackedBy is false for it.
+func (h *Host) AddForeignDevice(d loop.Device) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.devices[d.Number] = &device{Device: d, foreign: true}
 }
 
 // AddMount adds m to the mount table as it is, unchecked, with a fresh ID

@@ -202,6 +202,9 @@ func (h *Host) blockDevice(dev string) (*device, error) {
 func (h *Host) BackedBy(d loop.Device, path string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if x := h.devices[d.Number]; x != nil && x.foreign {
+		return false
+	}
 	return d.BackingFile == resolve(path)
 }
 

@@ -79,6 +79,13 @@ if [ "$GRACEFUL" = 1 ] && recorded kube-apiserver >/dev/null && recorded kubelet
     >/dev/null 2>&1 || log "  (pods not all gone after 60s; continuing)"
 fi
 
+# ---- 1b. extra nodes (node.sh), each with its namespaces, mounts and loop devices ------
+for n in $(owned node); do
+  did=1
+  "$CLUSTER_DIR/node.sh" down "$n" || log "down: node $n: node.sh down failed" >&2
+done
+[ -z "$(owned node)" ] || "$CLUSTER_DIR/node.sh" net-down
+
 # ---- 2. recorded processes, newest first ----------------------------------------------
 if [ -s "$PIDS" ]; then
   did=1

@@ -139,6 +139,26 @@ if [ ! -s "$P/.complete" ]; then
   ts "generated PKI and kubeconfigs"
 fi
 
+# FILEVOL_E2E_MULTINODE=1 (multinode.sh): extra nodes (node.sh) come up beside this one, in
+# network namespaces of their own. Their host names resolve nowhere, so the apiserver
+# reaches every kubelet at its InternalIP, and this kubelet listens on its node address
+# (on lo) with a serving certificate that names it.
+KUBELET_ADDRESS=127.0.0.1 KUBELET_ADDRESS_TYPES=Hostname KUBELET_CERT=$P/kubelet
+if [ "${FILEVOL_E2E_MULTINODE:-0}" = 1 ]; then
+  KUBELET_ADDRESS=$NODE_IP KUBELET_ADDRESS_TYPES=InternalIP KUBELET_CERT=$P/kubelet-multinode
+  if [ ! -s "$KUBELET_CERT.crt" ]; then
+    (
+      cd "$P"; umask 077
+      openssl genrsa -out kubelet-multinode.key 2048 2>/dev/null
+      openssl req -new -key kubelet-multinode.key -subj "/CN=$NODE_NAME" -out kubelet-multinode.csr 2>/dev/null
+      openssl x509 -req -in kubelet-multinode.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
+        -extfile <(printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:%s,IP:127.0.0.1,DNS:localhost,DNS:%s\n' "$NODE_IP" "$NODE_NAME") \
+        -out kubelet-multinode.crt 2>/dev/null
+      rm -f kubelet-multinode.csr
+    )
+  fi
+fi
+
 # ---- containerd -----------------------------------------------------------------------
 C=$STATE_DIR/containerd
 # restrict_oom_score_adj: root here lacks CAP_SYS_RESOURCE, so the -998 containerd gives
@@ -223,7 +243,7 @@ start kube-apiserver "$BIN_DIR/kube-apiserver" \
   --client-ca-file="$P/ca.crt" \
   --kubelet-client-certificate="$P/apiserver-kubelet-client.crt" --kubelet-client-key="$P/apiserver-kubelet-client.key" \
   --kubelet-certificate-authority="$P/ca.crt" \
-  --kubelet-preferred-address-types=Hostname \
+  --kubelet-preferred-address-types="$KUBELET_ADDRESS_TYPES" \
   --service-account-issuer=https://kubernetes.default.svc.cluster.local \
   --service-account-key-file="$P/sa.pub" --service-account-signing-key-file="$P/sa.key" \
   --service-cluster-ip-range="$SERVICE_CIDR" \
@@ -296,7 +316,7 @@ ip addr add "$NODE_IP/32" dev lo
 cat > "$STATE_DIR/kubelet-config.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-address: 127.0.0.1
+address: $KUBELET_ADDRESS
 port: 10250
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
@@ -310,8 +330,8 @@ authentication:
     clientCAFile: $P/ca.crt
 authorization:
   mode: Webhook
-tlsCertFile: $P/kubelet.crt
-tlsPrivateKeyFile: $P/kubelet.key
+tlsCertFile: $KUBELET_CERT.crt
+tlsPrivateKeyFile: $KUBELET_CERT.key
 containerRuntimeEndpoint: unix://$CONTAINERD_SOCK
 imageServiceEndpoint: unix://$CONTAINERD_SOCK
 cgroupDriver: cgroupfs

@@ -1,0 +1,437 @@
+#!/usr/bin/env bash
+# node.sh up|down|kill|revive|exec NAME [ARGS]: an extra Kubernetes node on this machine,
+# beside the node `vm` of up.sh (which must be up). README.md, "Extra nodes", says why
+# each piece is as it is; in short, node NAME (n2, n3) is:
+#
+#   - a holder process (`sleep infinity`) in new mount, network and UTS namespaces,
+#     pinned as bind mounts $ND/ns/{mnt,net,uts} ($ND = $STATE_DIR/nodes/NAME), so that
+#     every later process of the node joins them with nsenter;
+#   - in that mount namespace, its own /var/lib/kubelet, /run/containerd,
+#     /var/lib/containerd, /var/lib/cni, /var/log/containers and the filevol pools,
+#     bind-mounted from $ND; every mount copied from the host when the namespace was
+#     made (other tests' loop-device filesystems, FUSE mounts, namespace pins) is
+#     detached first, so the node never pins what is not its own;
+#   - a veth pair: fve-NAME on our bridge fve2e-nodes (host address $MN_HOST_IP), eth0
+#     with the node IP inside; no route beyond the bridge;
+#   - in its cgroup /filevol-e2e-NAME (every hierarchy): sys/ holds its containerd (and
+#     so the shims), kubelet and apiserver forwarder; kubepods/ is its kubelet's;
+#   - a forwarder (socat) on 127.0.0.1:6443 in its network namespace to $MN_HOST_IP:6443,
+#     where a host forwarder (recorded by `node.sh net-up`) reaches the apiserver on
+#     127.0.0.1: kubeconfigs and hostNetwork pods use 127.0.0.1:6443 on every node.
+#
+#   up NAME IP ZONE [POOL_MIB]   make and start the node; POOL_MIB > 0 puts a tmpfs of that
+#                                size on its pool directory (different pool sizes)
+#   kill NAME      SIGKILL its kubelet, containerd, forwarder, shims and containers, and
+#                  cut its network (the host side of its veth goes down); its namespaces,
+#                  mounts and loop devices stay, as a powered-off disk would keep its data
+#   revive NAME    network up, containerd, forwarder and kubelet started again
+#   down NAME      everything of the node gone: processes, mounts, namespaces, loop devices
+#                  backed by its files, veth, cgroups, its state directory
+#   net-up         the bridge and the host forwarder (before the first node)
+#   net-down       the host forwarder and the bridge (after the last node)
+#   exec NAME CMD...  run CMD inside the node's namespaces
+#   names          the nodes that have a state directory
+#
+# Every process is recorded in $STATE_DIR/pids (record_pid), so that the guard of up.sh and
+# down.sh counts it as ours; everything else is stamped in $STATE_DIR/owned before it is
+# made (`node NAME`, `link`, `cgroup`), and down.sh calls `node.sh down` for each node.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+[ "$(id -u)" = 0 ] || die "node.sh must run as root"
+export PATH=$PATH:/usr/local/sbin:/usr/sbin:/sbin
+
+MN_BRIDGE=fve2e-nodes
+MN_HOST_IP=10.89.1.1
+MN_PREFIX=24
+NODES_DIR=$STATE_DIR/nodes
+P=$STATE_DIR/pki
+# The pool path every node's filevol uses (values-multinode.yaml: pool.hostPath); on each
+# extra node it is that node's own directory, bind-mounted in its mount namespace.
+MN_POOL=$STATE_DIR/pool
+
+nd() { echo "$NODES_DIR/$1"; }
+valid_name() { [[ $1 =~ ^n[0-9]$ ]] || die "node name '$1': want n2..n9"; }
+nsx() { # NAME CMD...: run CMD in the node's namespaces
+  local d; d=$(nd "$1"); shift
+  nsenter --mount="$d/ns/mnt" --net="$d/ns/net" --uts="$d/ns/uts" -- "$@"
+}
+# hierarchies: every cgroup hierarchy's mount point.
+hierarchies() {
+  awk -v fs="$CGROUP_FS" '($9 == "cgroup" || $9 == "cgroup2") && ($5 == fs || index($5, fs "/") == 1) {print $5}' /proc/self/mountinfo | sort -u
+}
+# mkcg DIR: a cgroup in every hierarchy (cpuset: a new v1 cgroup starts without CPUs).
+mkcg() {
+  local h f c
+  while read -r h; do
+    c=$h
+    for part in ${1//\// }; do
+      c=$c/$part
+      mkdir -p "$c"
+      for f in cpuset.cpus cpuset.mems; do
+        if [ -e "$c/$f" ] && [ -z "$(cat "$c/$f")" ]; then cat "$(dirname "$c")/$f" > "$c/$f"; fi
+      done
+    done
+  done < <(hierarchies)
+}
+# cg_procs DIR: every process in DIR and below, any hierarchy.
+cg_procs() {
+  local h
+  while read -r h; do
+    [ -d "$h/$1" ] && find "$h/$1" -name cgroup.procs -exec cat {} + 2>/dev/null
+  done < <(hierarchies) | sort -un
+}
+
+# start NAME WHAT CMD...: CMD in the node's namespaces and its cgroup sys/, its own session,
+# logging to $LOGS/NAME/WHAT.log, recorded as NAME/WHAT.
+start() {
+  local n=$1 w=$2 d p; shift 2; d=$(nd "$n")
+  mkdir -p "$LOG_DIR/cluster/$n"
+  # The shell puts itself in the cgroup, then becomes nsenter, which becomes CMD: one PID.
+  setsid bash -c 'for h in $(awk '\''$9 ~ /^cgroup2?$/ {print $5}'\'' /proc/self/mountinfo); do
+      [ -d "$h/$0" ] && echo $$ > "$h/$0/cgroup.procs"; done
+      exec nsenter --mount="$1/ns/mnt" --net="$1/ns/net" --uts="$1/ns/uts" -- "${@:2}"' \
+    "filevol-e2e-$n/sys" "$d" "$@" >> "$LOG_DIR/cluster/$n/$w.log" 2>&1 < /dev/null 8>&- &
+  p=$!
+  record_pid "$n/$w" "$p"
+  log "$n: started $w (pid $p)"
+}
+
+net_up() {
+  if ! ip link show "$MN_BRIDGE" >/dev/null 2>&1; then
+    own link "$MN_BRIDGE"
+    ip link add "$MN_BRIDGE" type bridge
+    ip addr add "$MN_HOST_IP/$MN_PREFIX" dev "$MN_BRIDGE"
+    ip link set "$MN_BRIDGE" up
+  fi
+  if ! awk '$1 == "fwd-host"' "$PIDS_FILE" 2>/dev/null | grep -q .; then
+    mkdir -p "$LOG_DIR/cluster"
+    # The apiserver listens on 127.0.0.1 only: the nodes reach it through this.
+    setsid socat TCP-LISTEN:6443,bind=$MN_HOST_IP,reuseaddr,fork TCP:127.0.0.1:6443 \
+      >> "$LOG_DIR/cluster/fwd-host.log" 2>&1 < /dev/null 8>&- &
+    record_pid fwd-host $!
+  fi
+}
+
+# node_pki NAME IP: the node's kubelet serving and client certificates, from the cluster CA.
+node_pki() {
+  local n=$1 ip=$2 d; d=$(nd "$n")/pki
+  mkdir -p "$d"
+  (
+    cd "$d"; umask 077
+    x() { printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=%s\n%s\n' "$1" "${2:+subjectAltName=$2}"; }
+    c() {
+      openssl genrsa -out "$1.key" 2048 2>/dev/null
+      openssl req -new -key "$1.key" -subj "$2" -out "$1.csr" 2>/dev/null
+      openssl x509 -req -in "$1.csr" -CA "$P/ca.crt" -CAkey "$P/ca.key" -CAcreateserial -CAserial "$d/ca.srl" \
+        -days 30 -extfile <(x "$3" "${4:-}") -out "$1.crt" 2>/dev/null
+      rm -f "$1.csr"
+    }
+    c kubelet "/CN=$n" serverAuth "IP:$ip,DNS:$n"
+    c kubelet-client "/CN=system:node:$n/O=system:nodes" clientAuth
+  )
+  local f=$(nd "$n")/kubelet.kubeconfig
+  "$KUBECTL" config set-cluster local --server=https://127.0.0.1:6443 --certificate-authority="$P/ca.crt" --embed-certs=true --kubeconfig="$f" >/dev/null
+  "$KUBECTL" config set-credentials "system:node:$n" --client-certificate="$d/kubelet-client.crt" --client-key="$d/kubelet-client.key" --embed-certs=true --kubeconfig="$f" >/dev/null
+  "$KUBECTL" config set-context default --cluster=local --user="system:node:$n" --kubeconfig="$f" >/dev/null
+  "$KUBECTL" config use-context default --kubeconfig="$f" >/dev/null
+}
+
+# A new mount namespace copies every mount of the host: other tests' loop-device
+# filesystems, FUSE clients, namespace pins, the vm node's kubelet mounts. The node keeps
+# only / and the kernel's pseudo filesystems (/proc, /sys, /dev); it detaches the rest in
+# its copy, or it would hold them busy (and their loop devices attached) while it lives.
+up() {
+  if ! ip link show "$MN_BRIDGE" >/dev/null 2>&1; then
+    own link "$MN_BRIDGE"
+    ip link add "$MN_BRIDGE" type bridge
+    ip addr add "$MN_HOST_IP/$MN_PREFIX" dev "$MN_BRIDGE"
+    ip link set "$MN_BRIDGE" up
+  fi
+  if ! awk '$1 == "fwd-host"' "$PIDS_FILE" 2>/dev/null | grep -q .; then
+    mkdir -p "$LOG_DIR/cluster"
+    # The apiserver listens on 127.0.0.1 only: the nodes reach it through this.
+    setsid socat TCP-LISTEN:6443,bind=$MN_HOST_IP,reuseaddr,fork TCP:127.0.0.1:6443 \
+      >> "$LOG_DIR/cluster/fwd-host.log" 2>&1 < /dev/null 8>&- &
+    record_pid fwd-host $!
+  fi
+}
+
+# node_pki NAME IP: the node's kubelet serving and client certificates, from the cluster CA.
+node_pki() {
+  local n=$1 ip=$2 d; d=$(nd "$n")/pki
+  mkdir -p "$d"
+  (
+    cd "$d"; umask 077
+    x() { printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=%s\n%s\n' "$1" "${2:+subjectAltName=$2}"; }
+    c() {
+      openssl genrsa -out "$1.key" 2048 2>/dev/null
+      openssl req -new -key "$1.key" -subj "$2" -out "$1.csr" 2>/dev/null
+      openssl x509 -req -in "$1.csr" -CA "$P/ca.crt" -CAkey "$P/ca.key" -CAcreateserial -CAserial "$d/ca.srl" \
+        -days 30 -extfile <(x "$3" "${4:-}") -out "$1.crt" 2>/dev/null
+      rm -f "$1.csr"
+    }
+    c kubelet "/CN=$n" serverAuth "IP:$ip,DNS:$n"
+    c kubelet-client "/CN=system:node:$n/O=system:nodes" clientAuth
+  )
+  local f=$(nd "$n")/kubelet.kubeconfig
+  "$KUBECTL" config set-cluster local --server=https://127.0.0.1:6443 --certificate-authority="$P/ca.crt" --embed-certs=true --kubeconfig="$f" >/dev/null
+  "$KUBECTL" config set-credentials "system:node:$n" --client-certificate="$d/kubelet-client.crt" --client-key="$d/kubelet-client.key" --embed-certs=true --kubeconfig="$f" >/dev/null
+  "$KUBECTL" config set-context default --cluster=local --user="system:node:$n" --kubeconfig="$f" >/dev/null
+  "$KUBECTL" config use-context default --kubeconfig="$f" >/dev/null
+}
+
+# The mounts a new mount namespace copies from the host that the node may keep: the root
+# and the kernel's pseudo filesystems. Everything else (other tests' loop-device
+# filesystems, FUSE clients, namespace pins, the vm node's kubelet mounts) is detached in
+# the node's copy, or the node would hold it busy for as long as it lives.
+keep_mount() {
+  case "$1" in
+    /|/proc|/proc/*|/sys|/sys/*|/dev|/dev/*) return 0 ;;
+  esac
+  return 1
+}
+
+up() {
+  local n=$1 ip=$2 zone=$3 pool_mib=${4:-0} d
+  valid_name "$n"; d=$(nd "$n")
+  [ -x "$BIN_DIR/kubelet" ] || die "$BIN_DIR/kubelet missing: run build.sh"
+  [ -s "$P/ca.key" ] || die "no cluster PKI: run up.sh first"
+  [ ! -e "$d/ns/mnt" ] || die "node $n exists: node.sh down $n first"
+  grep -qx "node $n" "$OWNED" 2>/dev/null || own node "$n"
+  net_up
+  mkdir -p "$d"/{ns,kubelet,containerd/run,containerd/lib,containerd/root,containerd/state,cni/net.d,cni/ipam,cni/lib,pod-logs,log-containers,pool}
+  node_pki "$n" "$ip"
+  # The namespace pins need a private mount to live on (a mount namespace cannot be pinned
+  # on a shared mount: it could propagate into itself).
+  mount --bind "$d/ns" "$d/ns"
+  mount --make-private "$d/ns"
+  touch "$d/ns/mnt" "$d/ns/net" "$d/ns/uts"
+  while read -r h; do own cgroup "$h/filevol-e2e-$n"; done < <(hierarchies)
+  mkcg "filevol-e2e-$n/sys"
+  # The holder: makes the namespaces (propagation private: nothing the node mounts reaches
+  # the host, nothing the host mounts later reaches the node) and keeps them alive.
+  setsid unshare --mount="$d/ns/mnt" --net="$d/ns/net" --uts="$d/ns/uts" --propagation private \
+    sleep infinity < /dev/null > /dev/null 2>&1 8>&- &
+  local hp=$!
+  record_pid "$n/holder" "$hp"
+  local i
+  for ((i = 0; i < 100; i++)); do
+    [ "$(stat -f -c %T "$d/ns/net" 2>/dev/null)" = nsfs ] && [ "$(stat -f -c %T "$d/ns/mnt" 2>/dev/null)" = nsfs ] && break
+    sleep 0.05
+  done
+  [ "$(stat -f -c %T "$d/ns/mnt" 2>/dev/null)" = nsfs ] || die "$n: namespaces not pinned"
+  log "$n: namespaces pinned (holder pid $hp)"
+  # Inside: drop the host's copied mounts (the topmost of each subtree: a lazy unmount takes
+  # its children along; one umount for all: a thousand of them cost 20 s), then mount the node's own directories.
+  nsx "$n" bash -c '
+    awk "{print \$5}" /proc/self/mountinfo | while read -r m; do printf "%b\n" "$m"; done | LC_ALL=C sort -u |
+    awk "/^\/(proc|sys|dev)(\/|\$)/ || \$0 == \"/\" {next} p != \"\" && index(\$0, p \"/\") == 1 {next} {print; p = \$0}" |
+    xargs -r -d "\n" umount -l 2>/dev/null; true'
+  nsx "$n" bash -euo pipefail -c '
+    n=$1 ip=$2 d=$3 mib=$4 pool=$5 kroot=$6
+    hostname "$n"
+    ip link set lo up
+    b() { mkdir -p "$2"; mount --bind "$1" "$2"; }
+    b "$d/kubelet" "$kroot"
+    mount --make-rshared "$kroot"
+    b "$d/containerd/run" /run/containerd
+    b "$d/containerd/lib" /var/lib/containerd
+    b "$d/cni/lib" /var/lib/cni
+    b "$d/log-containers" /var/log/containers
+    b "$d/pool" "$pool"
+    if [ "$mib" -gt 0 ]; then mount -t tmpfs -o size="${mib}m",mode=0700 "fve2e-pool-$n" "$pool"; fi
+  ' _ "$n" "$ip" "$d" "$pool_mib" "$MN_POOL" "$KUBELET_ROOT"
+  # The veth: fve-NAME on the bridge, eth0 inside.
+  ip link del "fve-$n" 2>/dev/null || true
+  ip link add "fve-$n" type veth peer name "fvp-$n"
+  ip link set "fvp-$n" netns "$d/ns/net"
+  ip link set "fve-$n" master "$MN_BRIDGE" up
+  nsx "$n" ip link set "fvp-$n" name eth0
+  nsx "$n" ip addr add "$ip/$MN_PREFIX" dev eth0
+  nsx "$n" ip link set eth0 up
+  echo "$ip $zone $pool_mib" > "$d/node.env"
+  write_configs "$n" "$ip"
+  start_procs "$n"
+  ctrx "$n" version >/dev/null 2>&1 || sleep 1
+  local t
+  for ((i = 0; i < 120; i++)); do ctrx "$n" version >/dev/null 2>&1 && break; sleep 0.25; done
+  for t in pause busybox agnhost glibc-dns-testing; do ctrx "$n" -n k8s.io images import "$IMG_DIR/$t.tar" >/dev/null; done
+  if [ -s "$REPO_ROOT/_output/images/images.txt" ]; then
+    while read -r tar _; do ctrx "$n" -n k8s.io images import "$REPO_ROOT/_output/images/$tar" >/dev/null; done < "$REPO_ROOT/_output/images/images.txt"
+  fi
+  log "$n: images imported"
+  start_kubelet "$n"
+}
+
+ctrx() { local n=$1; shift; ctr --address "$(nd "$n")/containerd/containerd.sock" "$@"; }
+
+write_configs() {
+  local n=$1 ip=$2 d; d=$(nd "$n")
+  local C=$d/containerd
+  cat > "$C/config.toml" <<EOF
+version = 2
+root = "$C/root"
+state = "$C/state"
+[grpc]
+  address = "$C/containerd.sock"
+[ttrpc]
+  address = ""
+[debug]
+  address = ""
+[metrics]
+  address = ""
+[plugins]
+  [plugins."io.containerd.internal.v1.opt"]
+    path = "$C/opt"
+  [plugins."io.containerd.grpc.v1.cri"]
+    sandbox_image = "$PAUSE_TAG"
+    stream_server_address = "127.0.0.1"
+    stream_server_port = "0"
+    enable_selinux = false
+    restrict_oom_score_adj = true
+    netns_mounts_under_state_dir = true
+    [plugins."io.containerd.grpc.v1.cri".containerd]
+      snapshotter = "overlayfs"
+      default_runtime_name = "runc"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+          SystemdCgroup = false
+          BinaryName = "$(command -v runc)"
+          Root = "$C/runc-root"
+    [plugins."io.containerd.grpc.v1.cri".cni]
+      bin_dir = "/usr/lib/cni"
+      conf_dir = "$d/cni/net.d"
+EOF
+  # Pods reach only their own node's bridge (the node's network namespace): no traffic
+  # between nodes' pods is needed, and none can go off the machine.
+  local sub=10.90.${n#n}.0/24
+  cat > "$d/cni/net.d/10-filevol-e2e.conflist" <<EOF
+{"cniVersion": "0.4.0", "name": "filevol-e2e-$n", "plugins": [
+  {"type": "bridge", "bridge": "cni0", "isGateway": false, "ipMasq": false, "hairpinMode": true,
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": "$sub"}]], "dataDir": "$d/cni/ipam"}},
+  {"type": "loopback"}]}
+EOF
+  sed -e "s#^address: .*#address: $ip#" \
+      -e "s#^tlsCertFile: .*#tlsCertFile: $d/pki/kubelet.crt#" \
+      -e "s#^tlsPrivateKeyFile: .*#tlsPrivateKeyFile: $d/pki/kubelet.key#" \
+      -e "s#^containerRuntimeEndpoint: .*#containerRuntimeEndpoint: unix://$C/containerd.sock#" \
+      -e "s#^imageServiceEndpoint: .*#imageServiceEndpoint: unix://$C/containerd.sock#" \
+      -e "s#^cgroupRoot: .*#cgroupRoot: /filevol-e2e-$n#" \
+      -e "s#^podLogsDir: .*#podLogsDir: $d/pod-logs#" \
+      "$STATE_DIR/kubelet-config.yaml" > "$d/kubelet-config.yaml"
+}
+
+start_procs() {
+  local n=$1 d; d=$(nd "$n")
+  start "$n" containerd containerd --config "$d/containerd/config.toml"
+  start "$n" fwd socat TCP-LISTEN:6443,bind=127.0.0.1,reuseaddr,fork TCP:$MN_HOST_IP:6443
+}
+start_kubelet() {
+  local n=$1 d ip zone; d=$(nd "$n"); read -r ip zone _ < "$d/node.env"
+  start "$n" kubelet "$BIN_DIR/kubelet" --config="$d/kubelet-config.yaml" --kubeconfig="$d/kubelet.kubeconfig" \
+    --root-dir="$KUBELET_ROOT" --hostname-override="$n" --node-ip="$ip" \
+    --node-labels="topology.kubernetes.io/zone=$zone" --v=2
+}
+
+# node_pids NAME: the node's recorded processes that still are what we started, and
+# everything in its cgroup sys/ (containerd's shims) and kubepods/ (containers).
+stop_all() { # NAME SIGNAL
+  local n=$1 sig=$2 name p st i
+  if [ -s "$PIDS_FILE" ]; then
+    while read -r name p st; do
+      [[ $name == "$n/"* && $name != "$n/holder" ]] || continue
+      [ "$(proc_start "$p" 2>/dev/null)" = "$st" ] && kill "-$sig" "$p" 2>/dev/null || true
+    done < "$PIDS_FILE"
+  fi
+  [ "$sig" = KILL ] || for ((i = 0; i < 100; i++)); do
+    [ -z "$(cg_procs "filevol-e2e-$n/sys" | head -1)" ] && break; sleep 0.1; done
+  for ((i = 0; i < 50; i++)); do
+    local ps; ps=$(cg_procs "filevol-e2e-$n")
+    [ -n "$ps" ] || break
+    # shellcheck disable=SC2086
+    kill -KILL $ps 2>/dev/null || true
+    sleep 0.1
+  done
+}
+
+kill_node() {
+  local n=$1
+  valid_name "$n"
+  stop_all "$n" KILL
+  ip link set "fve-$n" down
+  log "$n: killed (kubelet, containerd, shims, containers, forwarder) and cut off the network"
+}
+
+revive() {
+  local n=$1
+  valid_name "$n"
+  ip link set "fve-$n" up
+  start_procs "$n"
+  local i
+  for ((i = 0; i < 120; i++)); do ctrx "$n" version >/dev/null 2>&1 && break; sleep 0.25; done
+  start_kubelet "$n"
+}
+
+down() {
+  local n=$1 d hp i
+  valid_name "$n"; d=$(nd "$n")
+  stop_all "$n" TERM
+  # The holder last: with no process left in them, the namespaces die with their pins.
+  if [ -s "$PIDS_FILE" ]; then
+    while read -r name p st; do
+      [ "$name" = "$n/holder" ] && [ "$(proc_start "$p" 2>/dev/null)" = "$st" ] && kill -KILL "$p" 2>/dev/null || true
+    done < "$PIDS_FILE"
+  fi
+  ip link del "fve-$n" 2>/dev/null || true
+  for f in mnt net uts; do umount "$d/ns/$f" 2>/dev/null || umount -l "$d/ns/$f" 2>/dev/null || true; done
+  while mountpoint -q "$d/ns" 2>/dev/null; do umount "$d/ns" 2>/dev/null || umount -l "$d/ns"; done
+  # Loop devices still backed by the node's files (a leak, or a node killed with its
+  # volumes staged): by identity, a file under $d with that device and inode.
+  local dev majmin ino back fsdev
+  fsdev=$(stat -c %d "$d" 2>/dev/null || echo none)
+  while IFS=$'\x1f' read -r dev majmin ino back; do
+    [[ $majmin =~ ^[0-9]+:[0-9]+$ ]] || continue
+    local ma=${majmin%%:*} mi=${majmin##*:}
+    [ "$(( (mi & 0xff) | (ma << 8) | ((mi & ~0xff) << 12) ))" = "$fsdev" ] || continue
+    [ -n "$(find "$d" -xdev -inum "$ino" -print -quit 2>/dev/null)" ] || continue
+    losetup -d "$dev" && log "  $n: detached $dev ($back)" && echo "$dev $back ($n)" >> "$LOG_DIR/detached-loops.txt"
+  done < <(losetup -J -O NAME,BACK-MAJ:MIN,BACK-INO,BACK-FILE 2>/dev/null | jq -r '.loopdevices[]? |
+    [.name, ((.["back-maj:min"] // "") | gsub(" "; "")), ((.["back-ino"] // "") | tostring), (.["back-file"] // "")] | join("\u001f")' || true)
+  while read -r h; do
+    [ -d "$h/filevol-e2e-$n" ] && find "$h/filevol-e2e-$n" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+  done < <(hierarchies)
+  if [ -d "$d/pod-logs" ] && [ -n "$(ls -A "$d/pod-logs" 2>/dev/null)" ]; then
+    mkdir -p "$LOG_DIR/cluster/$n" && cp -a "$d/pod-logs" "$LOG_DIR/cluster/$n/" 2>/dev/null || true
+  fi
+  [ -z "$(mounts_under "$d")" ] || die "$n: mounts left under $d: $(mounts_under "$d" | tr '\n' ' ')"
+  rm -rf --one-file-system "$d"
+  if [ -s "$PIDS_FILE" ]; then grep -v "^$n/" "$PIDS_FILE" > "$PIDS_FILE.tmp" || true; mv -f "$PIDS_FILE.tmp" "$PIDS_FILE"; fi
+  log "$n: down"
+}
+
+net_down() {
+  local name p st
+  if [ -s "$PIDS_FILE" ]; then
+    while read -r name p st; do
+      [ "$name" = fwd-host ] && [ "$(proc_start "$p" 2>/dev/null)" = "$st" ] && kill -TERM "$p" 2>/dev/null || true
+    done < "$PIDS_FILE"
+    grep -v '^fwd-host ' "$PIDS_FILE" > "$PIDS_FILE.tmp" || true; mv -f "$PIDS_FILE.tmp" "$PIDS_FILE"
+  fi
+  if owned link | grep -qx "$MN_BRIDGE" && ip link show "$MN_BRIDGE" >/dev/null 2>&1; then ip link del "$MN_BRIDGE"; fi
+  rmdir "$NODES_DIR" 2>/dev/null || true
+  return 0
+}
+
+cmd=${1:-}; shift || true
+case $cmd in
+  up) [ $# -ge 3 ] || die "usage: node.sh up NAME IP ZONE [POOL_MIB]"; up "$@" ;;
+  down) down "$1" ;;
+  kill) kill_node "$1" ;;
+  revive) revive "$1" ;;
+  net-up) net_up ;;
+  net-down) net_down ;;
+  exec) n=$1; shift; valid_name "$n"; nsx "$n" "$@" ;;
+  names) owned node ;;
+  *) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+esac
