@@ -12,8 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// cleanup deletes the pods and claims of class ("": all of them, and the
-// namespace), and waits until their volumes are gone too, so that no
+// cleanup deletes the pods and claims of class ("": all of them), and waits until their volumes are gone too, so that no
 // teardown runs under the next measurement and a volume a driver fails to
 // delete fails the test.
 func (r *run) cleanup(t *testing.T, class string) {
@@ -44,10 +43,12 @@ func (r *run) cleanup(t *testing.T, class string) {
 		time.Sleep(250 * time.Millisecond)
 	}
 	t.Logf("cleanup of %q: %s", sel, time.Since(start).Round(100*time.Millisecond))
-	if class == "" {
-		if err := r.cs.CoreV1().Namespaces().Delete(ctx, r.ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("delete namespace: %v", err)
-		}
+}
+
+// deleteNamespace ends the run: cleanup has emptied it.
+func (r *run) deleteNamespace(t *testing.T) {
+	if err := r.cs.CoreV1().Namespaces().Delete(context.Background(), r.ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("delete namespace: %v", err)
 	}
 }
 

@@ -102,7 +102,7 @@ func TestTimeToRunning(t *testing.T) {
 	if _, err := r.cs.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { r.cleanup(t, "") })
+	t.Cleanup(func() { r.cleanup(t, ""); r.deleteNamespace(t) })
 	ready := make(chan struct{})
 	watchErr := make(chan error, 1)
 	go func() { watchErr <- r.trk.run(ctx, r.cs, r.ns, helperNS, ready) }()
