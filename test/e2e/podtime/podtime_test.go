@@ -29,8 +29,6 @@ const (
 	runTimeout = 4 * time.Minute
 )
 
-var errWatchClosed = errors.New("watch closed by the API server")
-
 func envOr(k, def string) string {
 	if v := os.Getenv(k); v != "" {
 		return v

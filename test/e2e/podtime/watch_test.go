@@ -110,56 +110,74 @@ func (k *tracker) helper(p *v1.Pod, now time.Time) {
 }
 
 // run watches until ctx ends. ready is closed once every watch is open, so
-// that nothing created afterwards goes unseen.
+// that nothing created afterwards goes unseen. A watch the API server ends
+// is opened again: its first events then replay every object as it is, so
+// no transition is lost (only stamped later than it happened).
 func (k *tracker) run(ctx context.Context, cs kubernetes.Interface, ns, helperNS string, ready chan<- struct{}) error {
-	opts := metav1.ListOptions{}
-	claims, err := cs.CoreV1().PersistentVolumeClaims(ns).Watch(ctx, opts)
-	if err != nil {
-		return err
+	type stream struct {
+		open   func() (watch.Interface, error)
+		handle func(ev watch.Event, now time.Time)
 	}
-	pods, err := cs.CoreV1().Pods(ns).Watch(ctx, opts)
-	if err != nil {
-		return err
+	streams := []stream{
+		{func() (watch.Interface, error) {
+			return cs.CoreV1().PersistentVolumeClaims(ns).Watch(ctx, metav1.ListOptions{})
+		},
+			func(ev watch.Event, now time.Time) {
+				if c, ok := ev.Object.(*v1.PersistentVolumeClaim); ok {
+					k.claim(c, now)
+				}
+			}},
+		{func() (watch.Interface, error) { return cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{}) },
+			func(ev watch.Event, now time.Time) {
+				if p, ok := ev.Object.(*v1.Pod); ok {
+					k.pod(p, now)
+				}
+			}},
 	}
-	var helpers <-chan watch.Event
 	if helperNS != "" {
-		w, err := cs.CoreV1().Pods(helperNS).Watch(ctx, opts)
+		streams = append(streams, stream{func() (watch.Interface, error) { return cs.CoreV1().Pods(helperNS).Watch(ctx, metav1.ListOptions{}) },
+			func(ev watch.Event, now time.Time) {
+				if p, ok := ev.Object.(*v1.Pod); ok {
+					k.helper(p, now)
+				}
+			}})
+	}
+	ws := make([]watch.Interface, len(streams))
+	for i, s := range streams {
+		w, err := s.open()
 		if err != nil {
 			return err
 		}
-		defer w.Stop()
-		helpers = w.ResultChan()
+		ws[i] = w
 	}
-	defer claims.Stop()
-	defer pods.Stop()
 	close(ready)
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-claims.ResultChan():
-			if !ok {
-				return errWatchClosed
+	errs := make(chan error, len(streams))
+	for i, s := range streams {
+		go func() {
+			w := ws[i]
+			for {
+				for ev := range w.ResultChan() {
+					s.handle(ev, time.Now())
+				}
+				w.Stop()
+				if ctx.Err() != nil {
+					errs <- nil
+					return
+				}
+				var err error
+				if w, err = s.open(); err != nil {
+					errs <- err
+					return
+				}
 			}
-			if c, ok := ev.Object.(*v1.PersistentVolumeClaim); ok {
-				k.claim(c, time.Now())
-			}
-		case ev, ok := <-pods.ResultChan():
-			if !ok {
-				return errWatchClosed
-			}
-			if p, ok := ev.Object.(*v1.Pod); ok {
-				k.pod(p, time.Now())
-			}
-		case ev, ok := <-helpers:
-			if !ok {
-				return errWatchClosed
-			}
-			if p, ok := ev.Object.(*v1.Pod); ok {
-				k.helper(p, time.Now())
-			}
+		}()
+	}
+	for range streams {
+		if err := <-errs; err != nil {
+			return err
 		}
 	}
+	return nil
 }
 
 func (k *tracker) setUID(t *trace, uid string) {
