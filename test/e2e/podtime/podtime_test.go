@@ -127,6 +127,11 @@ func TestTimeToRunning(t *testing.T) {
 			rep.add("serial", c, s)
 		}
 	}
+	// The report so far: a later part that fails leaves these figures.
+	rep.End, rep.LoadEnd = time.Now().UTC(), loadavg()
+	if err := rep.write(envOr("FILEVOL_E2E_PODTIME_OUT", ".")); err != nil {
+		t.Fatal(err)
+	}
 	r.cleanup(t, "")
 	// All at once, each class alone on the node, one after the other.
 	for _, c := range classes {
