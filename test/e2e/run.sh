@@ -29,6 +29,8 @@
 #   E2E_FOCUS=regexp   suite focus (default External.Storage); E2E_SKIP=regexp adds to the skips
 #   E2E_PROCS=n        parallel suite processes (default 4; 1 runs e2e.test directly)
 #   E2E_KEEP=1         leave the cluster up at the end (for debugging; make cluster-down later)
+#   E2E_PODTIME=0      skip the time-to-running measurement against local-path-provisioner
+#                      (test/e2e/podtime; E2E_PODTIME_ROUNDS=10, E2E_PODTIME_BURST=50)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/cluster/lib.sh"
 [ "$(id -u)" = 0 ] || die "run.sh must run as root"
@@ -55,6 +57,7 @@ E2E_KEEP=${E2E_KEEP:-0}
 E2E_INSTALL=${E2E_INSTALL:-helm}
 E2E_DOCTOR=${E2E_DOCTOR:-1}
 E2E_CHART=${E2E_CHART:-1}
+E2E_PODTIME=${E2E_PODTIME:-1}
 SOCK=$KUBELET_ROOT/plugins/filevol.csi.io/csi.sock
 # The shared-pool driver (helm only: values-e2e.yaml's sharedPool).
 SHARED_SOCK=$KUBELET_ROOT/plugins/shared.filevol.csi.io/csi.sock
@@ -86,6 +89,9 @@ mkdir -p "$OUT"
 rm -rf "$OUT/prev"; mkdir -p "$OUT/prev"
 for f in driver stories.log doctor.log chart.log suite summary.txt capabilities.txt testdriver.yaml \
          capabilities-shared.txt testdriver-shared.yaml; do
+  [ -e "$OUT/$f" ] && mv "$OUT/$f" "$OUT/prev/"
+done
+for f in podtime.log podtime.md podtime.json localpath.log; do
   [ -e "$OUT/$f" ] && mv "$OUT/$f" "$OUT/prev/"
 done
 mkdir -p "$OUT/bin" "$OUT/suite"
@@ -156,6 +162,9 @@ make -C "$REPO_ROOT" --no-print-directory build
 (cd "$REPO_ROOT" && go build -o "$OUT/bin/capprobe" ./test/e2e/capprobe &&
   go test -c -tags e2e -o "$OUT/bin/stories.test" ./test/e2e/stories &&
   go test -c -tags e2e -o "$OUT/bin/doctor.test" ./test/e2e/doctor)
+if [ "$E2E_PODTIME" = 1 ]; then
+  (cd "$REPO_ROOT" && go test -c -tags e2e -o "$OUT/bin/podtime.test" ./test/e2e/podtime)
+fi
 if [ "$E2E_INSTALL" = helm ] && [ "$E2E_CHART" = 1 ]; then
   (cd "$REPO_ROOT/hack/tools" && go test -c -tags e2e -o "$OUT/bin/chart.test" ./e2e)
 fi
@@ -208,6 +217,25 @@ go_step() {
   grep -E '^--- (FAIL|SKIP)' <<<"$lines" | sed 's/^/  /' || true
   [ "$rc" = 0 ] || failed+=("$name")
 }
+# ---- 3b. time to a running pod: filevol and local-path-provisioner, same run ----------------
+# First, on a quiet cluster; test/e2e/README.md says what it measures. Its report:
+# $OUT/podtime.md (and podtime.json, the samples).
+if [ "$E2E_PODTIME" = 1 ]; then
+  t=$(date +%s)
+  rc=0
+  if fg "$E2E_DIR/localpath/localpath.sh" install > "$OUT/localpath.log" 2>&1; then
+    fg env FILEVOL_E2E_KUBECONFIG="$ADMIN_KUBECONFIG" FILEVOL_E2E_IMAGE="$BUSYBOX_TAG" \
+      FILEVOL_E2E_DRIVER_URL="$DRIVER_URL" FILEVOL_E2E_PODTIME_OUT="$OUT" \
+      FILEVOL_E2E_PODTIME_ROUNDS="${E2E_PODTIME_ROUNDS:-10}" FILEVOL_E2E_PODTIME_BURST="${E2E_PODTIME_BURST:-50}" \
+      "$OUT/bin/podtime.test" -test.v -test.timeout 15m > "$OUT/podtime.log" 2>&1 || rc=$?
+    fg "$E2E_DIR/localpath/localpath.sh" uninstall >> "$OUT/localpath.log" 2>&1 || rc=$?
+  else
+    rc=$?
+    echo "--- FAIL: local-path-provisioner install: $(tail -n 20 "$OUT/localpath.log")" > "$OUT/podtime.log"
+  fi
+  go_step podtime "time to running" "$OUT/podtime.log" "$rc" "$t"
+fi
+
 # ---- 4. stories ----------------------------------------------------------------------------
 if [ "$E2E_STORIES" = 1 ]; then
   t=$(date +%s)

@@ -41,6 +41,7 @@ COMPONENTS=(
   "csi-resizer|sidecars/resizer|build|github.com/kubernetes-csi/external-resizer/v2/cmd/csi-resizer|-s -w -X main.version=$CSI_RESIZER_VERSION"
   "csi-snapshotter|sidecars/snapshotter|build|github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter|-s -w -X main.version=$CSI_SNAPSHOTTER_VERSION"
   "snapshot-controller|sidecars/snapshotter|build|github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller|-s -w -X main.version=$CSI_SNAPSHOTTER_VERSION"
+  "local-path-provisioner|localpath|build|github.com/rancher/local-path-provisioner|-s -w"   # its version is a const: no -X
 )
 
 STAMP=$KEY_DIR/stamp            # "<component> <spec-hash>" per built component
@@ -107,6 +108,8 @@ sanity_check_versions() {
     got=$(cd "$TOOLS_DIR/sidecars/$d" && go list -m -f '{{.Version}}' "github.com/kubernetes-csi/$m")
     [ "$got" = "$v" ] || die "tools/sidecars/$d pins $m $got, versions.env says $v"
   done
+  got=$(cd "$TOOLS_DIR/localpath" && go list -m -f '{{.Version}}' github.com/rancher/local-path-provisioner)
+  [ "$got" = "$LOCAL_PATH_VERSION" ] || die "tools/localpath pins local-path-provisioner $got, versions.env says $LOCAL_PATH_VERSION"
 }
 sanity_check_versions
 
