@@ -100,6 +100,14 @@ securityContext:
 {{- fail "sharedPool.hostPath must differ from pool.hostPath: one directory cannot be a node-local pool and a shared one" }}
 {{- end }}
 {{- end }}
+{{- if and $local .Values.snapshots.enabled (eq .Values.snapshots.snapshotter "controller") }}
+{{- if not .Values.controller.enabled }}
+{{- fail "snapshots.snapshotter=controller runs csi-snapshotter in the controller Deployment: set controller.enabled=true" }}
+{{- end }}
+{{- if not .Values.pool.shared }}
+{{- fail "snapshots.snapshotter=controller needs pool.shared=true: the controller's filevol snapshots in the nodes' pool, which it opens only when every node it runs on has that pool (one node, or shared storage); with node-local pools on several nodes use snapshots.snapshotter=node (no group snapshots) or the shared-pool driver" }}
+{{- end }}
+{{- end }}
 {{- /* Ports in use: distinct within a pod, and across pods sharing the host's network. */}}
 {{- $np := list }}
 {{- if $local }}

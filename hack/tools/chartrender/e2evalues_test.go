@@ -43,6 +43,20 @@ func TestE2EValues(t *testing.T) {
 	if n := r.Kinds()["StorageClass"]; n != 5 {
 		t.Errorf("%d StorageClasses, want ext4, xfs and btrfs, and the shared driver's ext4 and xfs", n)
 	}
+	// Group snapshots on the one node: the snapshotter in the controller
+	// Deployment, a VolumeGroupSnapshotClass for each driver, and the
+	// suite's VolumeAttributesClass.
+	if hasContainer(&daemonSet(t, r).Spec.Template.Spec, "csi-snapshotter") || !hasContainer(&deployment(t, r).Spec.Template.Spec, "csi-snapshotter") {
+		t.Error("the node-local driver's csi-snapshotter is not (only) in the controller Deployment")
+	}
+	for _, name := range []string{"filevol", "filevol-shared"} {
+		if r.Find("VolumeGroupSnapshotClass", name) == nil {
+			t.Errorf("no VolumeGroupSnapshotClass %s (test/e2e/testdriver*.yaml name it)", name)
+		}
+	}
+	if r.Find("VolumeAttributesClass", "filevol-e2e") == nil {
+		t.Error("no VolumeAttributesClass filevol-e2e (test/e2e/testdriver.yaml names it)")
+	}
 	// The shared pool is under the cluster's state directory, so that
 	// down.sh detaches what is left of it.
 	if hp := hostPaths(&shared.Spec.Template.Spec)["shared-pool"]; hp != "/var/lib/filevol-e2e/shared-pool Directory" {
