@@ -277,11 +277,8 @@ if [ "$E2E_SUITE" = 1 ]; then
   # Tests that cannot run on this cluster, skipped by name ("regexp|reason"); each reason
   # goes to the summary. local_cannot: only for the node-local driver.
   cannot=() local_cannot=()
-  # The chart runs csi-snapshotter per node (--node-deployment): it handles only the
-  # VolumeSnapshotContents snapshot-controller labelled with its node, which a
-  # pre-provisioned content (made by the test, not the controller) never is. (The
-  # shared driver's snapshotter is central, in its controller Deployment.)
-  [ "$E2E_INSTALL" = helm ] && local_cannot+=("Pre-provisioned.Snapshot|the node-local driver's csi-snapshotter runs per node (--node-deployment) and handles only the VolumeSnapshotContents snapshot-controller labelled with its node, which a content the test makes itself never is")
+  # (values-e2e.yaml runs the node-local driver's csi-snapshotter in its controller
+  # Deployment, not per node: it sees pre-provisioned contents and groups too.)
   # The [Disruptive] tests ssh to the node (up.sh's sshd) to stop and start the kubelet.
   ssh_env=()
   if [ -s "$STATE_DIR/ssh/id_ed25519" ]; then
