@@ -26,6 +26,7 @@
 #   E2E_SLOW=1         also run [Serial] and [Slow] suite tests (skipped by default), and
 #                      [Disruptive] ones in a pass of their own, one at a time, after them
 #   E2E_STORIES=0      skip the stories;   E2E_SUITE=0   skip the External Storage suite
+#   E2E_STORIES_RUN=regexp   only the stories it matches (go test -run)
 #   E2E_FOCUS=regexp   suite focus (default External.Storage); E2E_SKIP=regexp adds to the skips
 #   E2E_PROCS=n        parallel suite processes (default 4; 1 runs e2e.test directly)
 #   E2E_KEEP=1         leave the cluster up at the end (for debugging; make cluster-down later)
@@ -220,7 +221,7 @@ if [ "$E2E_STORIES" = 1 ]; then
     FILEVOL_E2E_KUBECTL_FILEVOL="$REPO_ROOT/bin/kubectl-filevol")
   fg env FILEVOL_E2E_KUBECONFIG="$ADMIN_KUBECONFIG" FILEVOL_E2E_POOL="$POOL" FILEVOL_E2E_ENDPOINT="unix://$SOCK" \
     FILEVOL_E2E_RESTART="$RESTART" FILEVOL_E2E_IMAGE="$BUSYBOX_TAG" "${shared_env[@]}" \
-    "$OUT/bin/stories.test" -test.v -test.timeout 20m > "$OUT/stories.log" 2>&1 || rc=$?
+    "$OUT/bin/stories.test" -test.v -test.timeout 20m ${E2E_STORIES_RUN:+-test.run "$E2E_STORIES_RUN"} > "$OUT/stories.log" 2>&1 || rc=$?
   go_step stories stories "$OUT/stories.log" "$rc" "$t"
 fi
 
