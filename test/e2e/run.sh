@@ -60,7 +60,10 @@ SOCK=$KUBELET_ROOT/plugins/filevol.csi.io/csi.sock
 # The shared-pool driver (helm only: values-e2e.yaml's sharedPool).
 SHARED_SOCK=$KUBELET_ROOT/plugins/shared.filevol.csi.io/csi.sock
 SHARED_POOL=$STATE_DIR/shared-pool
+DIR_POOL=$STATE_DIR/dir-pool   # the shared driver's directory pool (values-e2e.yaml sharedPool.dirPool)
 E2E_SHARED_FOCUS=${E2E_SHARED_FOCUS:-$E2E_FOCUS}
+# The same driver's directory volumes (testdriver-dir.yaml, class filevol-dir); none: left out.
+E2E_DIR_FOCUS=${E2E_DIR_FOCUS:-$E2E_FOCUS}
 # What the shared driver's pass leaves out by default (test/e2e/README.md says why):
 # test patterns whose work after NodePublishVolume is kubelet's alone on the very node
 # code the node-local pass runs. E2E_SHARED_SKIP= (empty) runs the whole suite.
@@ -86,7 +89,7 @@ PASSED=0 FAILED=0
 mkdir -p "$OUT"
 rm -rf "$OUT/prev"; mkdir -p "$OUT/prev"
 for f in driver stories.log doctor.log chart.log suite summary.txt capabilities.txt testdriver.yaml \
-         capabilities-shared.txt testdriver-shared.yaml; do
+         capabilities-shared.txt testdriver-shared.yaml testdriver-dir.yaml; do
   [ -e "$OUT/$f" ] && mv "$OUT/$f" "$OUT/prev/"
 done
 mkdir -p "$OUT/bin" "$OUT/suite"
@@ -143,9 +146,10 @@ trap 'exit 143' TERM
 # detached their loops).
 remove_pools() {
   local d
-  for d in "$STATE_DIR/filevol" "$STATE_DIR/pool" "$SHARED_POOL"; do
+  for d in "$STATE_DIR/filevol" "$STATE_DIR/pool" "$SHARED_POOL" "$DIR_POOL"; do
     [ -d "$d" ] && rm -rf --one-file-system "$d"
   done
+  rm -f "$DIR_POOL.img"   # the directory pool's btrfs (chart.sh install), unmounted by down.sh
   rm -f "$STATE_DIR/shared-controller"   # the symlink to the shared controller's socket
   return 0
 }
@@ -187,6 +191,7 @@ if [ "$E2E_INSTALL" = helm ]; then
   shared_eps=unix://$SHARED_SOCK,unix://$STATE_DIR/shared-controller/csi.sock
   "$OUT/bin/capprobe" -endpoint "$shared_eps" > "$OUT/capabilities-shared.txt"
   "$OUT/bin/capprobe" -endpoint "$shared_eps" -template "$E2E_DIR/testdriver-shared.yaml" -out "$OUT/testdriver-shared.yaml" >/dev/null
+  "$OUT/bin/capprobe" -endpoint "$shared_eps" -template "$E2E_DIR/testdriver-dir.yaml" -out "$OUT/testdriver-dir.yaml" >/dev/null
 else
   CAPPROBE=$OUT/bin/capprobe "$E2E_DIR/deploy.sh" up
 fi
@@ -315,6 +320,11 @@ if [ "$E2E_SUITE" = 1 ]; then
     [ -n "$E2E_SHARED_SKIP" ] && note "  shared driver's pass: skipped by name: '$E2E_SHARED_SKIP' (the node-local pass runs them on the same node code)"
     suite_pass shared "$E2E_PROCS" "$E2E_SHARED_FOCUS" \
       "${shared_skip:+$shared_skip|}${E2E_SHARED_SKIP:+$E2E_SHARED_SKIP|}\[Disruptive\]|\[Serial\]|\[Slow\]" "$OUT/testdriver-shared.yaml"
+  fi
+  # Its directory volumes (ReadWriteMany, a btrfs qgroup per claim): testdriver-dir.yaml.
+  if [ "$E2E_INSTALL" = helm ] && [ "$E2E_DIR_FOCUS" != none ]; then
+    suite_pass dir "$E2E_PROCS" "$E2E_DIR_FOCUS" \
+      "${shared_skip:+$shared_skip|}${E2E_SHARED_SKIP:+$E2E_SHARED_SKIP|}\[Disruptive\]|\[Serial\]|\[Slow\]" "$OUT/testdriver-dir.yaml"
   fi
 fi
 

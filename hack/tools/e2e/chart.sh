@@ -70,13 +70,13 @@ install() {
   log "installed: $("${K[@]}" -n "$NS" get pods -l app.kubernetes.io/instance=$RELEASE --no-headers | wc -l) pods, drivers registered"
 }
 
-# dir_pool: a fresh btrfs of 2 GiB mounted at $DIR_POOL, unless one is (a reinstall keeps
+# dir_pool: a fresh btrfs of 8 GiB (sparse) mounted at $DIR_POOL, unless one is (a reinstall keeps
 # it and its volumes, as the other pools).
 dir_pool() {
   mountpoint -q "$DIR_POOL" && return 0
   mkdir -p "$DIR_POOL"
   rm -f "$DIR_POOL.img"
-  truncate -s 2G "$DIR_POOL.img"
+  truncate -s 8G "$DIR_POOL.img"
   mkfs.btrfs -q -f "$DIR_POOL.img" >/dev/null
   mount -o loop "$DIR_POOL.img" "$DIR_POOL"
   log "directory pool: btrfs on $DIR_POOL.img at $DIR_POOL"
