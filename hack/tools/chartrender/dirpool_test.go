@@ -84,7 +84,7 @@ func TestDirPoolRefused(t *testing.T) {
 		"storageClasses:\n  - {name: d, parameters: {provisioningMode: directory}}\n": "served by the shared-pool driver",
 		// One directory, two pools.
 		"sharedPool: {enabled: true, hostPath: /mnt/x, dirPool: {enabled: true, hostPath: /mnt/x/}}\n": "must differ",
-		"sharedPool: {enabled: true, dirPool: {enabled: true, hostPath: relative}}\n":                   "hostPath",
+		"sharedPool: {enabled: true, dirPool: {enabled: true, hostPath: relative}}\n":                  "hostPath",
 	} {
 		err := renderErr(t, values)
 		if err == nil || !strings.Contains(err.Error(), want) {
