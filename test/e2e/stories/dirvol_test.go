@@ -49,7 +49,9 @@ sleep 3600`)
 	}
 	for me, other := range map[string]string{"left": "right", "right": "left"} {
 		eventually(t, 3*time.Minute, me+" sees "+other+"'s file", func() (bool, error) {
-			return strings.Contains(podLog(t, ns, me), "saw from-"+other), nil
+			// Not podLog: it fails the test while the pod is still starting.
+			b, err := cs.CoreV1().Pods(ns).GetLogs(me, &v1.PodLogOptions{}).DoRaw(t.Context())
+			return err == nil && strings.Contains(string(b), "saw from-"+other), nil
 		})
 	}
 	pv := boundVolumeOf(t, ns, "shared", "shared.filevol.csi.io")
