@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
@@ -199,6 +200,21 @@ var groupMetaPrefixes = []string{
 	kubernetesMetaPrefix + "volumegroupsnapshotcontent/",
 }
 
+// suiteDeletionPolicy is the one parameter accepted besides the metadata:
+// Kubernetes' External Storage suite (v1.36, volume_group_snapshottable.go)
+// copies the class's deletionPolicy field into its parameters too, so its
+// group tests could not run otherwise. It duplicates the class's own
+// field, which Kubernetes acts on; filevol has nothing to do with it, and
+// takes only the values that field can have.
+const suiteDeletionPolicy = "deletionPolicy"
+
 func checkGroupParameters(params map[string]string) error {
+	if v, ok := params[suiteDeletionPolicy]; ok {
+		if v != "Delete" && v != "Retain" {
+			return invalidArgument("group snapshot parameter %q = %q: only the VolumeGroupSnapshotClass's own deletionPolicy, Delete or Retain, is accepted there", suiteDeletionPolicy, truncate(v))
+		}
+		params = maps.Clone(params)
+		delete(params, suiteDeletionPolicy)
+	}
 	return checkMetadataOnly(params, groupMetaPrefixes, "group snapshot", "VolumeGroupSnapshotClass")
 }

@@ -131,3 +131,31 @@ func TestGrowTarget(t *testing.T) {
 		}
 	}
 }
+
+// The group parameters: the sidecar's metadata, and the deletionPolicy
+// the External Storage suite copies into its class's parameters (only
+// the values the class's field can have); nothing else.
+func TestCheckGroupParameters(t *testing.T) {
+	for _, ok := range []map[string]string{
+		{"csi.storage.k8s.io/volumegroupsnapshot/name": "g", "csi.storage.k8s.io/volumegroupsnapshotcontent/name": "c"},
+		{"deletionPolicy": "Delete"},
+		{"deletionPolicy": "Retain", "csi.storage.k8s.io/volumegroupsnapshot/namespace": "ns"},
+	} {
+		if err := checkGroupParameters(ok); err != nil {
+			t.Errorf("%v refused: %v", ok, err)
+		}
+	}
+	for _, bad := range []map[string]string{
+		{"deletionPolicy": "Keep"},
+		{"deletionPolicy": "Delete", "engine": "x"},
+		{"csi.storage.k8s.io/volumesnapshot/name": "s"},
+	} {
+		if err := checkGroupParameters(bad); status.Code(toStatus(err)) != codes.InvalidArgument {
+			t.Errorf("%v = %v, want INVALID_ARGUMENT", bad, err)
+		}
+	}
+	p := map[string]string{"deletionPolicy": "Delete"}
+	if checkGroupParameters(p); p["deletionPolicy"] != "Delete" {
+		t.Error("the caller's parameters were changed")
+	}
+}

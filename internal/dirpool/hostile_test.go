@@ -68,6 +68,21 @@ func TestParametersRefuseHostileInput(t *testing.T) {
 	}
 }
 
+// A class whose pattern uses the claim's metadata is valid without it
+// (GetCapacity and ValidateVolumeCapabilities carry none: refusing them
+// left csi-provisioner without capacity, so no pod of the class could be
+// scheduled); a create without it is refused, naming the flag.
+func TestPatternNeedsMetadataOnlyToCreate(t *testing.T) {
+	p, err := Parameters(map[string]string{ParamProvisioningMode: ProvisioningModeDirectory, ParamSubPathPattern: "${.PVC.namespace}/${.PVC.name}"})
+	if err != nil {
+		t.Fatalf("class parameters without the claim's metadata: %v", err)
+	}
+	if _, err := p.Path("pvc-1", "fv1-dir-00000000-0123456789abcdef0123456789abcdef"); !errors.Is(err, ErrInvalidParameter) ||
+		!strings.Contains(err.Error(), "--extra-create-metadata") {
+		t.Errorf("create without the claim's metadata: %v", err)
+	}
+}
+
 // Two claims of the same name in different namespaces never share a
 // directory; with ensureUniqueDirectory=false a taken directory is
 // refused, naming it, never shared.

@@ -1,6 +1,7 @@
 package dirpool
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -143,8 +144,13 @@ func Parameters(params map[string]string) (Params, error) {
 		}
 	}
 	// The pattern alone (placeholders filled with a harmless value) must
-	// be valid, so that a class is refused at its first create.
-	if _, err := p.render("x", "probe"); err != nil {
+	// be valid, so that a class is refused at its first create. The
+	// claim's metadata is not part of it: GetCapacity and
+	// ValidateVolumeCapabilities never carry any, and Path refuses a
+	// create that lacks what the pattern uses, naming the flag.
+	probe := p
+	probe.PVCNamespace, probe.PVCName = cmp.Or(p.PVCNamespace, "x"), cmp.Or(p.PVCName, "x")
+	if _, err := probe.render("x", "probe"); err != nil {
 		return p, err
 	}
 	return p, nil

@@ -26,6 +26,7 @@
 #   E2E_SLOW=1         also run [Serial] and [Slow] suite tests (skipped by default), and
 #                      [Disruptive] ones in a pass of their own, one at a time, after them
 #   E2E_STORIES=0      skip the stories;   E2E_SUITE=0   skip the External Storage suite
+#   E2E_STORIES_RUN=regexp   only the stories it matches (go test -run)
 #   E2E_FOCUS=regexp   suite focus (default External.Storage); E2E_SKIP=regexp adds to the skips
 #   E2E_PROCS=n        parallel suite processes (default 4; 1 runs e2e.test directly)
 #   E2E_KEEP=1         leave the cluster up at the end (for debugging; make cluster-down later)
@@ -62,7 +63,11 @@ SOCK=$KUBELET_ROOT/plugins/filevol.csi.io/csi.sock
 # The shared-pool driver (helm only: values-e2e.yaml's sharedPool).
 SHARED_SOCK=$KUBELET_ROOT/plugins/shared.filevol.csi.io/csi.sock
 SHARED_POOL=$STATE_DIR/shared-pool
+DIR_POOL=$STATE_DIR/dir-pool   # the shared driver's directory pool (values-e2e.yaml sharedPool.dirPool)
 E2E_SHARED_FOCUS=${E2E_SHARED_FOCUS:-$E2E_FOCUS}
+# The same driver's directory volumes (testdriver-dir.yaml, class filevol-dir): by default
+# the Dynamic PV (default fs) patterns, the ones measured (test/e2e/README.md); none: left out.
+E2E_DIR_FOCUS=${E2E_DIR_FOCUS:-'External.Storage.*Dynamic PV \(default fs\)\]'}
 # What the shared driver's pass leaves out by default (test/e2e/README.md says why):
 # test patterns whose work after NodePublishVolume is kubelet's alone on the very node
 # code the node-local pass runs. E2E_SHARED_SKIP= (empty) runs the whole suite.
@@ -88,7 +93,7 @@ PASSED=0 FAILED=0
 mkdir -p "$OUT"
 rm -rf "$OUT/prev"; mkdir -p "$OUT/prev"
 for f in driver stories.log doctor.log chart.log suite summary.txt capabilities.txt testdriver.yaml \
-         capabilities-shared.txt testdriver-shared.yaml; do
+         capabilities-shared.txt testdriver-shared.yaml testdriver-dir.yaml; do
   [ -e "$OUT/$f" ] && mv "$OUT/$f" "$OUT/prev/"
 done
 for f in podtime.log podtime.md podtime.json localpath.log; do
@@ -148,9 +153,10 @@ trap 'exit 143' TERM
 # detached their loops).
 remove_pools() {
   local d
-  for d in "$STATE_DIR/filevol" "$STATE_DIR/pool" "$SHARED_POOL"; do
+  for d in "$STATE_DIR/filevol" "$STATE_DIR/pool" "$SHARED_POOL" "$DIR_POOL"; do
     [ -d "$d" ] && rm -rf --one-file-system "$d"
   done
+  rm -f "$DIR_POOL.img"   # the directory pool's btrfs (chart.sh install), unmounted by down.sh
   rm -f "$STATE_DIR/shared-controller"   # the symlink to the shared controller's socket
   return 0
 }
@@ -195,6 +201,7 @@ if [ "$E2E_INSTALL" = helm ]; then
   shared_eps=unix://$SHARED_SOCK,unix://$STATE_DIR/shared-controller/csi.sock
   "$OUT/bin/capprobe" -endpoint "$shared_eps" > "$OUT/capabilities-shared.txt"
   "$OUT/bin/capprobe" -endpoint "$shared_eps" -template "$E2E_DIR/testdriver-shared.yaml" -out "$OUT/testdriver-shared.yaml" >/dev/null
+  "$OUT/bin/capprobe" -endpoint "$shared_eps" -template "$E2E_DIR/testdriver-dir.yaml" -out "$OUT/testdriver-dir.yaml" >/dev/null
 else
   CAPPROBE=$OUT/bin/capprobe "$E2E_DIR/deploy.sh" up
 fi
@@ -248,7 +255,7 @@ if [ "$E2E_STORIES" = 1 ]; then
     FILEVOL_E2E_KUBECTL_FILEVOL="$REPO_ROOT/bin/kubectl-filevol")
   fg env FILEVOL_E2E_KUBECONFIG="$ADMIN_KUBECONFIG" FILEVOL_E2E_POOL="$POOL" FILEVOL_E2E_ENDPOINT="unix://$SOCK" \
     FILEVOL_E2E_RESTART="$RESTART" FILEVOL_E2E_IMAGE="$BUSYBOX_TAG" "${shared_env[@]}" \
-    "$OUT/bin/stories.test" -test.v -test.timeout 20m > "$OUT/stories.log" 2>&1 || rc=$?
+    "$OUT/bin/stories.test" -test.v -test.timeout 20m ${E2E_STORIES_RUN:+-test.run "$E2E_STORIES_RUN"} > "$OUT/stories.log" 2>&1 || rc=$?
   go_step stories stories "$OUT/stories.log" "$rc" "$t"
 fi
 
@@ -305,11 +312,8 @@ if [ "$E2E_SUITE" = 1 ]; then
   # Tests that cannot run on this cluster, skipped by name ("regexp|reason"); each reason
   # goes to the summary. local_cannot: only for the node-local driver.
   cannot=() local_cannot=()
-  # The chart runs csi-snapshotter per node (--node-deployment): it handles only the
-  # VolumeSnapshotContents snapshot-controller labelled with its node, which a
-  # pre-provisioned content (made by the test, not the controller) never is. (The
-  # shared driver's snapshotter is central, in its controller Deployment.)
-  [ "$E2E_INSTALL" = helm ] && local_cannot+=("Pre-provisioned.Snapshot|the node-local driver's csi-snapshotter runs per node (--node-deployment) and handles only the VolumeSnapshotContents snapshot-controller labelled with its node, which a content the test makes itself never is")
+  # (values-e2e.yaml runs the node-local driver's csi-snapshotter in its controller
+  # Deployment, not per node: it sees pre-provisioned contents and groups too.)
   # The [Disruptive] tests ssh to the node (up.sh's sshd) to stop and start the kubelet.
   ssh_env=()
   if [ -s "$STATE_DIR/ssh/id_ed25519" ]; then
@@ -345,6 +349,11 @@ if [ "$E2E_SUITE" = 1 ]; then
     [ -n "$E2E_SHARED_SKIP" ] && note "  shared driver's pass: skipped by name: '$E2E_SHARED_SKIP' (the node-local pass runs them on the same node code)"
     suite_pass shared "$E2E_PROCS" "$E2E_SHARED_FOCUS" \
       "${shared_skip:+$shared_skip|}${E2E_SHARED_SKIP:+$E2E_SHARED_SKIP|}\[Disruptive\]|\[Serial\]|\[Slow\]" "$OUT/testdriver-shared.yaml"
+  fi
+  # Its directory volumes (ReadWriteMany, a btrfs qgroup per claim): testdriver-dir.yaml.
+  if [ "$E2E_INSTALL" = helm ] && [ "$E2E_DIR_FOCUS" != none ]; then
+    suite_pass dir "$E2E_PROCS" "$E2E_DIR_FOCUS" \
+      "${shared_skip:+$shared_skip|}${E2E_SHARED_SKIP:+$E2E_SHARED_SKIP|}\[Disruptive\]|\[Serial\]|\[Slow\]" "$OUT/testdriver-dir.yaml"
   fi
 fi
 

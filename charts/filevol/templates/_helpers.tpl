@@ -100,6 +100,31 @@ securityContext:
 {{- fail "sharedPool.hostPath must differ from pool.hostPath: one directory cannot be a node-local pool and a shared one" }}
 {{- end }}
 {{- end }}
+{{- if and $local .Values.snapshots.enabled (eq .Values.snapshots.snapshotter "controller") }}
+{{- if not .Values.controller.enabled }}
+{{- fail "snapshots.snapshotter=controller runs csi-snapshotter in the controller Deployment: set controller.enabled=true" }}
+{{- end }}
+{{- if not .Values.pool.shared }}
+{{- fail "snapshots.snapshotter=controller needs pool.shared=true: the controller's filevol snapshots in the nodes' pool, which it opens only when every node it runs on has that pool (one node, or shared storage); with node-local pools on several nodes use snapshots.snapshotter=node (no group snapshots) or the shared-pool driver" }}
+{{- end }}
+{{- end }}
+{{- if $sp.enabled }}
+{{- if and $sp.dirPool.enabled (or (eq (trimSuffix "/" $sp.dirPool.hostPath) (trimSuffix "/" $sp.hostPath)) (and $local (eq (trimSuffix "/" $sp.dirPool.hostPath) (trimSuffix "/" .Values.pool.hostPath)))) }}
+{{- fail "sharedPool.dirPool.hostPath must differ from sharedPool.hostPath and pool.hostPath: an image pool and a directory pool are two directories" }}
+{{- end }}
+{{- range $sp.storageClasses }}
+{{- if and (eq (get (.parameters | default dict) "provisioningMode") "directory") (not $sp.dirPool.enabled) }}
+{{- fail (printf "sharedPool.storageClasses %q is a directory class (provisioningMode: directory): set sharedPool.dirPool.enabled=true" .name) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if $local }}
+{{- range .Values.storageClasses }}
+{{- if eq (get (.parameters | default dict) "provisioningMode") "directory" }}
+{{- fail (printf "storageClasses %q: directory volumes are served by the shared-pool driver (sharedPool.dirPool and sharedPool.storageClasses), ReadWriteMany; the node-local driver has no directory pool in this chart" .name) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- /* Ports in use: distinct within a pod, and across pods sharing the host's network. */}}
 {{- $np := list }}
 {{- if $local }}
@@ -161,8 +186,15 @@ metadata:
   {{- end }}
 provisioner: {{ $driver }}
 parameters:
+  {{- if eq (get (.parameters | default dict) "provisioningMode") "directory" }}
+  {{- /* A directory of the pool's filesystem: no filesystem type to choose (filevol refuses one), always thin. */}}
+  {{- else }}
   csi.storage.k8s.io/fstype: {{ .fsType | default "ext4" }}
   provisioning: {{ .provisioning | default "thin" }}
+  {{- end }}
+  {{- range $k, $v := .parameters }}
+  {{ $k }}: {{ $v | quote }}
+  {{- end }}
 reclaimPolicy: {{ .reclaimPolicy | default "Delete" }}
 allowVolumeExpansion: {{ if hasKey . "allowVolumeExpansion" }}{{ .allowVolumeExpansion }}{{ else }}true{{ end }}
 volumeBindingMode: {{ .volumeBindingMode | default "WaitForFirstConsumer" }}

@@ -40,8 +40,30 @@ func TestE2EValues(t *testing.T) {
 	if !daemonSet(t, r).Spec.Template.Spec.HostNetwork || !deployment(t, r).Spec.Template.Spec.HostNetwork || !shared.Spec.Template.Spec.HostNetwork {
 		t.Error("e2e pods do not share the host's network")
 	}
-	if n := r.Kinds()["StorageClass"]; n != 5 {
-		t.Errorf("%d StorageClasses, want ext4, xfs and btrfs, and the shared driver's ext4 and xfs", n)
+	if n := r.Kinds()["StorageClass"]; n != 6 {
+		t.Errorf("%d StorageClasses, want ext4, xfs and btrfs, and the shared driver's ext4, xfs and directory ones", n)
+	}
+	// The directory pool (chart.sh install mounts a btrfs there) under the
+	// state directory, served by the shared driver's two filevols.
+	if hp := hostPaths(&shared.Spec.Template.Spec)["shared-dir-pool"]; hp != "/var/lib/filevol-e2e/dir-pool Directory" {
+		t.Errorf("dir pool %q", hp)
+	}
+	if sc := r.Find("StorageClass", "filevol-dir"); sc == nil || sc.Map["parameters"].(map[string]any)["provisioningMode"] != "directory" {
+		t.Errorf("StorageClass filevol-dir %v", sc)
+	}
+	// Group snapshots on the one node: the snapshotter in the controller
+	// Deployment, a VolumeGroupSnapshotClass for each driver, and the
+	// suite's VolumeAttributesClass.
+	if hasContainer(&daemonSet(t, r).Spec.Template.Spec, "csi-snapshotter") || !hasContainer(&deployment(t, r).Spec.Template.Spec, "csi-snapshotter") {
+		t.Error("the node-local driver's csi-snapshotter is not (only) in the controller Deployment")
+	}
+	for _, name := range []string{"filevol", "filevol-shared"} {
+		if r.Find("VolumeGroupSnapshotClass", name) == nil {
+			t.Errorf("no VolumeGroupSnapshotClass %s (test/e2e/testdriver*.yaml name it)", name)
+		}
+	}
+	if r.Find("VolumeAttributesClass", "filevol-e2e") == nil {
+		t.Error("no VolumeAttributesClass filevol-e2e (test/e2e/testdriver.yaml names it)")
 	}
 	// The shared pool is under the cluster's state directory, so that
 	// down.sh detaches what is left of it.

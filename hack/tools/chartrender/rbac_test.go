@@ -49,6 +49,12 @@ var wantRules = map[string][]string{
 		"snapshot.storage.k8s.io volumesnapshotclasses: get,list,watch",
 		"snapshot.storage.k8s.io volumesnapshotcontents: get,list,watch,update,patch",
 		"snapshot.storage.k8s.io volumesnapshotcontents/status: update,patch",
+		// Group snapshots are GA: csi-snapshotter v8.7.0 watches their
+		// objects unless a feature gate turns them off, which the chart no
+		// longer does.
+		"groupsnapshot.storage.k8s.io volumegroupsnapshotclasses: get,list,watch",
+		"groupsnapshot.storage.k8s.io volumegroupsnapshotcontents: get,list,watch,update,patch",
+		"groupsnapshot.storage.k8s.io volumegroupsnapshotcontents/status: update,patch",
 	},
 	"ClusterRole/fv-filevol-resizer": {
 		" persistentvolumes: get,list,watch,patch",

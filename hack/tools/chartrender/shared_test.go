@@ -298,6 +298,9 @@ var wantSharedRules = map[string][]string{
 		"snapshot.storage.k8s.io volumesnapshotclasses: get,list,watch",
 		"snapshot.storage.k8s.io volumesnapshotcontents: get,list,watch,update,patch",
 		"snapshot.storage.k8s.io volumesnapshotcontents/status: update,patch",
+		"groupsnapshot.storage.k8s.io volumegroupsnapshotclasses: get,list,watch",
+		"groupsnapshot.storage.k8s.io volumegroupsnapshotcontents: get,list,watch,update,patch",
+		"groupsnapshot.storage.k8s.io volumegroupsnapshotcontents/status: update,patch",
 	},
 	"Role/fv-filevol-shared-controller": {
 		"coordination.k8s.io leases: get,create,update",

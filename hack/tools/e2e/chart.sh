@@ -26,6 +26,11 @@ RELEASE=filevol NS=filevol DRIVER=filevol.csi.io SHARED_DRIVER=shared.filevol.cs
 # values-e2e.yaml's sharedPool.hostPath: the chart wants it to exist (a shared
 # filesystem's mount point), so install makes it.
 SHARED_POOL=/var/lib/filevol-e2e/shared-pool
+# values-e2e.yaml's sharedPool.dirPool.hostPath: directory volumes enforce sizes with
+# btrfs qgroups, so it is a btrfs in a file under the cluster's state directory. down.sh
+# unmounts everything there and detaches loop devices backed there; `mount -o loop`
+# sets autoclear, so the unmount usually frees the device already.
+DIR_POOL=/var/lib/filevol-e2e/dir-pool
 # stop-node's label: no node has it.
 STOPPED_LABEL=filevol.csi.io/e2e-stopped
 HELM=$ROOT/_output/tools/helm
@@ -53,6 +58,7 @@ install() {
   [ "${FILEVOL_E2E_SKIP_IMAGES:-}" = 1 ] || images
   build_helm
   mkdir -p "$SHARED_POOL"
+  dir_pool
   "$HELM" upgrade --install "$RELEASE" "$ROOT/charts/filevol" --namespace "$NS" --create-namespace \
     -f "$HERE/values-e2e.yaml" --wait --timeout 5m "$@"
   local i
@@ -62,6 +68,18 @@ install() {
   done
   registered || die "kubelet did not register $DRIVER and $SHARED_DRIVER: $("${K[@]}" get csinode -o jsonpath='{.items[*].spec.drivers[*].name}')"
   log "installed: $("${K[@]}" -n "$NS" get pods -l app.kubernetes.io/instance=$RELEASE --no-headers | wc -l) pods, drivers registered"
+}
+
+# dir_pool: a fresh btrfs of 8 GiB (sparse) mounted at $DIR_POOL, unless one is (a reinstall keeps
+# it and its volumes, as the other pools).
+dir_pool() {
+  mountpoint -q "$DIR_POOL" && return 0
+  mkdir -p "$DIR_POOL"
+  rm -f "$DIR_POOL.img"
+  truncate -s 8G "$DIR_POOL.img"
+  mkfs.btrfs -q -f "$DIR_POOL.img" >/dev/null
+  mount -o loop "$DIR_POOL.img" "$DIR_POOL"
+  log "directory pool: btrfs on $DIR_POOL.img at $DIR_POOL"
 }
 
 uninstall() {

@@ -405,9 +405,14 @@ T_READY=$(printf '%.1f' "$(echo "$(date +%s.%N) - $T0" | bc)")
 "$KUBECTL" apply --server-side -f "$KEY_DIR/crd/" >/dev/null
 waitfor snapshot-CRDs 60 "$KUBECTL" wait --for=condition=Established --timeout=1s \
   crd/volumesnapshots.snapshot.storage.k8s.io crd/volumesnapshotcontents.snapshot.storage.k8s.io \
-  crd/volumesnapshotclasses.snapshot.storage.k8s.io
+  crd/volumesnapshotclasses.snapshot.storage.k8s.io \
+  crd/volumegroupsnapshots.groupsnapshot.storage.k8s.io \
+  crd/volumegroupsnapshotcontents.groupsnapshot.storage.k8s.io \
+  crd/volumegroupsnapshotclasses.groupsnapshot.storage.k8s.io
+# (snapshot-controller and csi-snapshotter look for the group snapshot CRDs once, at
+# start, and turn group snapshots off for good if they are not served yet.)
 # --enable-distributed-snapshotting: label each VolumeSnapshotContent with the node of its
-# volume, which a csi-snapshotter in --node-deployment mode (the chart's) waits for.
+# volume, which a csi-snapshotter in --node-deployment mode (the chart's default) waits for.
 start snapshot-controller "$BIN_DIR/snapshot-controller" --kubeconfig="$ADMIN_KUBECONFIG" --leader-election=false \
   --enable-distributed-snapshotting --v=2
 waitfor default-serviceaccount 60 "$KUBECTL" -n default get serviceaccount default

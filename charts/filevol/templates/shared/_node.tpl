@@ -29,6 +29,9 @@ Deployment creates and attaches the shared pool's volumes.
     - --pool-dir={{ $sp.hostPath }}
     - --pool-shared
     - --pool-name={{ $sp.name }}
+    {{- if $sp.dirPool.enabled }}
+    - --dir-pool-dir={{ $sp.dirPool.hostPath }}
+    {{- end }}
     - --max-volumes-per-node={{ .Values.maxVolumesPerNode }}
     - --kubelet-dir={{ $kubelet }}
     {{- include "filevol.cgroupArgs" . | nindent 4 }}
@@ -83,6 +86,11 @@ Deployment creates and attaches the shared pool's volumes.
     - name: shared-pool
       mountPath: {{ $sp.hostPath }}
       mountPropagation: {{ .Values.sharedPool.mountPropagation }}
+    {{- if $sp.dirPool.enabled }}
+    - name: shared-dir-pool
+      mountPath: {{ $sp.dirPool.hostPath }}
+      mountPropagation: {{ .Values.sharedPool.mountPropagation }}
+    {{- end }}
     - name: dev
       mountPath: /dev
     {{- include "filevol.cgroupMount" . | nindent 4 }}
@@ -158,4 +166,11 @@ Deployment creates and attaches the shared pool's volumes.
   hostPath:
     path: {{ .Values.sharedPool.hostPath }}
     type: Directory
+{{- if .Values.sharedPool.dirPool.enabled }}
+# The directory pool: a shared filesystem's mount point, as shared-pool.
+- name: shared-dir-pool
+  hostPath:
+    path: {{ .Values.sharedPool.dirPool.hostPath }}
+    type: Directory
+{{- end }}
 {{- end }}
