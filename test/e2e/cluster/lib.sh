@@ -141,3 +141,47 @@ mounts_under() {
     case "$m" in "$1"|"$1"/*) echo "$m" ;; esac
   done | awk '{print length($0) " " $0}' | sort -rn | cut -d' ' -f2- | uniq
 }
+
+# containerd_config DIR SOCKET CNI_CONF_DIR: a node's containerd configuration, all its
+# state under DIR (root, state, opt, runc root). restrict_oom_score_adj: root here lacks
+# CAP_SYS_RESOURCE, so the -998 containerd gives sandboxes makes runc fail ("can't get
+# final child's PID from pipe"); clamp to our own. Pod network namespaces under our state
+# dir (netns_mounts_under_state_dir), not in /run/netns with a real node's.
+containerd_config() {
+  local C=$1 sock=$2 cni=$3
+  cat <<EOF
+version = 2
+root = "$C/root"
+state = "$C/state"
+[grpc]
+  address = "$sock"
+[ttrpc]
+  address = ""
+[debug]
+  address = ""
+[metrics]
+  address = ""
+[plugins]
+  [plugins."io.containerd.internal.v1.opt"]
+    path = "$C/opt"
+  [plugins."io.containerd.grpc.v1.cri"]
+    sandbox_image = "$PAUSE_TAG"
+    stream_server_address = "127.0.0.1"
+    stream_server_port = "0"
+    enable_selinux = false
+    restrict_oom_score_adj = true
+    netns_mounts_under_state_dir = true
+    [plugins."io.containerd.grpc.v1.cri".containerd]
+      snapshotter = "overlayfs"
+      default_runtime_name = "runc"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+          SystemdCgroup = false
+          BinaryName = "$(command -v runc)"
+          Root = "$C/runc-root"
+    [plugins."io.containerd.grpc.v1.cri".cni]
+      bin_dir = "/usr/lib/cni"
+      conf_dir = "$cni"
+EOF
+}

@@ -136,50 +136,6 @@ node_pki() {
   "$KUBECTL" config use-context default --kubeconfig="$f" >/dev/null
 }
 
-# A new mount namespace copies every mount of the host: other tests' loop-device
-# filesystems, FUSE clients, namespace pins, the vm node's kubelet mounts. The node keeps
-# only / and the kernel's pseudo filesystems (/proc, /sys, /dev); it detaches the rest in
-# its copy, or it would hold them busy (and their loop devices attached) while it lives.
-up() {
-  if ! ip link show "$MN_BRIDGE" >/dev/null 2>&1; then
-    own link "$MN_BRIDGE"
-    ip link add "$MN_BRIDGE" type bridge
-    ip addr add "$MN_HOST_IP/$MN_PREFIX" dev "$MN_BRIDGE"
-    ip link set "$MN_BRIDGE" up
-  fi
-  if ! awk '$1 == "fwd-host"' "$PIDS_FILE" 2>/dev/null | grep -q .; then
-    mkdir -p "$LOG_DIR/cluster"
-    # The apiserver listens on 127.0.0.1 only: the nodes reach it through this.
-    setsid socat TCP-LISTEN:6443,bind=$MN_HOST_IP,reuseaddr,fork TCP:127.0.0.1:6443 \
-      >> "$LOG_DIR/cluster/fwd-host.log" 2>&1 < /dev/null 8>&- &
-    record_pid fwd-host $!
-  fi
-}
-
-# node_pki NAME IP: the node's kubelet serving and client certificates, from the cluster CA.
-node_pki() {
-  local n=$1 ip=$2 d; d=$(nd "$n")/pki
-  mkdir -p "$d"
-  (
-    cd "$d"; umask 077
-    x() { printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=%s\n%s\n' "$1" "${2:+subjectAltName=$2}"; }
-    c() {
-      openssl genrsa -out "$1.key" 2048 2>/dev/null
-      openssl req -new -key "$1.key" -subj "$2" -out "$1.csr" 2>/dev/null
-      openssl x509 -req -in "$1.csr" -CA "$P/ca.crt" -CAkey "$P/ca.key" -CAcreateserial -CAserial "$d/ca.srl" \
-        -days 30 -extfile <(x "$3" "${4:-}") -out "$1.crt" 2>/dev/null
-      rm -f "$1.csr"
-    }
-    c kubelet "/CN=$n" serverAuth "IP:$ip,DNS:$n"
-    c kubelet-client "/CN=system:node:$n/O=system:nodes" clientAuth
-  )
-  local f=$(nd "$n")/kubelet.kubeconfig
-  "$KUBECTL" config set-cluster local --server=https://127.0.0.1:6443 --certificate-authority="$P/ca.crt" --embed-certs=true --kubeconfig="$f" >/dev/null
-  "$KUBECTL" config set-credentials "system:node:$n" --client-certificate="$d/kubelet-client.crt" --client-key="$d/kubelet-client.key" --embed-certs=true --kubeconfig="$f" >/dev/null
-  "$KUBECTL" config set-context default --cluster=local --user="system:node:$n" --kubeconfig="$f" >/dev/null
-  "$KUBECTL" config use-context default --kubeconfig="$f" >/dev/null
-}
-
 # The mounts a new mount namespace copies from the host that the node may keep: the root
 # and the kernel's pseudo filesystems. Everything else (other tests' loop-device
 # filesystems, FUSE clients, namespace pins, the vm node's kubelet mounts) is detached in
@@ -268,41 +224,7 @@ ctrx() { local n=$1; shift; ctr --address "$(nd "$n")/containerd/containerd.sock
 write_configs() {
   local n=$1 ip=$2 d; d=$(nd "$n")
   local C=$d/containerd
-  cat > "$C/config.toml" <<EOF
-version = 2
-root = "$C/root"
-state = "$C/state"
-[grpc]
-  address = "$C/containerd.sock"
-[ttrpc]
-  address = ""
-[debug]
-  address = ""
-[metrics]
-  address = ""
-[plugins]
-  [plugins."io.containerd.internal.v1.opt"]
-    path = "$C/opt"
-  [plugins."io.containerd.grpc.v1.cri"]
-    sandbox_image = "$PAUSE_TAG"
-    stream_server_address = "127.0.0.1"
-    stream_server_port = "0"
-    enable_selinux = false
-    restrict_oom_score_adj = true
-    netns_mounts_under_state_dir = true
-    [plugins."io.containerd.grpc.v1.cri".containerd]
-      snapshotter = "overlayfs"
-      default_runtime_name = "runc"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-        runtime_type = "io.containerd.runc.v2"
-        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-          SystemdCgroup = false
-          BinaryName = "$(command -v runc)"
-          Root = "$C/runc-root"
-    [plugins."io.containerd.grpc.v1.cri".cni]
-      bin_dir = "/usr/lib/cni"
-      conf_dir = "$d/cni/net.d"
-EOF
+  containerd_config "$C" "$C/containerd.sock" "$d/cni/net.d" > "$C/config.toml"
   # Pods reach only their own node's bridge (the node's network namespace): no traffic
   # between nodes' pods is needed, and none can go off the machine.
   local sub=10.90.${n#n}.0/24

@@ -161,44 +161,7 @@ fi
 
 # ---- containerd -----------------------------------------------------------------------
 C=$STATE_DIR/containerd
-# restrict_oom_score_adj: root here lacks CAP_SYS_RESOURCE, so the -998 containerd gives
-# sandboxes makes runc fail ("can't get final child's PID from pipe"); clamp to our own.
-cat > "$C/config.toml" <<EOF
-version = 2
-root = "$C/root"
-state = "$C/state"
-[grpc]
-  address = "$CONTAINERD_SOCK"
-[ttrpc]
-  address = ""
-[debug]
-  address = ""
-[metrics]
-  address = ""
-[plugins]
-  [plugins."io.containerd.internal.v1.opt"]
-    path = "$C/opt"
-  [plugins."io.containerd.grpc.v1.cri"]
-    sandbox_image = "$PAUSE_TAG"
-    stream_server_address = "127.0.0.1"
-    stream_server_port = "0"
-    enable_selinux = false
-    restrict_oom_score_adj = true
-    # Pod network namespaces under our state dir, not in /run/netns with a real node's.
-    netns_mounts_under_state_dir = true
-    [plugins."io.containerd.grpc.v1.cri".containerd]
-      snapshotter = "overlayfs"
-      default_runtime_name = "runc"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-        runtime_type = "io.containerd.runc.v2"
-        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-          SystemdCgroup = false
-          BinaryName = "$(command -v runc)"
-          Root = "$C/runc-root"
-    [plugins."io.containerd.grpc.v1.cri".cni]
-      bin_dir = "/usr/lib/cni"
-      conf_dir = "$STATE_DIR/cni/net.d"
-EOF
+containerd_config "$C" "$CONTAINERD_SOCK" "$STATE_DIR/cni/net.d" > "$C/config.toml"
 # Bridge without gateway or masquerade: pod traffic cannot leave the host bridge, and
 # ip_forward is left alone.
 cat > "$STATE_DIR/cni/net.d/10-filevol-e2e.conflist" <<EOF
