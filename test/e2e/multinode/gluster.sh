@@ -97,6 +97,9 @@ wait $!' "$GL" > "$GL/log/server.out" 2>&1 < /dev/null 8>&- &
   # while it waits. The init's trap ends it on SIGTERM (down.sh's first signal; without a
   # handler a namespace's init ignores it), and the namespace's every process with it.
   local u=$! i init=
+  # unshare too, at once: if this script dies before the init is recorded, down.sh still
+  # ends the namespace (unshare ignores SIGTERM; its SIGKILL kills its child, the init).
+  record_pid gluster-unshare "$u"
   for ((i = 0; i < 100; i++)); do init=$(pgrep -P "$u" | head -1 || true); [ -n "$init" ] && break; sleep 0.05; done
   [ -n "$init" ] || die "glusterd's namespace did not start: $(tail -5 "$GL/log/server.out")"
   record_pid gluster-server "$init"
