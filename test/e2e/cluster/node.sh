@@ -30,6 +30,9 @@
 #   net-up         the bridge and the host forwarder (before the first node)
 #   net-down       the host forwarder and the bridge (after the last node)
 #   exec NAME CMD...  run CMD inside the node's namespaces
+#   pool-client NAME SERVER VOLUME MOUNTPOINT  mount the GlusterFS volume SERVER:VOLUME at
+#                  MOUNTPOINT in the node's namespaces, by a client that is one of the
+#                  node's processes (killed by `kill`, started again by `revive`)
 #   names          the nodes that have a state directory
 #
 # Every process is recorded in $STATE_DIR/pids (record_pid), so that the guard of up.sh and
@@ -248,6 +251,24 @@ start_procs() {
   local n=$1 d; d=$(nd "$n")
   start "$n" containerd containerd --config "$d/containerd/config.toml"
   start "$n" fwd socat TCP-LISTEN:6443,bind=127.0.0.1,reuseaddr,fork TCP:$MN_HOST_IP:6443
+  [ ! -s "$d/pool-client.env" ] || start_pool_client "$n"
+}
+# start_pool_client NAME: the node's FUSE client of the shared pool's GlusterFS volume
+# (pool-client), one of the node's processes: `kill` kills it (a dead node's client is
+# dead), its veth cut cuts it off the server, `revive` mounts again (a dead client's
+# mount is lazily unmounted first: its FUSE connection is gone for good).
+start_pool_client() {
+  local n=$1 d server vol mnt i; d=$(nd "$n"); read -r server vol mnt < "$d/pool-client.env"
+  # A client killed with the node leaves its mount dead (its FUSE connection is gone for
+  # good): unmounted lazily, as loop devices the node attached on its files may hold it.
+  if nsx "$n" findmnt -n -t fuse.glusterfs "$mnt" >/dev/null 2>&1; then nsx "$n" umount -l "$mnt"; fi
+  start "$n" pool-client glusterfs -N --process-name fuse --volfile-server="$server" --volfile-id="$vol" \
+    --entry-timeout=0 --attribute-timeout=0 --log-file="$LOG_DIR/cluster/$n/pool-client-glusterfs.log" "$mnt"
+  for ((i = 0; i < 240; i++)); do
+    [ -n "$(nsx "$n" findmnt -n -t fuse.glusterfs "$mnt" 2>/dev/null)" ] && return 0
+    sleep 0.25
+  done
+  die "$n: the shared pool's volume $vol not mounted at $mnt"
 }
 start_kubelet() {
   local n=$1 d ip zone; d=$(nd "$n"); read -r ip zone _ < "$d/node.env"
@@ -354,6 +375,8 @@ case $cmd in
   net-up) net_up ;;
   net-down) net_down ;;
   exec) n=$1; shift; valid_name "$n"; nsx "$n" "$@" ;;
+  pool-client) [ $# = 4 ] || die "usage: node.sh pool-client NAME SERVER VOLUME MOUNTPOINT"
+    valid_name "$1"; echo "$2 $3 $4" > "$(nd "$1")/pool-client.env"; start_pool_client "$1" ;;
   names) owned node ;;
   *) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -296,3 +296,20 @@ func runProg(ctx context.Context, prog string, args ...string) (string, error) {
 	out, err := exec.CommandContext(ctx, prog, args...).CombinedOutput()
 	return string(out), err
 }
+
+// nodeTainted waits for the node to carry the taint key with effect.
+func nodeTainted(t *testing.T, name, key string, effect v1.TaintEffect, timeout time.Duration) {
+	t.Helper()
+	eventually(t, timeout, fmt.Sprintf("node %s tainted %s:%s", name, key, effect), func() (bool, error) {
+		n, err := cs.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, taint := range n.Spec.Taints {
+			if taint.Key == key && taint.Effect == effect {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}

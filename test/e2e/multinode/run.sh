@@ -26,6 +26,8 @@ LOG_DIR=$OUT
 MN_POOL_VM=${MN_POOL_VM:-1536} MN_POOL_N2=${MN_POOL_N2:-512} MN_POOL_N3=${MN_POOL_N3:-1024}
 NODES=("n2 10.89.1.2 zone-b $MN_POOL_N2" "n3 10.89.1.3 zone-c $MN_POOL_N3")
 POOL=$STATE_DIR/pool
+# gluster.sh's server address and volume, and where every node mounts it (values.yaml).
+GL_IP=10.89.1.250 GL_VOL=fvmn SHARED_POOL=$STATE_DIR/shared-pool
 K=("$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG")
 T0=$(date +%s)
 since() { echo $(( $(date +%s) - T0 )); }
@@ -65,6 +67,7 @@ finish() {
     local t=$(date +%s)
     "$CLUSTER_DIR/down.sh"
     [ -d "$POOL" ] && rm -rf --one-file-system "$POOL"
+    for d in "$STATE_DIR/gluster" "$SHARED_POOL"; do [ -d "$d" ] && rm -rf --one-file-system "$d"; done
     note "cluster-down: $(( $(date +%s) - t ))s"
     if [ -s "$OUT/detached-loops.txt" ]; then
       note "LEAK: $(wc -l < "$OUT/detached-loops.txt") loop device(s) left attached: $(tr '\n' ';' < "$OUT/detached-loops.txt")"
@@ -118,6 +121,12 @@ for spec in "${NODES[@]}"; do
   # shellcheck disable=SC2086
   fg "$CLUSTER_DIR/node.sh" up $spec
 done
+# The shared pool: one GlusterFS volume (gluster.sh), mounted by every node's own client.
+fg "$HERE/gluster.sh" up
+fg "$HERE/gluster.sh" mount-vm
+for spec in "${NODES[@]}"; do
+  fg "$CLUSTER_DIR/node.sh" pool-client "${spec%% *}" "$GL_IP" "$GL_VOL" "$SHARED_POOL"
+done
 for spec in "${NODES[@]}"; do
   n=${spec%% *}
   for i in $(seq 60); do "${K[@]}" get node "$n" >/dev/null 2>&1 && break; sleep 1; done
@@ -132,11 +141,11 @@ fg "$CHART_SH" helm upgrade --install filevol "$REPO_ROOT/charts/filevol" --name
   -f "$REPO_ROOT/hack/tools/e2e/values-e2e.yaml" -f "$HERE/values.yaml" --wait --timeout 5m > "$OUT/install.log" 2>&1 ||
   die "helm install failed: $(tail -n 30 "$OUT/install.log")"
 for i in $(seq 120); do
-  regs=$("${K[@]}" get csinode -o jsonpath='{range .items[*]}{.metadata.name}={.spec.drivers[*].name}{"\n"}{end}' | grep -c filevol.csi.io || true)
+  regs=$("${K[@]}" get csinode -o jsonpath='{range .items[*]}{.metadata.name}={.spec.drivers[*].name}{"\n"}{end}' | grep -c 'filevol.csi.io.*shared.filevol.csi.io\|shared.filevol.csi.io.*filevol.csi.io' || true)
   [ "$regs" = 3 ] && break
   sleep 1
 done
-[ "$regs" = 3 ] || die "filevol registered on $regs of 3 nodes: $("${K[@]}" get csinode -o wide)"
+[ "$regs" = 3 ] || die "filevol and shared.filevol.csi.io registered on $regs of 3 nodes: $("${K[@]}" get csinode -o wide)"
 note "install: $(( $(date +%s) - t ))s; $("${K[@]}" -n filevol get pods -o wide --no-headers | awk '{print $1 "@" $7}' | tr '\n' ' ')"
 
 # ---- 4. stories ----------------------------------------------------------------------------
@@ -144,7 +153,7 @@ t=$(date +%s)
 rc=0
 fg env FILEVOL_E2E_KUBECONFIG="$ADMIN_KUBECONFIG" FILEVOL_E2E_IMAGE="$BUSYBOX_TAG" \
   FILEVOL_E2E_NODE_SH="$CLUSTER_DIR/node.sh" FILEVOL_E2E_KUBECTL="$KUBECTL" FILEVOL_E2E_KUBECTL_FILEVOL="$REPO_ROOT/bin/kubectl-filevol" \
-  FILEVOL_E2E_POOL_MIB="vm=$MN_POOL_VM,n2=$MN_POOL_N2,n3=$MN_POOL_N3" \
+  FILEVOL_E2E_POOL_MIB="vm=$MN_POOL_VM,n2=$MN_POOL_N2,n3=$MN_POOL_N3" FILEVOL_E2E_GLUSTER_BRICK="$STATE_DIR/gluster/brick" \
   "$OUT/bin/multinode.test" -test.v -test.timeout 20m ${MN_RUN:+-test.run "$MN_RUN"} > "$OUT/stories.log" 2>&1 || rc=$?
 lines=$(grep -E '^--- (PASS|FAIL|SKIP)' "$OUT/stories.log" || true)
 note "stories: $(( $(date +%s) - t ))s, $(grep -c '^--- PASS' <<<"$lines" || true) passed, $(grep -c '^--- FAIL' <<<"$lines" || true) failed (exit $rc, $OUT/stories.log)"

@@ -196,6 +196,9 @@ func TestNodeDies(t *testing.T) {
 		}
 	})
 	nodeReady(t, victim, false, 2*time.Minute)
+	// NotReady comes first, the node controller's taint a moment later: a pod created
+	// in between is bound to the dead node (seen: "Successfully assigned ... to n2").
+	nodeTainted(t, victim, "node.kubernetes.io/unreachable", v1.TaintEffectNoSchedule, 2*time.Minute)
 	// A pod of the same claim, free to go anywhere: the volume's node affinity keeps it
 	// off the live nodes, so it waits for n2.
 	pod(t, ns, "elsewhere", "data", "", `cat /data/sum; sleep 3600`, v1.RestartPolicyAlways)

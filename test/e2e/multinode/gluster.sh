@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# gluster.sh up|mount-vm: the multi-node cluster's shared pool, one GlusterFS volume.
+#
+#   up        glusterd and a one-brick volume in a network namespace of their own
+#             (pinned at $GL/ns/net), on our node bridge (node.sh net-up) at $GL_IP
+#             through the veth fve-gl; glusterd in its own PID and mount namespaces
+#             (its /run, /var/lib/glusterd and /var/log/glusterfs are $GL's
+#             directories), so it shares nothing with a glusterd of the host and its
+#             brick dies with it.
+#   mount-vm  the FUSE client of node vm: vm is the host (its kubelet runs in the host's
+#             namespaces), so its client runs in the host's network and mount
+#             namespaces and reaches the server over the bridge's host address.
+#
+# The extra nodes mount the volume through `node.sh pool-client`: their clients run in
+# their own namespaces and cgroups, so `node.sh kill` kills a node's client and cutting
+# its veth cuts it off the server.
+#
+# Clean-up is down.sh's: every process is recorded ($STATE_DIR/pids), the veth is
+# stamped (`own link`), the namespace pin and the vm mount are under the state dir.
+#
+# The volume's options are those filevol's fencing needs (README, "Fencing"):
+# client.strict-locks on, coherent metadata (stat-prefetch and quick-read off, clients
+# with entry-timeout=0 and attribute-timeout=0), and a dead or cut-off client noticed in
+# seconds (ping-timeout 5, server keepalive 2/1/3, tcp-user-timeout 5), so its locks are
+# released and another node may attach its volumes.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../cluster/lib.sh"
+[ "$(id -u)" = 0 ] || die "gluster.sh must run as root"
+export PATH=$PATH:/usr/local/sbin:/usr/sbin:/sbin
+
+GL=$STATE_DIR/gluster
+GL_IP=${GL_IP:-10.89.1.250}
+GL_VOL=fvmn
+GL_LINK=${GL_LINK:-fve-gl}
+GL_BRIDGE=${GL_BRIDGE:-fve2e-nodes}  # node.sh's bridge (the knob: a test of this script alone)
+# Where every node (vm on the host, n2/n3 in their mount namespaces) mounts the volume:
+# values.yaml's sharedPool.hostPath.
+SHARED_POOL=$STATE_DIR/shared-pool
+CLIENT_OPTS=(--entry-timeout=0 --attribute-timeout=0)
+
+cli() { # gluster CLI in the server's namespaces (its /run holds glusterd's socket)
+  # The recorded process is the PID namespace's init, in glusterd's mount namespace.
+  local init; init=$(awk '$1 == "gluster-server" {print $2}' "$PIDS_FILE" | tail -1)
+  nsenter -t "$init" -m -n -p -- gluster --mode=script "$@"
+}
+
+up() {
+  command -v glusterd >/dev/null || die "glusterd missing (hack/install-deps.sh)"
+  ip link show "$GL_BRIDGE" >/dev/null 2>&1 || die "no node bridge: node.sh net-up first"
+  rm -rf "$GL"
+  mkdir -p "$GL"/{ns,run,lib,log,brick} /var/lib/glusterd /var/log/glusterfs "$SHARED_POOL"
+  mount --bind "$GL/ns" "$GL/ns"
+  mount --make-private "$GL/ns"
+  touch "$GL/ns/net"
+  unshare --net="$GL/ns/net" true
+  own link "$GL_LINK"
+  ip link add "$GL_LINK" type veth peer name fvp-gl
+  ip link set fvp-gl netns "$GL/ns/net"
+  ip link set "$GL_LINK" master "$GL_BRIDGE" up
+  nsenter --net="$GL/ns/net" ip link set lo up
+  nsenter --net="$GL/ns/net" ip link set fvp-gl name eth0
+  nsenter --net="$GL/ns/net" ip addr add "$GL_IP/24" dev eth0
+  nsenter --net="$GL/ns/net" ip link set eth0 up
+  cat > "$GL/glusterd.vol" <<'EOF'
+volume management
+    type mgmt/glusterd
+    option working-directory /var/lib/glusterd
+    option transport-type socket
+    option transport.socket.listen-port 24007
+    option transport.address-family inet
+    option transport.socket.read-fail-log off
+    option ping-timeout 0
+    option event-threads 1
+end-volume
+EOF
+  printf '#!/bin/sh\ncase " $* " in *" --version "*) echo "gsyncd.py (filevol e2e stand-in)";; esac\nexit 0\n' > "$GL/no-gsyncd"
+  chmod 755 "$GL/no-gsyncd"
+  # The new mount namespace is a copy of the host's: drop every mount glusterd does not
+  # need (other tests' loop-device filesystems, the cluster's), or it holds them busy.
+  setsid nsenter --net="$GL/ns/net" -- unshare --mount --propagation private --pid --fork --kill-child --mount-proc \
+    -- sh -c '
+awk "{print \$5}" /proc/self/mountinfo | sort -r | while read -r m; do
+  case "$m" in
+    /|/proc|/proc/*|/sys|/sys/*|/dev|/dev/*) ;;
+    *) case "$0/" in "$m"/*) ;; *) umount -l "$m" 2>/dev/null || true ;; esac ;;
+  esac
+done
+mount --bind "$0/run" /run
+mount --bind "$0/lib" /var/lib/glusterd
+mount --bind "$0/log" /var/log/glusterfs
+libexec=$(glusterfs --print-libexecdir)
+if [ -e "$libexec/gsyncd" ]; then mount --bind "$0/no-gsyncd" "$libexec/gsyncd"; fi
+trap "exit 0" TERM
+glusterd -N -f "$0/glusterd.vol" -l /var/log/glusterfs/glusterd.log -p /run/glusterd.pid &
+wait $!' "$GL" > "$GL/log/server.out" 2>&1 < /dev/null 8>&- &
+  # Recorded: the PID namespace's init (the shell), not unshare, which ignores SIGTERM
+  # while it waits. The init's trap ends it on SIGTERM (down.sh's first signal; without a
+  # handler a namespace's init ignores it), and the namespace's every process with it.
+  local u=$! i init=
+  # unshare too, at once: if this script dies before the init is recorded, down.sh still
+  # ends the namespace (unshare ignores SIGTERM; its SIGKILL kills its child, the init).
+  record_pid gluster-unshare "$u"
+  for ((i = 0; i < 100; i++)); do init=$(pgrep -P "$u" | head -1 || true); [ -n "$init" ] && break; sleep 0.05; done
+  [ -n "$init" ] || die "glusterd's namespace did not start: $(tail -5 "$GL/log/server.out")"
+  record_pid gluster-server "$init"
+  for ((i = 0; i < 240; i++)); do
+    [ -S "$GL/run/glusterd.socket" ] && cli volume list >/dev/null 2>&1 && break
+    sleep 0.25
+  done
+  cli volume list >/dev/null 2>&1 || die "glusterd did not answer: $(tail -5 "$GL/log/server.out")"
+  cli volume create "$GL_VOL" "$GL_IP:$GL/brick" force >/dev/null
+  local kv
+  for kv in client.strict-locks=on performance.stat-prefetch=off performance.quick-read=off \
+    network.ping-timeout=5 server.keepalive-time=2 server.keepalive-interval=1 server.keepalive-count=3 \
+    server.tcp-user-timeout=5; do
+    cli volume set "$GL_VOL" "${kv%%=*}" "${kv#*=}" >/dev/null
+  done
+  cli volume start "$GL_VOL" >/dev/null
+  for ((i = 0; i < 240; i++)); do
+    cli volume status "$GL_VOL" --xml 2>/dev/null | sed -n '/<node>/,$p' | grep -q '<status>1</status>' && break
+    sleep 0.25
+  done
+  log "gluster: volume $GL_VOL served at $GL_IP (brick $GL/brick)"
+}
+
+mount_vm() {
+  mountpoint -q "$SHARED_POOL" && die "$SHARED_POOL is already a mount point"
+  setsid glusterfs -N --process-name fuse --volfile-server="$GL_IP" --volfile-id="$GL_VOL" \
+    "${CLIENT_OPTS[@]}" --log-file="$LOG_DIR/cluster/gluster-client-vm.log" "$SHARED_POOL" \
+    > /dev/null 2>&1 < /dev/null 8>&- &
+  record_pid gluster-client-vm $!
+  local i
+  for ((i = 0; i < 240; i++)); do
+    [ "$(stat -f -c %T "$SHARED_POOL" 2>/dev/null)" = fuseblk ] && break
+    findmnt -n -t fuse.glusterfs "$SHARED_POOL" >/dev/null && break
+    sleep 0.25
+  done
+  findmnt -n -t fuse.glusterfs "$SHARED_POOL" >/dev/null || die "vm: $SHARED_POOL not mounted"
+  log "gluster: vm mounted $GL_VOL at $SHARED_POOL"
+}
+
+case ${1:-} in
+  up) up ;;
+  mount-vm) mount_vm ;;
+  cli) shift; cli "$@" ;;
+  *) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+esac
