@@ -3,8 +3,6 @@ package csi
 import (
 	"context"
 	"fmt"
-	"path/filepath"
-	"slices"
 	"sync"
 
 	"github.com/filevol/filevol/internal/hostos"
@@ -81,9 +79,6 @@ type readingFlight struct {
 }
 
 func (s *sharedReadings) get(ctx context.Context) (*reading, error) {
-	if r, ok := ctx.Value(readingKey{}).(*reading); ok {
-		return r, nil
-	}
 	f := &readingFlight{done: make(chan struct{})}
 	s.mu.Lock()
 	if s.running {
@@ -127,10 +122,10 @@ type readingKey struct{}
 // (WithReading), or a shared one (sharedReadings); a backend built
 // without sharing reads the kernel itself.
 func (b *imageNode) read(ctx context.Context) (*reading, error) {
+	if r, ok := ctx.Value(readingKey{}).(*reading); ok {
+		return r, nil
+	}
 	if b.readings == nil {
-		if r, ok := ctx.Value(readingKey{}).(*reading); ok {
-			return r, nil
-		}
 		return readKernel(b.host)
 	}
 	return b.readings.get(ctx)
@@ -149,22 +144,7 @@ func (s *NodeService) WithReading(ctx context.Context, devs []loop.Device, table
 }
 
 // listedLoops finds devices in a listing, by the backing path as loop.Find
-// compares it: the path, or the path with symlinks resolved.
+// compares it (loop.Backing).
 type listedLoops []loop.Device
 
-func (l listedLoops) Find(path string) ([]loop.Device, error) {
-	want := []string{filepath.Clean(path)}
-	if abs, err := filepath.Abs(path); err == nil {
-		want[0] = abs
-	}
-	if real, err := filepath.EvalSymlinks(want[0]); err == nil && real != want[0] {
-		want = append(want, real)
-	}
-	var out []loop.Device
-	for _, d := range l {
-		if slices.Contains(want, d.BackingFile) {
-			out = append(out, d)
-		}
-	}
-	return out, nil
-}
+func (l listedLoops) Find(path string) ([]loop.Device, error) { return loop.Backing(l, path), nil }

@@ -39,22 +39,26 @@ func checkDownNodes(c *cluster) []Finding {
 	return out
 }
 
-func nodeReady(n corev1.Node) bool {
+// readyCondition is the node's Ready condition, if it has one.
+func readyCondition(n corev1.Node) (corev1.NodeCondition, bool) {
 	for _, cond := range n.Status.Conditions {
 		if cond.Type == corev1.NodeReady {
-			return cond.Status == corev1.ConditionTrue
+			return cond, true
 		}
 	}
-	return false
+	return corev1.NodeCondition{}, false
+}
+
+func nodeReady(n corev1.Node) bool {
+	cond, ok := readyCondition(n)
+	return ok && cond.Status == corev1.ConditionTrue
 }
 
 // notReadyReason is the Ready condition's reason, as the node controller set it
 // ("NodeStatusUnknown": the kubelet stopped posting status).
 func notReadyReason(n corev1.Node) string {
-	for _, cond := range n.Status.Conditions {
-		if cond.Type == corev1.NodeReady && cond.Reason != "" {
-			return cond.Reason
-		}
+	if cond, ok := readyCondition(n); ok && cond.Reason != "" {
+		return cond.Reason
 	}
 	return "no Ready condition"
 }

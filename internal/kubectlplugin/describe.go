@@ -144,10 +144,8 @@ func (c *cluster) nodeStatus(node string) string {
 		return "GONE: no such node"
 	}
 	ready := "NotReady"
-	for _, cond := range n.Status.Conditions {
-		if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-			ready = "Ready"
-		}
+	if nodeReady(n) {
+		ready = "Ready"
 	}
 	reg := "driver not registered with kubelet"
 	for _, d := range c.csiNodes[node].Spec.Drivers {

@@ -101,12 +101,6 @@ for f in podtime.log podtime.md podtime.json localpath.log; do
 done
 mkdir -p "$OUT/bin" "$OUT/suite"
 
-# fg COMMAND...: run COMMAND as the one current child, so that a signal reaches the trap at
-# once (bash runs traps only between commands, and wait is interruptible) and finish can
-# stop the child before tearing the cluster down.
-CHILD=
-fg() { "$@" & CHILD=$!; local rc=0; wait "$CHILD" || rc=$?; CHILD=; return "$rc"; }
-
 finish() {
   local rc=$?
   set +e

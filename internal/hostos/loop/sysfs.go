@@ -39,6 +39,21 @@ func list() ([]Device, error) { return scan(sysBlock, nil) }
 // (identity.go).
 func find(path string) ([]Device, error) { return scan(sysBlock, matcher(path)) }
 
+// Backing returns the devices of devs whose backing path is path, as Find
+// compares it: the absolute path, or that path with symlinks resolved. It
+// filters a listing the caller holds (List resolves a device attached from
+// another mount namespace to its path under the pool already).
+func Backing(devs []Device, path string) []Device {
+	want := matchPaths(path)
+	var out []Device
+	for _, d := range devs {
+		if slices.Contains(want, d.BackingFile) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 func matchPaths(path string) []string {
 	clean, err := filepath.Abs(path)
 	if err != nil {

@@ -185,3 +185,9 @@ state = "$C/state"
       conf_dir = "$cni"
 EOF
 }
+
+# fg COMMAND...: run COMMAND as the one current child ($CHILD), so that a signal reaches
+# the caller's trap at once (bash runs traps only between commands, and wait is
+# interruptible) and the trap can stop the child before tearing the cluster down.
+CHILD=
+fg() { "$@" & CHILD=$!; local rc=0; wait "$CHILD" || rc=$?; CHILD=; return "$rc"; }

@@ -18,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/filevol/filevol/test/e2e/e2epoll"
 )
 
 const (
@@ -102,26 +104,7 @@ func namespace(t *testing.T) string {
 	return name
 }
 
-func poll(ctx context.Context, every time.Duration, f func() (bool, error)) error {
-	var last error
-	for {
-		ok, err := f()
-		if ok {
-			return nil
-		}
-		if err != nil {
-			last = err
-		}
-		select {
-		case <-ctx.Done():
-			if last != nil {
-				return fmt.Errorf("%w (last error: %v)", ctx.Err(), last)
-			}
-			return ctx.Err()
-		case <-time.After(every):
-		}
-	}
-}
+var poll = e2epoll.Until
 
 func eventually(t *testing.T, timeout time.Duration, what string, f func() (bool, error)) {
 	t.Helper()

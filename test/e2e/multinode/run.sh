@@ -37,8 +37,6 @@ note() { SUMMARY+=("$*"); log "$*"; }
 rm -rf "$OUT/prev"; mkdir -p "$OUT/prev" "$OUT/bin"
 for f in stories.log summary.txt install.log driver cluster; do [ -e "$OUT/$f" ] && mv "$OUT/$f" "$OUT/prev/"; done
 
-CHILD=
-fg() { "$@" & CHILD=$!; local rc=0; wait "$CHILD" || rc=$?; CHILD=; return "$rc"; }
 finish() {
   local rc=$?
   set +e

@@ -23,6 +23,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/filevol/filevol/test/e2e/e2epoll"
 )
 
 // The classes and objects test/e2e/manifests/ defines.
@@ -181,28 +183,7 @@ func namespace(t *testing.T) string {
 	return name
 }
 
-// poll calls f every interval until it reports done, returns an error, or
-// ctx ends.
-func poll(ctx context.Context, interval time.Duration, f func() (bool, error)) error {
-	var last error
-	for {
-		done, err := f()
-		if done {
-			return nil
-		}
-		if err != nil {
-			last = err
-		}
-		select {
-		case <-ctx.Done():
-			if last != nil {
-				return fmt.Errorf("%w (last error: %v)", ctx.Err(), last)
-			}
-			return ctx.Err()
-		case <-time.After(interval):
-		}
-	}
-}
+var poll = e2epoll.Until
 
 // eventually fails the test when f is not done within timeout.
 func eventually(t *testing.T, timeout time.Duration, what string, f func() (bool, error)) {
