@@ -61,7 +61,7 @@ R=$W/rootfs
 # packages asked for and this script's and debroot's code: made once per such key and
 # kept in the cache (resolving and unpacking took ~35 s of every build).
 key=$( { cat "$CACHE"/apt-bookworm/lists/*InRelease; printf '%s\n' "${PACKAGES[@]}" "${SLIM[@]}"
-         cat "$0" "$ROOT"/hack/tools/cmd/debroot/*.go; } | sha256sum | cut -c1-16)
+         cat "$ROOT"/hack/images.sh "$ROOT"/hack/tools/cmd/debroot/*.go; } | sha256sum | cut -c1-16)
 cached=$CACHE/rootfs-$key.tar
 if [ -s "$cached" ] && [ -s "$cached.packages.txt" ]; then
   log "  cached: $cached"
