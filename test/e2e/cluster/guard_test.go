@@ -453,8 +453,9 @@ func TestDownRemovesWhatItsStampNames(t *testing.T) {
 // Loop devices of other filevol tests (or a real node's filevol), on the same
 // filesystem as our state dir and with filevol's image names, but under host
 // paths outside the state dir: down.sh leaves them attached, even after a run
-// of ours (a stamp that names our kubelet root), and even once the image is
-// deleted.
+// of ours (a stamp that names our kubelet root), even once the image is
+// deleted, and even once its whole directory is gone (another test's leak,
+// its temporary directory removed: a host path, not a pod's view of a pool).
 func TestDownLeavesOtherLoopDevicesAlone(t *testing.T) {
 	h := newHarness(t)
 	if pids := kubelets(); len(pids) > 0 {
@@ -465,8 +466,17 @@ func TestDownLeavesOtherLoopDevicesAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	var devs []string
-	for i, name := range []string{"fv-0123456789abcdef0123456789abcdef.img", "fv1-img-8f7231dd-0123456789abcdef0123456789abcdef.img"} {
-		img := filepath.Join(vols, name)
+	goneVols := filepath.Join(h.dir, "other-test-gone", "pool", "volumes")
+	if err := os.MkdirAll(goneVols, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i, name := range []string{"fv-0123456789abcdef0123456789abcdef.img", "fv1-img-8f7231dd-0123456789abcdef0123456789abcdef.img",
+		"fv1-img-8f7231dd-fedcba9876543210fedcba9876543210.img"} {
+		dir := vols
+		if i == 2 {
+			dir = goneVols
+		}
+		img := filepath.Join(dir, name)
 		if err := os.WriteFile(img, make([]byte, 1<<20), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -477,8 +487,11 @@ func TestDownLeavesOtherLoopDevicesAlone(t *testing.T) {
 		dev := strings.TrimSpace(string(out))
 		t.Cleanup(func() { exec.Command("losetup", "-d", dev).Run() })
 		devs = append(devs, dev)
-		if i == 1 {
+		switch i {
+		case 1:
 			os.Remove(img) // "(deleted)", its directory still there
+		case 2:
+			os.RemoveAll(filepath.Dir(goneVols)) // "(deleted)", and no directory of its path left
 		}
 	}
 	if err := os.MkdirAll(filepath.Join(h.state, "kubelet"), 0o755); err != nil {
