@@ -17,7 +17,7 @@ func TestNames(t *testing.T) {
 		{"/pool/volumes/fv1-x.img", true},
 		{"/volumes/fv1-x.img", true},
 		{"/fv1-x.img", true},
-		{"fv1-x.img", false},             // not a path the kernel shows
+		{"fv1-x.img", false},              // not a path the kernel shows
 		{"/ool/volumes/fv1-x.img", false}, // not at a component boundary
 		{"/mnt/node-b/pool/volumes/fv1-x.img", false},
 		{"/pool/volumes/fv1-y.img", false},
