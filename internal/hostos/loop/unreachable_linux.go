@@ -13,8 +13,13 @@ import (
 // LOOP_GET_STATUS64, which stats the backing file for its device and
 // inode, fails with ENOTCONN (measured: GlusterFS's client SIGKILLed, on
 // kernel 6.18; the FUSE connection is gone for good, and every request on
-// it fails so). ECONNABORTED is the same state reached through fusectl's
-// abort. Neither identity nor owner (loop_info64, returned by the same
+// it fails so) — once the attributes the kernel cached for the file
+// expire: FUSE's attribute timeout, 1 s by default, 0 on the clients
+// docs/shared-pools-glusterfs.md requires; until then the call still
+// answers from the cache. A client that is only cut off from its server
+// answers ENOTCONN too once it gives up on the server (ping-timeout), and
+// answers again when it reconnects (test/gluster: unreachable_test.go).
+// ECONNABORTED is the dead state reached through fusectl's abort. Neither identity nor owner (loop_info64, returned by the same
 // call) can be read any more; only sysfs's path remains, and after the
 // lazy unmount it is relative to the dead mount's root
 // ("/pool/volumes/x.img"). ESTALE is not one of them: an NFS handle goes
