@@ -217,9 +217,9 @@ func (b *imageNode) Unstage(ctx context.Context, id, staging string) error {
 // unreachableStaged returns this node's devices of the volume that the
 // kernel cannot identify any more, with their uses (unreachableOf).
 func (b *imageNode) unreachableStaged(id, staging string) (volview.Usage, error) {
-	devs, err := b.host.Loops.List()
+	devs, err := b.host.Loops.Named(b.pool.ImagePath(id))
 	if err != nil {
-		return volview.Usage{}, fmt.Errorf("list loop devices: %w", err)
+		return volview.Usage{}, fmt.Errorf("look up loop devices named %s: %w", b.pool.ImagePath(id), err)
 	}
 	table, err := b.host.Mounts.Table()
 	if err != nil {

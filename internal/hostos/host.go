@@ -33,6 +33,9 @@ type Loops interface {
 	BackedBy(d loop.Device, path string) bool
 	// Owner is the Options.Owner the device was attached with (loop.Owner).
 	Owner(d loop.Device) string
+	// Named returns the devices whose backing path names the file, by
+	// the path string alone (loop.Named).
+	Named(path string) ([]loop.Device, error)
 	// Unreachable reports whether the kernel can no longer stat the
 	// device's backing file (a dead FUSE client's file): BackedBy and Owner
 	// cannot tell whose it is (loop.Unreachable).

@@ -218,6 +218,22 @@ func (h *Host) Owner(d loop.Device) string {
 	return ""
 }
 
+// Named implements hostos.Loops.
+func (h *Host) Named(path string) ([]loop.Device, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.begin("Named", "named", path); err != nil {
+		return nil, err
+	}
+	var out []loop.Device
+	for _, d := range h.sorted() {
+		if loop.Names(d, path) {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
 // Unreachable implements hostos.Loops (SetUnreachable).
 func (h *Host) Unreachable(d loop.Device) bool {
 	h.mu.Lock()

@@ -147,9 +147,20 @@ func Unreachable(d Device) bool { return unreachable(d.Number) }
 // mount that is no longer reachable from here (identity.go). It is a name,
 // not an identity: callers that act on it must know otherwise that the
 // device is theirs (see Unreachable).
-func Names(d Device, path string) bool {
+func Names(d Device, path string) bool { return namer(path)(d) }
+
+// namer returns Names's test for path, with path resolved once.
+func namer(path string) func(Device) bool {
 	want := matchPaths(path)
-	return slices.Contains(want, d.BackingFile) || mountRelative(d, want[0])
+	return func(d Device) bool { return slices.Contains(want, d.BackingFile) || mountRelative(d, want[0]) }
+}
+
+// Named returns every attached device whose backing path Names path, in
+// device-number order: the devices Find returns, and those whose file
+// cannot be identified any more (Unreachable) under a name of that file.
+// Like Find it reads only the backing file of the devices it rejects.
+func Named(path string) ([]Device, error) {
+	return scan(sysBlock, namer(path))
 }
 
 // DetachUnreachable detaches d, an Unreachable device, as Detach does,
