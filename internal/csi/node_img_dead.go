@@ -46,6 +46,12 @@ import (
 //     unreachable (loop.DetachUnreachable), and that open fails while any
 //     mount namespace has a filesystem of the device mounted.
 //
+// The sweep never unmounts a staging mount of such a device, though the
+// filesystem on it is as dead as the device: kubelet still takes the
+// volume as staged there, and a NodePublishVolume would bind what the
+// emptied directory then holds into the pod. NodeUnstageVolume, which
+// kubelet calls for it once its pods are gone, unmounts it and detaches.
+//
 // A device whose client is only cut off (not killed) answers ENOTCONN too
 // once its client gives up on the server; it is its node's, is staged
 // there (mounted, or recorded by that node), and so is never another
