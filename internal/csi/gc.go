@@ -118,23 +118,29 @@ func (s *NodeService) gcLoops(ctx context.Context, r *GCReport) ([]loop.Device, 
 	// it each time (2,000 mounts × 1,000 devices).
 	snapshot := volview.IndexTable(table)
 	left := make([]loop.Device, 0, len(devs))
+	img := s.imageBackend()
 	for _, d := range devs {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		left = append(left, d)
-		id, ok := volview.VolumeID(s.pool.VolumesDir(), d.BackingFile)
-		if !ok || snapshot.Used(d) {
+		if snapshot.Used(d) {
 			continue
 		}
+		id, ok := volview.VolumeID(s.pool.VolumesDir(), d.BackingFile)
 		// The name says which volume; only the file's identity says it is
 		// this node's pool's file: the same path string can name another
 		// node's client mount of the shared filesystem, or a client
 		// remounted over a dead one, and detaching another node's device
 		// would take away one that node just attached and is about to
-		// mount.
-		if !s.host.Loops.BackedBy(d, filepath.Join(s.pool.VolumesDir(), filepath.Base(d.BackingFile))) {
-			klog.V(4).InfoS("loop device not backed by this pool's file (another mount of it, by identity); left alone", "device", d.Path, "image", d.BackingFile)
+		// mount. A device whose file the kernel cannot stat any more (a
+		// dead client's) is decided otherwise (node_img_dead.go).
+		if !ok || !s.host.Loops.BackedBy(d, filepath.Join(s.pool.VolumesDir(), filepath.Base(d.BackingFile))) {
+			if img != nil && s.gcUnreachable(img, d, r) {
+				left = left[:len(left)-1]
+			} else if ok {
+				klog.V(4).InfoS("loop device not backed by this pool's file (another mount of it, by identity); left alone", "device", d.Path, "image", d.BackingFile)
+			}
 			continue
 		}
 		// Nodes sharing one kernel and one file: the owner written into
@@ -163,6 +169,47 @@ func (s *NodeService) gcLoops(ctx context.Context, r *GCReport) ([]loop.Device, 
 		})
 	}
 	return left, nil
+}
+
+// gcUnreachable detaches d, a device nothing uses, when it is this node's
+// device left on a dead client's file of image (node_img_dead.go: used by
+// nothing, and the volume recorded in use by this node alone). It reports
+// whether it detached it.
+func (s *NodeService) gcUnreachable(img *imageNode, d loop.Device, r *GCReport) bool {
+	id, ok := img.unreachableImage(d)
+	if !ok {
+		return false
+	}
+	if !img.recordedHereOnly(id) {
+		klog.V(4).InfoS("loop device on a dead client's file, not recorded by this node alone; left alone", "device", d.Path, "image", d.BackingFile)
+		return false
+	}
+	detached := false
+	s.withLock(id, func() {
+		table, err := s.host.Mounts.Table()
+		if err != nil || volview.Used(table, d) {
+			return
+		}
+		if err := s.host.Loops.DetachUnreachable(d); err != nil {
+			klog.ErrorS(err, "detach a loop device left on a dead client's file", "device", d.Path, "volumeID", id)
+			return
+		}
+		klog.InfoS("detached a loop device left on a dead client's file", "device", d.Path, "volumeID", id, "image", d.BackingFile)
+		r.DetachedLoops = append(r.DetachedLoops, d.Path)
+		detached = true
+	})
+	return detached
+}
+
+// imageBackend is the image volumes' backend of this node's pool, nil when
+// the pool serves none.
+func (s *NodeService) imageBackend() *imageNode {
+	for _, nv := range s.vols.all {
+		if b, ok := nv.NodeBackend.(*imageNode); ok && b.pool == s.pool {
+			return b
+		}
+	}
+	return nil
 }
 
 // withLock runs fn holding id's lock, or skips it when a call is in flight.

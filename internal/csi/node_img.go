@@ -161,6 +161,15 @@ func (b *imageNode) attachedIn(devs []loop.Device) []string {
 			ids = append(ids, id)
 		}
 	}
+	// A device on a dead client's file of one of our images may be ours
+	// (node_img_dead.go): its volume counts as attached, so that this
+	// node's in-use record, which makes it ours, stays until the sweep has
+	// detached it.
+	for _, d := range devs {
+		if id, ok := b.namedImage(d); ok && !slices.Contains(ids, id) && b.host.Loops.Unreachable(d) {
+			ids = append(ids, id)
+		}
+	}
 	return ids
 }
 

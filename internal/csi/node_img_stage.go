@@ -179,8 +179,14 @@ func (b *imageNode) Unstage(ctx context.Context, id, staging string) error {
 	if err != nil {
 		return err
 	}
+	// A device of this node's left on a dead client's file is not found by
+	// identity (node_img_dead.go): its uses count, and it goes too.
+	dead, err := b.unreachableStaged(id, staging)
+	if err != nil {
+		return err
+	}
 	var elsewhere []string
-	for _, x := range u.Uses {
+	for _, x := range append(u.Uses, dead.Uses...) {
 		if !within(x.MountPoint, staging) {
 			elsewhere = append(elsewhere, x.MountPoint)
 		}
@@ -195,11 +201,35 @@ func (b *imageNode) Unstage(ctx context.Context, id, staging string) error {
 		return fmt.Errorf("unmount %s: %w", staging, err)
 	}
 	if u.Attached() {
-		if err := b.detachSettled(ctx, b.pool.ImagePath(id)); err != nil {
+		if err := b.detachSettled(ctx, func() error { return b.host.Loops.DetachFile(b.pool.ImagePath(id)) }); err != nil {
 			return fmt.Errorf("detach loop devices of volume %s: %w", id, err)
 		}
 	}
+	for _, d := range dead.Devices {
+		if err := b.detachSettled(ctx, func() error { return b.host.Loops.DetachUnreachable(d) }); err != nil {
+			return fmt.Errorf("detach loop device %s of volume %s, left on a dead client's file %s: %w", d.Path, id, d.BackingFile, err)
+		}
+		klog.InfoS("detached a loop device left on a dead client's file", "device", d.Path, "volumeID", id, "image", d.BackingFile)
+	}
 	return nil
+}
+
+// unreachableStaged returns this node's devices of the volume that the
+// kernel cannot identify any more, with their uses (unreachableOf).
+func (b *imageNode) unreachableStaged(id, staging string) (volview.Usage, error) {
+	devs, err := b.host.Loops.Named(b.pool.ImagePath(id))
+	if err != nil {
+		return volview.Usage{}, fmt.Errorf("look up loop devices named %s: %w", b.pool.ImagePath(id), err)
+	}
+	table, err := b.host.Mounts.Table()
+	if err != nil {
+		return volview.Usage{}, fmt.Errorf("read mount table: %w", err)
+	}
+	dead := b.unreachableOf(id, staging, devs, table)
+	if len(dead) == 0 {
+		return volview.Usage{}, nil
+	}
+	return volview.Of(dead, table), nil
 }
 
 // Busy retries of detachSettled: a device whose filesystem was just
@@ -213,17 +243,17 @@ const (
 	busyWait    = 100 * time.Millisecond
 )
 
-// detachSettled detaches the image's devices, retrying a device that is
-// busy for up to busyRetries×busyWait.
-func (b *imageNode) detachSettled(ctx context.Context, image string) error {
-	err := b.host.Loops.DetachFile(image)
+// detachSettled runs detach, retrying while it finds a device busy, for up
+// to busyRetries×busyWait.
+func (b *imageNode) detachSettled(ctx context.Context, detach func() error) error {
+	err := detach()
 	for i := 0; i < busyRetries && errors.Is(err, loop.ErrBusy); i++ {
 		select {
 		case <-ctx.Done():
 			return errors.Join(err, ctx.Err())
 		case <-time.After(busyWait):
 		}
-		err = b.host.Loops.DetachFile(image)
+		err = detach()
 	}
 	return err
 }

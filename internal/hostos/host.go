@@ -33,6 +33,16 @@ type Loops interface {
 	BackedBy(d loop.Device, path string) bool
 	// Owner is the Options.Owner the device was attached with (loop.Owner).
 	Owner(d loop.Device) string
+	// Named returns the devices whose backing path names the file, by
+	// the path string alone (loop.Named).
+	Named(path string) ([]loop.Device, error)
+	// Unreachable reports whether the kernel can no longer stat the
+	// device's backing file (a dead FUSE client's file): BackedBy and Owner
+	// cannot tell whose it is (loop.Unreachable).
+	Unreachable(d loop.Device) bool
+	// DetachUnreachable detaches such a device while it stays attached to
+	// the same path and unreachable (loop.DetachUnreachable).
+	DetachUnreachable(d loop.Device) error
 }
 
 // LoopIndex finds devices by backing file from one pass over them; each

@@ -43,6 +43,9 @@ func (OSLoops) DetachFile(p string) error             { return loop.DetachFile(p
 func (OSLoops) SetCapacity(dev string) (int64, error) { return loop.SetCapacity(dev) }
 func (OSLoops) BackedBy(d loop.Device, p string) bool { return loop.BackedBy(d, p) }
 func (OSLoops) Owner(d loop.Device) string            { return loop.Owner(d) }
+func (OSLoops) Named(p string) ([]loop.Device, error) { return loop.Named(p) }
+func (OSLoops) Unreachable(d loop.Device) bool        { return loop.Unreachable(d) }
+func (OSLoops) DetachUnreachable(d loop.Device) error { return loop.DetachUnreachable(d) }
 
 // OSMounter is Mounter on the real kernel.
 type OSMounter struct{}

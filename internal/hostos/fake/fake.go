@@ -72,6 +72,9 @@ type device struct {
 	// foreign: the device's backing file is another file that the kernel
 	// shows under the same path (AddForeignDevice); BackedBy says no.
 	foreign bool
+	// unreachable: its backing file cannot be stat'ed any more (a dead
+	// FUSE client's; SetUnreachable): BackedBy and Owner say nothing.
+	unreachable bool
 }
 
 type filesystem struct {
@@ -198,6 +201,19 @@ func (h *Host) AddForeignDevice(d loop.Device) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.devices[d.Number] = &device{Device: d, foreign: true}
+}
+
+// SetUnreachable makes the attached device dev one whose backing file the
+// kernel can no longer stat, as a device left on a dead FUSE client's file
+// is after that client's mount was replaced: sysfs shows backingFile (the
+// path relative to the dead mount), BackedBy and Owner nothing.
+func (h *Host) SetUnreachable(dev, backingFile string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if n, ok := devNumber(dev); ok && h.devices[n] != nil {
+		h.devices[n].unreachable = true
+		h.devices[n].BackingFile = backingFile
+	}
 }
 
 // AddMount adds m to the mount table as it is, unchecked, with a fresh ID

@@ -202,7 +202,7 @@ func (h *Host) blockDevice(dev string) (*device, error) {
 func (h *Host) BackedBy(d loop.Device, path string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if x := h.devices[d.Number]; x != nil && x.foreign {
+	if x := h.devices[d.Number]; x != nil && (x.foreign || x.unreachable) {
 		return false
 	}
 	return d.BackingFile == resolve(path)
@@ -212,8 +212,46 @@ func (h *Host) BackedBy(d loop.Device, path string) bool {
 func (h *Host) Owner(d loop.Device) string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if x := h.devices[d.Number]; x != nil {
+	if x := h.devices[d.Number]; x != nil && !x.unreachable {
 		return x.owner
 	}
 	return ""
+}
+
+// Named implements hostos.Loops.
+func (h *Host) Named(path string) ([]loop.Device, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.begin("Named", "named", path); err != nil {
+		return nil, err
+	}
+	var out []loop.Device
+	for _, d := range h.sorted() {
+		if loop.Names(d, path) {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+// Unreachable implements hostos.Loops (SetUnreachable).
+func (h *Host) Unreachable(d loop.Device) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	x := h.devices[d.Number]
+	return x != nil && x.unreachable
+}
+
+// DetachUnreachable implements hostos.Loops: as Detach, only while d is
+// still attached to the same path and unreachable.
+func (h *Host) DetachUnreachable(d loop.Device) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.begin("DetachUnreachable", "detach", d.Path); err != nil {
+		return err
+	}
+	if x := h.devices[d.Number]; x == nil || !x.unreachable || x.BackingFile != d.BackingFile {
+		return h.done(nil)
+	}
+	return h.done(h.detach(d.Path))
 }

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 )
 
 // Sentinel errors; callers test them with errors.Is.
@@ -133,6 +134,40 @@ func Owner(d Device) string { return ownerOf(d.Number) }
 // client mount of the same filesystem is a device of its own, or after a
 // remount over a dead one.
 func BackedBy(d Device, path string) bool { return backedBy(d, path) }
+
+// Unreachable reports whether the kernel cannot identify d's backing file
+// any more: LOOP_GET_STATUS64 fails with ENOTCONN or ECONNABORTED, as for
+// a file of a FUSE filesystem whose client died (unreachable_linux.go).
+// BackedBy and Owner then say false and "" whoever attached d.
+func Unreachable(d Device) bool { return unreachable(d.Number) }
+
+// Names reports whether d's backing path, as sysfs shows it, names the
+// file at path: path itself (or with symlinks resolved), or a suffix of it
+// starting at "/", which is how the kernel shows a file opened through a
+// mount that is no longer reachable from here (identity.go). It is a name,
+// not an identity: callers that act on it must know otherwise that the
+// device is theirs (see Unreachable).
+func Names(d Device, path string) bool { return namer(path)(d) }
+
+// namer returns Names's test for path, with path resolved once.
+func namer(path string) func(Device) bool {
+	want := matchPaths(path)
+	return func(d Device) bool { return slices.Contains(want, d.BackingFile) || mountRelative(d, want[0]) }
+}
+
+// Named returns every attached device whose backing path Names path, in
+// device-number order: the devices Find returns, and those whose file
+// cannot be identified any more (Unreachable) under a name of that file.
+// Like Find it reads only the backing file of the devices it rejects.
+func Named(path string) ([]Device, error) {
+	return scan(sysBlock, namer(path))
+}
+
+// DetachUnreachable detaches d, an Unreachable device, as Detach does,
+// but only while it is still attached to the same backing path and still
+// unreachable (checked under Detach's exclusive open, which blocks a
+// re-attach): a number freed and reused meanwhile is left alone (nil).
+func DetachUnreachable(d Device) error { return detachUnreachable(d) }
 
 // Find returns every attached loop device whose backing file is path
 // (compared after filepath.Clean; a path through symlinks also matches,

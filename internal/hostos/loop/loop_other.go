@@ -38,3 +38,9 @@ func setCapacity(string) (int64, error) {
 func locked(string) (bool, error) {
 	return false, fmt.Errorf("loop: lock query: %w", errors.ErrUnsupported)
 }
+
+func unreachable(int) bool { return false }
+
+func detachUnreachable(Device) error {
+	return fmt.Errorf("loop: detach: %w", errors.ErrUnsupported)
+}

@@ -245,3 +245,30 @@ func (c *Cluster) removeNode(n *node) error {
 	}
 	return errors.Join(errs...)
 }
+
+// RestartClient starts node's client again after KillClient, at the same
+// mount point, as a node whose FUSE client is restarted without a reboot:
+// the dead mount is unmounted lazily first (node.sh revive does the same),
+// since loop devices attached on its files keep it busy. Such a device
+// stays attached to its file on the dead mount, which the kernel now
+// reports relative to that mount's root ("/pool/volumes/x.img").
+func (c *Cluster) RestartClient(t testing.TB, name string, clientArgs ...string) {
+	t.Helper()
+	n, err := c.node(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-n.done:
+	default:
+		t.Fatalf("gluster: %s's client (pid %d) is still running: KillClient first", name, n.cmd.Process.Pid)
+	}
+	for fuseMounted(n.mnt) {
+		if err := unix.Unmount(n.mnt, unix.MNT_DETACH); err != nil {
+			t.Fatalf("gluster: unmount %s's dead mount: %v", name, err)
+		}
+	}
+	if err := c.mount(n, clientArgs); err != nil {
+		t.Fatalf("gluster: node %s: %v\n%s", name, err, tail(n.log, 20))
+	}
+}

@@ -198,6 +198,18 @@ pod_image() { # BACKING
     [[ $1 =~ ^/(.+/)?volumes/(\.tmp-)?fv(1-[a-z]+-[0-9a-f]{8})?-[0-9a-f]{32}\.img(\ \(deleted\))?$ ]] &&
     [ ! -e "$(dirname "$1")" ] && local top=${1#/} && [ ! -e "/${top%%/*}" ]
 }
+# A device whose backing file the kernel can no longer stat has no device or inode to show:
+# a file of a FUSE client that died (the multi-node cluster's shared pool, a node killed
+# with a volume staged and revived without a reboot; LOOP_GET_STATUS64 fails with
+# ENOTCONN). Its path is relative to the dead mount ("/volumes/<volume ID>.img"). It is
+# ours when that path names a file of our GlusterFS volume's brick (gluster.sh: only our
+# nodes' clients reach that volume, and volume IDs are random), or lies under the state
+# dir; any other such device with a filevol image's name is named on stderr and left alone.
+gl_brick=$STATE_DIR/gluster/brick
+brick_image() { # BACKING
+  [[ $1 =~ ^/(.+/)?volumes/(\.tmp-)?fv(1-[a-z]+-[0-9a-f]{8})?-[0-9a-f]{32}\.img$ ]] && [ -f "$gl_brick$1" ]
+}
+unidentified=()
 # JSON, not columns: a device whose backing file has no device or inode to show (one another
 # mount namespace set up) leaves those columns empty, and the words would shift. Fields are
 # joined by \x1f, which no IFS whitespace rule collapses.
@@ -205,9 +217,19 @@ while IFS=$'\x1f' read -r dev majmin ino back; do
   case "$back" in
     "$STATE_DIR"/*) ;;
     "$KUBELET_ROOT"/*) [ "$kroot_ours" = 1 ] || continue ;;
-    *) on_state_fs "$majmin" || continue
-       [ -n "$(find "$STATE_DIR" -xdev -inum "$ino" -print -quit 2>/dev/null)" ] || pod_image "$back" || continue ;;
+    *) if [ -z "$majmin" ]; then
+         if ! brick_image "$back"; then
+           [[ ! $back =~ /fv[0-9a-z-]*[0-9a-f]{32}\.img ]] || unidentified+=("$dev $back")
+           continue
+         fi
+       else
+         on_state_fs "$majmin" || continue
+         [ -n "$(find "$STATE_DIR" -xdev -inum "$ino" -print -quit 2>/dev/null)" ] || pod_image "$back" || continue
+       fi ;;
   esac
+  # Still the device we looked at (a number freed meanwhile may be someone else's now).
+  [ "$(cat "/sys/block/${dev#/dev/}/loop/backing_file" 2>/dev/null)" = "$back" ] || continue
+  [ -n "$majmin" ] || log "  $dev: its backing file cannot be stat'ed (a dead client's); ours by its path"
   # The harness's own directory pool (hack/tools/e2e/chart.sh: a btrfs it mounted with
   # -o loop) is no leak of the driver's; autoclear usually freed it at the unmount already.
   losetup -d "$dev" && log "  detached $dev ($back)" &&
@@ -215,6 +237,13 @@ while IFS=$'\x1f' read -r dev majmin ino back; do
   did=1
 done < <(losetup -J -O NAME,BACK-MAJ:MIN,BACK-INO,BACK-FILE 2>/dev/null | jq -r '.loopdevices[]? |
   [.name, ((.["back-maj:min"] // "") | gsub(" "; "")), ((.["back-ino"] // "") | tostring), (.["back-file"] // "")] | join("\u001f")' || true)
+if [ ${#unidentified[@]} -gt 0 ]; then
+  {
+    log "down: loop devices with a filevol image's name whose backing file cannot be stat'ed (a dead"
+    log "  client's file) and that nothing proves ours; left attached (losetup -d DEVICE if they are):"
+    printf '    %s\n' "${unidentified[@]}"
+  } >&2
+fi
 
 # ---- 6. bridge, address, iptables, cgroups, state ------------------------------------
 # Sandboxes whose CNI DEL never ran (killed runs) leave libcni cache entries keyed by id.
