@@ -36,7 +36,7 @@ func fenceFix(msg, node string) string {
 	return fmt.Sprintf("the volume is already detached from %[1]s in Kubernetes, but %[1]s's loop device still holds the image: "+
 		"start filevol (its node pod) and kubelet on %[1]s again, so that kubelet unmounts the volume and filevol unstages it (with the out-of-service taint on it, remove the taint once %[1]s is back, or the DaemonSet does not run filevol there); "+
 		"if %[1]s can write no more (powered off, cut off from the pool's storage) detach its loop device there (losetup -d); "+
-		"kubernetes then attaches the volume to node %[2]s at its next retry", holder, node)
+		"Kubernetes then attaches the volume to node %[2]s at its next retry", holder, node)
 }
 
 // attachCauses explains why pv cannot be attached to node: which other

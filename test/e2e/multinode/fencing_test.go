@@ -55,7 +55,7 @@ func TestFencingRefusesAttachWhileOldNodeWrites(t *testing.T) {
 	ev := podEvent(t, ns, "reader", "Multi-Attach error", 2*time.Minute)
 	t.Logf("event on reader: %s %s: %s", ev.Type, ev.Reason, ev.Message)
 	time.Sleep(6 * time.Second) // doctor's --min-age=5s
-	out := doctor(t)
+	out := doctor(t, sharedDoctor...)
 	for _, want := range []string{"pod/reader -n " + ns + ": stuck in ContainerCreating", "Multi-Attach error",
 		"attaches it to node n3 (attached: true), where pod " + ns + "/writer still uses it",
 		"delete pod " + ns + "/writer on node n3"} {
@@ -103,7 +103,7 @@ func TestFencingRefusesAttachWhileOldNodeWrites(t *testing.T) {
 	}
 	acked := lastAck(t, writerLog)
 	time.Sleep(6 * time.Second)
-	out = doctor(t)
+	out = doctor(t, sharedDoctor...)
 	for _, want := range []string{"pod/reader -n " + ns + ": stuck in ContainerCreating",
 		"filevol refuses the attach: another node's loop device still holds the image and could write to it (fencing)",
 		"node n3's loop device still holds the image", "start filevol (its node pod) and kubelet on node n3 again",
@@ -161,6 +161,10 @@ func TestFencingRefusesAttachWhileOldNodeWrites(t *testing.T) {
 	}
 	t.Logf("on %s: records 1..%d intact, %d acknowledged on %s", b, n, final, a)
 }
+
+// sharedDoctor: doctor on the shared driver's claims (the node view is the node-local
+// driver's port: not asked).
+var sharedDoctor = []string{"--driver", sharedDriver, "--via", "none"}
 
 // podEvent waits for an event on the pod whose message contains what.
 func podEvent(t *testing.T, ns, podName, what string, timeout time.Duration) v1.Event {
