@@ -62,9 +62,10 @@ sleep 0.5  # PID 1 reaps the last killed processes
 for d in /proc/[0-9]*; do
   p=${d#/proc/}
   [ "$p" = $$ ] && continue
-  cmd=$(tr '\0' ' ' < "$d/cmdline" 2>/dev/null) || continue
+  # (The redirections inside braces: a process that ended meanwhile is no error.)
+  cmd=$({ tr '\0' ' ' < "$d/cmdline"; } 2>/dev/null) || continue
   [ -n "$cmd" ] || continue
-  st=$(cat "$d/stat" 2>/dev/null) || continue; st=${st##*) }
+  st=$({ cat "$d/stat"; } 2>/dev/null) || continue; st=${st##*) }
   [ "${st:0:1}" = Z ] && continue
   case "$cmd" in
     *"$STATE_DIR/run.lock"*) ;;  # whoever holds the lock (flock(1), this script's callers)
