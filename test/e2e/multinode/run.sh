@@ -41,8 +41,7 @@ since() { echo $(( $(date +%s) - T0 )); }
 SUMMARY=()
 note() { SUMMARY+=("$*"); log "$*"; }
 
-rm -rf "$OUT/prev"; mkdir -p "$OUT/prev" "$OUT/bin"
-for f in stories.log summary.txt install.log killed-run.log driver cluster; do [ -e "$OUT/$f" ] && mv "$OUT/$f" "$OUT/prev/"; done
+mkdir -p "$OUT/bin"
 
 finish() {
   local rc=$?
@@ -107,6 +106,10 @@ elif ! flock -n 8; then
   flock 8
 fi
 TL=$(date +%s)
+# The last run's logs to prev/, once the lock is ours: a run waiting for it must not move the
+# logs of the run that holds it.
+rm -rf "$OUT/prev"; mkdir -p "$OUT/prev"
+for f in stories.log summary.txt install.log killed-run.log driver cluster; do [ -e "$OUT/$f" ] && mv "$OUT/$f" "$OUT/prev/"; done
 
 # ---- 1b. a killed run, and its clean-up proved complete ------------------------------------
 # Not in killed-run.sh's own run of this script (MN_STOP_AFTER), which it kills.
