@@ -9,7 +9,7 @@ BIN := bin/filevol
 RUN_DIR := $(CURDIR)/_output/run
 TEST_TIMEOUT ?= 20m
 
-.PHONY: scale e2e e2e-multinode bench-snapshot chart-test deploy images chart-e2e help build run test unit sanity vet deps bench fuzz faults stress fulldisk clean e2e-doctor
+.PHONY: scale e2e e2e-multinode e2e-multinode-killed bench-snapshot chart-test deploy images chart-e2e help build run test unit sanity vet deps bench fuzz faults stress fulldisk clean e2e-doctor
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -51,6 +51,9 @@ e2e: build ## the single-node Kubernetes end to end: cluster-up, helm install, s
 
 e2e-multinode: build ## three nodes on this machine (vm + n2, n3 in namespaces of their own), helm install, the multi-node stories, down (root; test/e2e/cluster/README.md "Extra nodes")
 	./test/e2e/multinode/run.sh
+
+e2e-multinode-killed: build ## make e2e-multinode SIGKILLed half-way (nodes, GlusterFS, dir pool up), then the next run's clean-up proved to leave nothing (root; after one e2e-multinode build)
+	./test/e2e/multinode/killed-run.sh
 
 e2e-doctor: ## kubectl filevol doctor proofs on a running cluster (FILEVOL_E2E_KUBECONFIG, FILEVOL_E2E_POOL, FILEVOL_E2E_DRIVER_URL)
 	$(GO) test -tags e2e -count=1 -v -timeout 15m ./test/e2e/doctor/

@@ -2,6 +2,7 @@ package kubectlplugin
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +20,24 @@ func multiAttach(msg string) bool {
 // fenced reports filevol's refusal to attach a volume whose image another
 // node's loop device may still write (the fencing lock is held).
 func fenced(msg string) bool { return strings.Contains(msg, "still holds the image") }
+
+// fenceHolder is the node filevol's refusal names as the holder of the
+// image ("node n3 (detached at ...) still holds the image"), or "".
+var fenceHolder = regexp.MustCompile(`node (\S+) (?:\(detached at [^)]*\) )?still holds the image`)
+
+// fenceFix is the way out of a fencing refusal once no VolumeAttachment
+// names the old node any more (force-detached: out-of-service taint, or
+// deleted by hand): only that node's loop device keeps the volume.
+func fenceFix(msg, node string) string {
+	holder := "the node that had the volume"
+	if m := fenceHolder.FindStringSubmatch(msg); m != nil {
+		holder = "node " + m[1]
+	}
+	return fmt.Sprintf("the volume is already detached from %[1]s in Kubernetes, but %[1]s's loop device still holds the image: "+
+		"start filevol (its node pod) and kubelet on %[1]s again, so that kubelet unmounts the volume and filevol unstages it (with the out-of-service taint on it, remove the taint once %[1]s is back, or the DaemonSet does not run filevol there); "+
+		"if %[1]s can write no more (powered off, cut off from the pool's storage) detach its loop device there (losetup -d); "+
+		"Kubernetes then attaches the volume to node %[2]s at its next retry", holder, node)
+}
 
 // attachCauses explains why pv cannot be attached to node: which other
 // node holds it, whether a pod there still uses it, and the way out,

@@ -55,4 +55,20 @@ func TestDoctorMultiAttach(t *testing.T) {
 			"cause: filevol refuses the attach: another node's loop device still holds the image and could write to it (fencing)",
 			"no pod uses it there any more, so the csi-attacher should detach it")
 	})
+	t.Run("fencing after a force-detach: no VolumeAttachment names the holder any more", func(t *testing.T) {
+		msg := `AttachVolume.Attach failed for volume "pvc-db" : rpc error: code = FailedPrecondition desc = loop device is locked: node node-1 (detached at 2026-11-24T10:00:00Z) still holds the image of volume fv1-img-3f9a0c2e-00000000000000000000000000000001 open for writing through its loop device`
+		objs := multiAttachStory(msg)
+		for i, o := range objs {
+			if _, ok := o.(*storagev1.VolumeAttachment); ok {
+				objs = append(objs[:i], objs[i+1:]...)
+				break
+			}
+		}
+		out := run(t, nil, []string{"doctor"}, append(base(), objs...)...)
+		mustContain(t, out,
+			"cause: filevol refuses the attach: another node's loop device still holds the image and could write to it (fencing)",
+			"fix:   the volume is already detached from node node-1 in Kubernetes, but node node-1's loop device still holds the image",
+			"start filevol (its node pod) and kubelet on node node-1 again",
+			"attaches the volume to node node-2 at its next retry")
+	})
 }

@@ -87,11 +87,15 @@ func checkStuckPods(c *cluster) []Finding {
 			cause = "filevol is not registered with kubelet on node " + node + ": the driver is not running there\n" + cause
 			fix = "start the filevol driver on node " + node + " (its pod, or the host process with --registration-dir) and read its log"
 		case (multiAttach(msg) || fenced(msg)) && len(s.pvs) > 0:
-			if why, how := c.attachCauses(s.pvs[0], node); why != "" {
+			why, how := c.attachCauses(s.pvs[0], node)
+			if why != "" {
 				cause, fix = why+"\n"+cause, how
 			}
 			if fenced(msg) {
 				cause = "filevol refuses the attach: another node's loop device still holds the image and could write to it (fencing)\n" + cause
+				if why == "" {
+					fix = fenceFix(msg, node)
+				}
 			}
 		case hasCode(msg, "ResourceExhausted"):
 			cause = "node " + node + " ran out of loop devices or pool space\n" + cause

@@ -3,6 +3,7 @@ package chartrender
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -13,7 +14,8 @@ import (
 // values-e2e.yaml and then its own values.yaml on top, as helm merges them.
 // Both must still render together: a value the single-node file gained (the
 // central snapshotter, which needs a pool every node shares) once made the
-// multi-node install fail at helm's first step.
+// multi-node install fail at helm's first step. The multi-node cluster has a
+// directory pool too (one btrfs on every node), so the directory class.
 func TestMultinodeValues(t *testing.T) {
 	chart, err := ChartDir()
 	if err != nil {
@@ -41,7 +43,17 @@ func TestMultinodeValues(t *testing.T) {
 	if !hasContainer(&daemonSet(t, r).Spec.Template.Spec, "csi-snapshotter") {
 		t.Error("each node has a pool of its own, but the node DaemonSet runs no csi-snapshotter")
 	}
-	if r.Find("StorageClass", "filevol-dir") != nil {
-		t.Error("StorageClass filevol-dir rendered, but the multi-node cluster has no directory pool")
+	// The directory pool: one btrfs run.sh mounts at the same path on every node.
+	if r.Find("StorageClass", "filevol-dir") == nil {
+		t.Error("the multi-node values enable the directory pool, but no StorageClass filevol-dir rendered")
+	}
+	found := false
+	for _, c := range daemonSet(t, r).Spec.Template.Spec.Containers {
+		if c.Name == "filevol-shared" && slices.Contains(c.Args, "--dir-pool-dir=/var/lib/filevol-e2e/dir-pool") {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("the node DaemonSet's filevol-shared has no --dir-pool-dir=/var/lib/filevol-e2e/dir-pool")
 	}
 }

@@ -34,6 +34,12 @@
 #                  MOUNTPOINT in the node's namespaces, by a client that is one of the
 #                  node's processes (killed by `kill`, started again by `revive`)
 #   names          the nodes that have a state directory
+#   stop-kubelet NAME   SIGTERM the node's kubelet alone: its containers, containerd, storage
+#                  client and network stay (a kubelet that died, the node otherwise alive)
+#   start-kubelet NAME  the kubelet started again
+#   mount NAME SOURCE MOUNTPOINT TYPE  mount SOURCE in the node's mount namespace (a
+#                  filesystem the host has mounted too: the same superblock, one kernel)
+#   ctr NAME ARGS...  the node's containerd's ctr
 #
 # Every process is recorded in $STATE_DIR/pids (record_pid), so that the guard of up.sh and
 # down.sh counts it as ours; everything else is stamped in $STATE_DIR/owned before it is
@@ -306,6 +312,18 @@ kill_node() {
   log "$n: killed (kubelet, containerd, shims, containers, forwarder) and cut off the network"
 }
 
+stop_kubelet() {
+  local n=$1 name p st i
+  valid_name "$n"
+  while read -r name p st; do
+    [ "$name" = "$n/kubelet" ] && [ "$(proc_start "$p" 2>/dev/null)" = "$st" ] || continue
+    kill -TERM "$p" 2>/dev/null || true
+    for ((i = 0; i < 100; i++)); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$p" 2>/dev/null && die "$n: kubelet $p still alive 10 s after SIGTERM"
+  done < "$PIDS_FILE"
+  log "$n: kubelet stopped (containers, containerd, pool client and network left running)"
+}
+
 revive() {
   local n=$1
   valid_name "$n"
@@ -378,5 +396,10 @@ case $cmd in
   pool-client) [ $# = 4 ] || die "usage: node.sh pool-client NAME SERVER VOLUME MOUNTPOINT"
     valid_name "$1"; echo "$2 $3 $4" > "$(nd "$1")/pool-client.env"; start_pool_client "$1" ;;
   names) owned node ;;
-  *) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  stop-kubelet) stop_kubelet "$1" ;;
+  start-kubelet) valid_name "$1"; start_kubelet "$1" ;;
+  mount) [ $# = 4 ] || die "usage: node.sh mount NAME SOURCE MOUNTPOINT TYPE"
+    valid_name "$1"; nsx "$1" mkdir -p "$3"; nsx "$1" mount -t "$4" "$2" "$3" ;;
+  ctr) n=$1; shift; valid_name "$n"; ctrx "$n" "$@" ;;
+  *) sed -n '2,46p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -233,12 +233,12 @@ func kubectl(ctx context.Context, args ...string) string {
 	return b.String()
 }
 
-// doctor runs `kubectl filevol doctor` and returns what it printed.
-func doctor(t *testing.T) string {
+// doctor runs `kubectl filevol doctor` (with args) and returns what it printed.
+func doctor(t *testing.T, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, kubectlFV, "--kubeconfig", kubeconfig, "doctor", "--min-age=5s")
+	cmd := exec.CommandContext(ctx, kubectlFV, append([]string{"--kubeconfig", kubeconfig, "doctor", "--min-age=5s"}, args...)...)
 	var b bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &b, &b
 	err := cmd.Run()

@@ -251,8 +251,8 @@ func TestNodeDies(t *testing.T) {
 	}
 }
 
-func execNode(verb, name string) (string, error) {
+func execNode(verb, name string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	return runProg(ctx, nodeSh, verb, name)
+	return runProg(ctx, nodeSh, append([]string{verb, name}, args...)...)
 }
