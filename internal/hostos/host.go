@@ -33,6 +33,10 @@ type Loops interface {
 	BackedBy(d loop.Device, path string) bool
 	// Owner is the Options.Owner the device was attached with (loop.Owner).
 	Owner(d loop.Device) string
+	// Locked reports whether anything holds a lock on the file: every
+	// device attached with Options.Lock or Options.Mark does (loop.Locked).
+	// One open and one F_OFD_GETLK, whatever the number of devices.
+	Locked(backingFile string) (bool, error)
 }
 
 // LoopIndex finds devices by backing file from one pass over them; each

@@ -72,6 +72,9 @@ type device struct {
 	// foreign: the device's backing file is another file that the kernel
 	// shows under the same path (AddForeignDevice); BackedBy says no.
 	foreign bool
+	// locked: attached with loop.Options.Lock or Mark, so it holds a lock
+	// on its backing file (Locked sees it).
+	locked bool
 }
 
 type filesystem struct {

@@ -77,6 +77,15 @@ type Options struct {
 	// is how a device on a shared pool fences another node's: Attach fails
 	// with ErrLocked while a conflicting device holds the file.
 	Lock bool
+	// Mark, without Lock, makes the device hold a read lock on its
+	// backing file for as long as it stays attached, as Lock's lock is
+	// held, so that Locked(file) answers "does any device hold this
+	// file?" without reading every device's sysfs. It fences nothing
+	// (read locks do not conflict with each other) and is best effort: a
+	// filesystem that refuses locks, or a conflicting lock another holder
+	// has, leaves the device unmarked, so Locked's "no" is a proof only
+	// together with a record of the caller's own.
+	Mark bool
 	// Owner, when set, is written into the device (loop_info64's
 	// lo_file_name, "owner:<Owner>", in place of the informational path:
 	// sysfs, which everything reads the path from, is not affected): at
