@@ -71,6 +71,13 @@ func (b *imageNode) gone(id string) bool {
 // mkfs picks 4 KiB sectors and blocks on such a device.
 const deviceBlockSize = 4096
 
+// deviceScheduler is every volume's device's I/O scheduler: none, the
+// kernel's default for a new loop device, set explicitly because a loop
+// device's queue keeps the scheduler the last user of its number chose.
+// mq-deadline was measured against it (docs/data-path.md, `bench
+// --fio-ab scheduler`) and did no better at any workload, beyond the noise.
+const deviceScheduler = "none"
+
 // ensureLoop returns the loop device of image with the wanted read-only
 // flag, attaching one only when sysfs shows none. attached says whether
 // this call attached it.
@@ -117,7 +124,7 @@ func (b *imageNode) ensureLoop(ctx context.Context, image string, readOnly, lock
 		}
 	}
 	d, err := b.host.Loops.Attach(ctx, image, loop.Options{ReadOnly: readOnly, DirectIO: true, BlockSize: deviceBlockSize, Lock: lock, Mark: !lock,
-		Owner: deviceOwner(b.node)})
+		Scheduler: deviceScheduler, Owner: deviceOwner(b.node)})
 	if errors.Is(err, loop.ErrLocked) {
 		return loop.Device{}, false, fmt.Errorf("%w: another node still holds the image %s through its loop device and could write to it; "+
 			"that node must unstage the volume (or be cut off from the pool's storage) before node %s may stage it", err, image, b.node)

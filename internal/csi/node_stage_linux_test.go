@@ -58,10 +58,34 @@ func TestStageMarksTheImageOnTheKernel(t *testing.T) {
 		return devs
 	}
 
+	// A device number left with another scheduler by its last user (the
+	// queue keeps it across detach and attach); the stage usually gets
+	// that number back, the lowest free.
+	other := filepath.Join(dir, "other.img")
+	if err := os.WriteFile(other, make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	od, err := loop.Attach(t.Context(), other, loop.Options{Scheduler: "mq-deadline"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := loop.Detach(od.Path); err != nil {
+		t.Fatal(err)
+	}
 	id := e.volume("a", "ext4", 32<<20)
 	e.mustStage(id, e.staging("a"), capMount("ext4", rw))
 	if !locked(id) {
 		t.Fatal("the staged device holds no lock on its image")
+	}
+	if devs := find(id); len(devs) != 1 {
+		t.Fatalf("devices of the staged volume: %+v", devs)
+	} else if s, err := loop.Scheduler(devs[0]); err != nil || s != deviceScheduler {
+		t.Fatalf("scheduler of the staged device %s (the mq-deadline one was %s) = %q, %v; want %s", devs[0].Path, od.Path, s, err, deviceScheduler)
+	} else if devs[0].Number != od.Number {
+		t.Logf("the stage got %s, not %s: the scheduler check proved nothing this time", devs[0].Path, od.Path)
+		if _, err := os.Stat(filepath.Join("/sys/block", filepath.Base(od.Path), "loop", "backing_file")); os.IsNotExist(err) {
+			_ = os.WriteFile(filepath.Join("/sys/block", filepath.Base(od.Path), "queue", "scheduler"), []byte("none"), 0)
+		}
 	}
 	e.mustStage(id, e.staging("a"), capMount("ext4", rw))
 	if devs := find(id); len(devs) != 1 {

@@ -39,6 +39,18 @@ type abVariant struct {
 	value string
 }
 
+// selected is the value a sysfs queue attribute is set to: the one in
+// brackets for a choice ("[none] mq-deadline"), else the whole value.
+func selected(attr string) string {
+	attr = strings.TrimSpace(attr)
+	if i := strings.IndexByte(attr, '['); i >= 0 {
+		if j := strings.IndexByte(attr[i:], ']'); j > 0 {
+			return attr[i+1 : i+j]
+		}
+	}
+	return attr
+}
+
 func (v abVariant) label() string {
 	if v.sys == "" {
 		return v.t.name
@@ -78,6 +90,14 @@ func (b *bench) dataPathAB(ctx context.Context) error {
 			return err
 		}
 		b.rep.detail("Data path: "+t.name+" device as the driver left it", "%s", deviceFacts(t.file))
+		// Put back as found: a loop device's queue keeps its scheduler
+		// across detach and attach, so a value left here would be the next
+		// user's of this device number, whoever that is.
+		orig, err := os.ReadFile(filepath.Join(sys, set.attr))
+		if err != nil {
+			return err
+		}
+		defer func() { _ = os.WriteFile(filepath.Join(sys, set.attr), []byte(selected(string(orig))), 0) }()
 		for _, val := range set.values {
 			variants = append(variants, abVariant{t: t, sys: sys, value: val})
 		}

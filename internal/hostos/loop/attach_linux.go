@@ -155,6 +155,10 @@ func attachFD(ctx context.Context, file int, path string, opts Options) (Device,
 		}
 		d, err := attachTo(n, cfg, path, opts.ReadOnly)
 		if err == nil {
+			if opts.Scheduler != "" {
+				// Before anyone has the device: nothing queued to drain.
+				_ = setScheduler(sysBlock, n, opts.Scheduler)
+			}
 			return d, nil
 		}
 		// EBUSY: someone configured or claimed the device first.

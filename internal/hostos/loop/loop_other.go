@@ -38,3 +38,7 @@ func setCapacity(string) (int64, error) {
 func locked(string) (bool, error) {
 	return false, fmt.Errorf("loop: lock query: %w", errors.ErrUnsupported)
 }
+
+func scheduler(Device) (string, error) {
+	return "", fmt.Errorf("loop: scheduler: %w", errors.ErrUnsupported)
+}
