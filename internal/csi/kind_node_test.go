@@ -31,7 +31,7 @@ func TestNodeRoutesToSecondKind(t *testing.T) {
 	staging, target := e.staging("x"), e.target("x")
 	// Paths reach the backend cleaned by the path policy.
 	e.mustStage(id, staging+"/.", capMount("xfs", ro))
-	if want := "stage " + id + " {StagingPath:" + staging + " Block:false FSType:xfs MountFlags:[] ReadOnly:true}"; !f.took(want) {
+	if want := "stage " + id + " {StagingPath:" + staging + " Block:false FSType:xfs MountFlags:[] ReadOnly:true Unrecorded:true}"; !f.took(want) {
 		t.Errorf("calls %s, want %q", f, want)
 	}
 	if recs := inUseIn(t, f.dir, id); len(recs) != 1 || recs[0].Node != "n1" || recs[0].StagingPath != staging || !recs[0].ReadOnly {

@@ -68,6 +68,8 @@ func (s *NodeService) NodeStageVolume(ctx context.Context, req *csipb.NodeStageV
 	// DeleteVolume that runs from now on refuses. One that ran before this
 	// record and removes the volume meanwhile is caught below
 	// (deletedMeanwhile) or by the backend.
+	had, err := nv.inuse.Has(id, s.cfg.NodeID)
+	r.Unrecorded = err == nil && !had
 	if err := s.recordStaged(nv, inuse.Entry{VolumeID: id, StagingPath: staging, Block: r.Block, ReadOnly: r.ReadOnly}); err != nil {
 		return nil, err
 	}

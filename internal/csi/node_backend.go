@@ -74,6 +74,13 @@ type StageRequest struct {
 	MountFlags []string
 	// ReadOnly: the access mode allows no writer.
 	ReadOnly bool
+	// Unrecorded: this node had no in-use record of the volume before
+	// this stage. The record is written before anything is attached and
+	// dropped only after the detach, so no earlier stage of this node
+	// can have left a device that is still attaching or attached, except
+	// one whose detach the kernel deferred (another process holds it
+	// open), which a lock probe finds (imageNode.ensureLoop).
+	Unrecorded bool
 }
 
 // PublishRequest is a validated NodePublishVolume.

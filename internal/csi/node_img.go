@@ -71,6 +71,13 @@ func (b *imageNode) gone(id string) bool {
 // mkfs picks 4 KiB sectors and blocks on such a device.
 const deviceBlockSize = 4096
 
+// deviceScheduler is every volume's device's I/O scheduler: none, the
+// kernel's default for a new loop device, set explicitly because a loop
+// device's queue keeps the scheduler the last user of its number chose.
+// mq-deadline was measured against it (docs/data-path.md, `bench
+// --fio-ab scheduler`) and did no better at any workload, beyond the noise.
+const deviceScheduler = "none"
+
 // ensureLoop returns the loop device of image with the wanted read-only
 // flag, attaching one only when sysfs shows none. attached says whether
 // this call attached it.
@@ -79,11 +86,28 @@ const deviceBlockSize = 4096
 // ErrLocked (FAILED_PRECONDITION) while another node's device holds the
 // image. Only the staged device takes it: a read-only device that a block
 // publish adds beside this node's own staged writer would conflict with
-// that writer's lock.
-func (b *imageNode) ensureLoop(ctx context.Context, image string, readOnly, lock bool) (loop.Device, bool, error) {
-	devs, err := b.host.Loops.Find(image)
-	if err != nil {
-		return loop.Device{}, false, err
+// that writer's lock. Every other device takes loop.Options.Mark.
+//
+// unrecorded (StageRequest.Unrecorded) lets it skip the look-up, which
+// reads every loop device of the node (the kernel keeps no index from a
+// file to its devices: at 1,000 volumes, most of a stage's time), when
+// the image is also unlocked: no record says no earlier stage of this
+// node left a device but a deferred detach, and that one, as every device
+// this driver attaches, holds a lock on the image. The look-up stays for
+// everything else: a re-stage, a shared pool (whose locks are other
+// nodes' too), and a device from a driver that did not mark its devices
+// (recorded at start when it is staged, ReconcileInUse).
+func (b *imageNode) ensureLoop(ctx context.Context, image string, readOnly, lock, unrecorded bool) (loop.Device, bool, error) {
+	var devs []loop.Device
+	if !unrecorded || lock {
+		var err error
+		if devs, err = b.host.Loops.Find(image); err != nil {
+			return loop.Device{}, false, err
+		}
+	} else if held, err := b.host.Loops.Locked(image); err != nil || held {
+		if devs, err = b.host.Loops.Find(image); err != nil {
+			return loop.Device{}, false, err
+		}
 	}
 	devs = slices.DeleteFunc(devs, func(d loop.Device) bool { return !b.ownsDevice(d) })
 	for _, d := range devs {
@@ -99,8 +123,8 @@ func (b *imageNode) ensureLoop(ctx context.Context, image string, readOnly, lock
 			return loop.Device{}, false, aborted("loop device %s of %s is still being detached (another process holds it open); retry", d.Path, image)
 		}
 	}
-	d, err := b.host.Loops.Attach(ctx, image, loop.Options{ReadOnly: readOnly, DirectIO: true, BlockSize: deviceBlockSize, Lock: lock,
-		Owner: deviceOwner(b.node)})
+	d, err := b.host.Loops.Attach(ctx, image, loop.Options{ReadOnly: readOnly, DirectIO: true, BlockSize: deviceBlockSize, Lock: lock, Mark: !lock,
+		Scheduler: deviceScheduler, Owner: deviceOwner(b.node)})
 	if errors.Is(err, loop.ErrLocked) {
 		return loop.Device{}, false, fmt.Errorf("%w: another node still holds the image %s through its loop device and could write to it; "+
 			"that node must unstage the volume (or be cut off from the pool's storage) before node %s may stage it", err, image, b.node)

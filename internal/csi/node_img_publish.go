@@ -87,7 +87,7 @@ func (b *imageNode) publishBlock(ctx context.Context, id, staging, target string
 			return failedPrecondition("volume %s has access mode SINGLE_NODE_SINGLE_WRITER and is already published at %v", id, others)
 		}
 	}
-	dev, attached, err := b.ensureLoop(ctx, image, readOnly, false)
+	dev, attached, err := b.ensureLoop(ctx, image, readOnly, false, false)
 	if err != nil {
 		return err
 	}

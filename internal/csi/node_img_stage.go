@@ -30,7 +30,7 @@ func (b *imageNode) Stage(ctx context.Context, vol pool.Volume, r StageRequest) 
 	if err != nil {
 		return "", err
 	}
-	dev, attached, err := b.ensureLoop(ctx, b.pool.ImagePath(id), r.ReadOnly, b.fence)
+	dev, attached, err := b.ensureLoop(ctx, b.pool.ImagePath(id), r.ReadOnly, b.fence, r.Unrecorded)
 	if err != nil {
 		return "", err
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
+	"github.com/filevol/filevol/internal/inuse"
 	"github.com/filevol/filevol/internal/volview"
 )
 
@@ -244,23 +245,64 @@ func TestNodeStageFailureKeepsEarlierDevice(t *testing.T) {
 	}
 }
 
+// A device whose detach the kernel deferred (another process holds it
+// open) is found whether or not this node still has a record of the
+// volume: unrecorded, through the lock every device of this driver holds
+// on its image (loop.Options.Mark); recorded, by the look-up, which also
+// finds a device of a driver that did not mark its devices.
 func TestNodeStageWaitsForDetachingDevice(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		mark     bool
+		recorded bool
+	}{{"marked, unrecorded", true, false}, {"unmarked, recorded", false, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newNodeEnv(t)
+			id := e.committed("a", "ext4", 64<<20)
+			if c.recorded {
+				if err := inuse.New(e.pool.Dir()).Put(inuse.Entry{VolumeID: id, Node: "n1", StagingPath: e.staging("a")}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			d, err := e.k.Attach(context.Background(), e.image(id), loop.Options{Mark: c.mark})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.k.HoldOpen(d.Path)
+			if err := e.k.Detach(d.Path); !errors.Is(err, loop.ErrBusy) {
+				t.Fatalf("detach of a held device: %v", err)
+			}
+			wantCode(t, "stage while the device detaches", e.stage(id, e.staging("a"), capMount("ext4", rw)), codes.Aborted)
+			if devs := e.devices(id); len(devs) != 1 {
+				t.Errorf("devices %v: a second device on the image", devs)
+			}
+			e.k.Release(d.Path)
+			e.mustStage(id, e.staging("a"), capMount("ext4", rw))
+		})
+	}
+}
+
+// A first stage of a volume on this node (no record of it yet, its image
+// unlocked) attaches without the look-up that reads every loop device of
+// the node; a second stage (a retry, kubelet after a restart) looks up the
+// device and reuses it.
+func TestNodeStageFirstStageSkipsTheLoopScan(t *testing.T) {
 	e := newNodeEnv(t)
-	id := e.committed("a", "ext4", 64<<20)
-	d, err := e.k.Attach(context.Background(), e.image(id), loop.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.k.HoldOpen(d.Path)
-	if err := e.k.Detach(d.Path); !errors.Is(err, loop.ErrBusy) {
-		t.Fatalf("detach of a held device: %v", err)
-	}
-	wantCode(t, "stage while the device detaches", e.stage(id, e.staging("a"), capMount("ext4", rw)), codes.Aborted)
-	if devs := e.devices(id); len(devs) != 1 {
-		t.Errorf("devices %v: a second device on the image", devs)
-	}
-	e.k.Release(d.Path)
+	id := e.volume("a", "ext4", 64<<20)
 	e.mustStage(id, e.staging("a"), capMount("ext4", rw))
+	if n := e.k.Calls("find"); n != 0 {
+		t.Errorf("first stage: %d loop look-ups, want 0 (the image was unlocked and unrecorded)", n)
+	}
+	if n := e.k.Calls("locked"); n != 1 {
+		t.Errorf("first stage: %d lock probes, want 1", n)
+	}
+	e.mustStage(id, e.staging("a"), capMount("ext4", rw))
+	if n := e.k.Calls("find"); n != 1 {
+		t.Errorf("second stage: %d loop look-ups in all, want 1", n)
+	}
+	if devs := e.devices(id); len(devs) != 1 || e.k.Calls("attach") != 1 {
+		t.Errorf("devices %v after %d attaches, want one device, attached once", devs, e.k.Calls("attach"))
+	}
 }
 
 // A filesystem smaller than its device (restored, cloned or expanded while

@@ -43,6 +43,10 @@ type Loops interface {
 	// DetachUnreachable detaches such a device while it stays attached to
 	// the same path and unreachable (loop.DetachUnreachable).
 	DetachUnreachable(d loop.Device) error
+	// Locked reports whether anything holds a lock on the file: every
+	// device attached with Options.Lock or Options.Mark does (loop.Locked).
+	// One open and one F_OFD_GETLK, whatever the number of devices.
+	Locked(backingFile string) (bool, error)
 }
 
 // LoopIndex finds devices by backing file from one pass over them; each

@@ -42,6 +42,7 @@ func (OSLoops) Detach(dev string) error               { return loop.Detach(dev) 
 func (OSLoops) DetachFile(p string) error             { return loop.DetachFile(p) }
 func (OSLoops) SetCapacity(dev string) (int64, error) { return loop.SetCapacity(dev) }
 func (OSLoops) BackedBy(d loop.Device, p string) bool { return loop.BackedBy(d, p) }
+func (OSLoops) Locked(p string) (bool, error)         { return loop.Locked(p) }
 func (OSLoops) Owner(d loop.Device) string            { return loop.Owner(d) }
 func (OSLoops) Named(p string) ([]loop.Device, error) { return loop.Named(p) }
 func (OSLoops) Unreachable(d loop.Device) bool        { return loop.Unreachable(d) }

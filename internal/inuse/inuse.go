@@ -127,6 +127,16 @@ func (s *Store) Remove(volumeID, node string) error {
 	return nil
 }
 
+// Has reports whether the node has a record of the volume: one stat,
+// where Of reads the directory. An error (other than none) says nothing.
+func (s *Store) Has(volumeID, node string) (bool, error) {
+	_, err := os.Lstat(s.path(volumeID, node))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // Of returns where the volume is in use, sorted by node.
 func (s *Store) Of(volumeID string) ([]Entry, error) {
 	all, err := s.scan(func(name string) bool { return strings.HasPrefix(name, volumeID+sep) })

@@ -30,6 +30,9 @@ func (b *bench) dataPath(ctx context.Context) error {
 	if b.cfg.fioRounds == 0 {
 		return nil
 	}
+	if b.cfg.fioAB != "" {
+		return b.dataPathAB(ctx)
+	}
 	size := b.cfg.fioSize
 	plain := ioTarget{name: "plain file", file: filepath.Join(filepath.Dir(b.poolDir), "plain.fio")}
 	targets := []ioTarget{plain}
@@ -171,15 +174,10 @@ func (b *bench) teardownIOTargets(ts []ioTarget) {
 // deviceFacts reads, for the loop device under file (the device itself
 // or the filesystem holding it), the settings the data path depends on.
 func deviceFacts(file string) string {
-	var st unix.Stat_t
-	if err := unix.Stat(file, &st); err != nil {
+	sys, st, err := deviceSysfs(file)
+	if err != nil {
 		return err.Error()
 	}
-	dev := st.Dev
-	if st.Mode&unix.S_IFMT == unix.S_IFBLK {
-		dev = st.Rdev
-	}
-	sys := fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(dev), unix.Minor(dev))
 	var parts []string
 	for _, a := range []string{"loop/dio", "queue/logical_block_size", "queue/scheduler", "queue/nr_requests", "queue/read_ahead_kb", "queue/rotational"} {
 		v, err := os.ReadFile(filepath.Join(sys, a))
@@ -193,6 +191,20 @@ func deviceFacts(file string) string {
 		parts = append(parts, "mount "+m.Source+" "+m.FSType+" "+m.Options+","+m.VFSOptions)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// deviceSysfs returns the sysfs directory of the block device under file
+// (the device itself, or the one holding the filesystem file is on).
+func deviceSysfs(file string) (string, unix.Stat_t, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(file, &st); err != nil {
+		return "", st, err
+	}
+	dev := st.Dev
+	if st.Mode&unix.S_IFMT == unix.S_IFBLK {
+		dev = st.Rdev
+	}
+	return fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(dev), unix.Minor(dev)), st, nil
 }
 
 func loadAvg() string {

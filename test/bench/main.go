@@ -51,6 +51,7 @@ type config struct {
 	fioRounds           int           // data path: interleaved rounds (0: skip)
 	fioSize             int64         // data path: bytes per target
 	fioRuntime          time.Duration // data path: measured time per fio job
+	fioAB               string        // data path: "" or a loop device setting to A/B (datapath_ab.go)
 	referenceBin        string        // csi-driver-host-path's hostpathplugin, to compare CreateVolume with
 	refRounds, refBlock int           // reference comparison: rounds, creates per driver per round
 	scaleVolumes        int           // scale: volumes created, staged and published
@@ -81,6 +82,7 @@ func main() {
 	flag.IntVar(&c.fioRounds, "fio-rounds", 3, "data path: interleaved rounds of every fio workload on every target (0: skip the data path)")
 	flag.Int64Var(&c.fioSize, "fio-size", 512<<20, "data path: bytes of each target fio works on (written once before the rounds)")
 	flag.DurationVar(&c.fioRuntime, "fio-runtime", 4*time.Second, "data path: measured time of one fio job (after a 1 s ramp)")
+	flag.StringVar(&c.fioAB, "fio-ab", "", "data path: instead of the usual comparison, A/B one loop device setting against the plain file: scheduler (none vs mq-deadline, direct I/O) or read-ahead (read_ahead_kb 0/128/2560, buffered reads)")
 	flag.StringVar(&c.referenceBin, "reference-bin", "", "csi-driver-host-path's hostpathplugin binary: compare CreateVolume with it, interleaved (docs/data-path.md says how to build it)")
 	flag.IntVar(&c.refRounds, "reference-rounds", 6, "reference comparison: rounds, each driver's serial and 8-client blocks alternating")
 	flag.IntVar(&c.refBlock, "reference-block", 200, "reference comparison: creates per driver per round and mode")
@@ -94,6 +96,10 @@ func main() {
 	}
 	if !slices.Contains([]string{"", "control", "datapath", "reference", "scale"}, c.only) {
 		fmt.Fprintf(os.Stderr, "bench: --only %q: want control, datapath, reference or scale\n", c.only)
+		os.Exit(2)
+	}
+	if !slices.Contains([]string{"", "scheduler", "read-ahead"}, c.fioAB) {
+		fmt.Fprintf(os.Stderr, "bench: --fio-ab %q: want scheduler or read-ahead\n", c.fioAB)
 		os.Exit(2)
 	}
 	if c.only == "reference" && c.referenceBin == "" {

@@ -75,6 +75,9 @@ type device struct {
 	// unreachable: its backing file cannot be stat'ed any more (a dead
 	// FUSE client's; SetUnreachable): BackedBy and Owner say nothing.
 	unreachable bool
+	// locked: attached with loop.Options.Lock or Mark, so it holds a lock
+	// on its backing file (Locked sees it).
+	locked bool
 }
 
 type filesystem struct {

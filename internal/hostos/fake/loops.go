@@ -87,7 +87,7 @@ func (h *Host) Attach(ctx context.Context, backingFile string, opts loop.Options
 	}
 	d := loop.Device{Path: fmt.Sprintf("/dev/loop%d", n), Number: n, BackingFile: resolve(backingFile),
 		ReadOnly: opts.ReadOnly, DirectIO: opts.DirectIO, SizeBytes: st.Size(), Major: loopMajor, Minor: uint32(n)}
-	h.devices[n] = &device{Device: d, owner: opts.Owner}
+	h.devices[n] = &device{Device: d, owner: opts.Owner, locked: opts.Lock || opts.Mark}
 	h.log[len(h.log)-1] += " -> " + d.Path
 	return d, nil
 }
@@ -206,6 +206,22 @@ func (h *Host) BackedBy(d loop.Device, path string) bool {
 		return false
 	}
 	return d.BackingFile == resolve(path)
+}
+
+// Locked implements hostos.Loops: as the kernel, it sees the locks of the
+// devices attached with Options.Lock or Mark on this very file.
+func (h *Host) Locked(backingFile string) (bool, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.begin("Locked", "locked", backingFile); err != nil {
+		return false, err
+	}
+	for _, d := range h.devices {
+		if d.locked && !d.foreign && d.BackingFile == resolve(backingFile) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // Owner implements hostos.Loops.

@@ -44,6 +44,13 @@ func attach(ctx context.Context, backingFile string, opts Options) (Device, erro
 		if err := lockBacking(file, opts.ReadOnly); err != nil {
 			return Device{}, fmt.Errorf("loop: attach %s: %w", path, err)
 		}
+	} else if opts.Mark {
+		// Best effort (Options.Mark): the lock lives on the open file
+		// description the device is configured on, so it is released
+		// with the device whoever dies; an attach that fails releases it
+		// with our close.
+		lk := unix.Flock_t{Type: unix.F_RDLCK, Whence: 0, Start: 0, Len: 0}
+		_ = unix.FcntlFlock(uintptr(file), unix.F_OFD_SETLK, &lk)
 	}
 	return attachFD(ctx, file, path, opts)
 }
@@ -148,6 +155,10 @@ func attachFD(ctx context.Context, file int, path string, opts Options) (Device,
 		}
 		d, err := attachTo(n, cfg, path, opts.ReadOnly)
 		if err == nil {
+			if opts.Scheduler != "" {
+				// Before anyone has the device: nothing queued to drain.
+				_ = setScheduler(sysBlock, n, opts.Scheduler)
+			}
 			return d, nil
 		}
 		// EBUSY: someone configured or claimed the device first.

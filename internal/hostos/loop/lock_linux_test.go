@@ -51,3 +51,37 @@ func TestLockFencesASecondDevice(t *testing.T) {
 		t.Fatalf("writer's locking attach beside readers = %v, want ErrLocked", err)
 	}
 }
+
+// TestMarkIsSeenByLocked: a device attached with Mark holds a read lock on
+// its backing file while it exists, which Locked sees (one probe instead
+// of reading every device's sysfs); marks share, so a writer and a
+// read-only device can both be marked, and the mark goes with the last
+// device. A device attached without Mark or Lock holds none.
+func TestMarkIsSeenByLocked(t *testing.T) {
+	dir := setup(t)
+	img := newImage(t, dir, "marked.img", 8<<20)
+	plain := mustAttach(t, img, loop.Options{DirectIO: true})
+	if l, err := loop.Locked(img); err != nil || l {
+		t.Fatalf("Locked with an unmarked device = %v, %v; want false", l, err)
+	}
+	if err := loop.Detach(plain.Path); err != nil {
+		t.Fatal(err)
+	}
+	rw := mustAttach(t, img, loop.Options{Mark: true, DirectIO: true})
+	if l, err := loop.Locked(img); err != nil || !l {
+		t.Fatalf("Locked with a marked device = %v, %v; want true", l, err)
+	}
+	ro := mustAttach(t, img, loop.Options{Mark: true, ReadOnly: true})
+	if err := loop.Detach(rw.Path); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := loop.Locked(img); err != nil || !l {
+		t.Fatalf("Locked with the read-only marked device left = %v, %v; want true", l, err)
+	}
+	if err := loop.Detach(ro.Path); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := loop.Locked(img); err != nil || l {
+		t.Fatalf("Locked after both detaches = %v, %v; want false", l, err)
+	}
+}

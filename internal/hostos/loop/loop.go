@@ -78,6 +78,22 @@ type Options struct {
 	// is how a device on a shared pool fences another node's: Attach fails
 	// with ErrLocked while a conflicting device holds the file.
 	Lock bool
+	// Mark, without Lock, makes the device hold a read lock on its
+	// backing file for as long as it stays attached, as Lock's lock is
+	// held, so that Locked(file) answers "does any device hold this
+	// file?" without reading every device's sysfs. It fences nothing
+	// (read locks do not conflict with each other) and is best effort: a
+	// filesystem that refuses locks, or a conflicting lock another holder
+	// has, leaves the device unmarked, so Locked's "no" is a proof only
+	// together with a record of the caller's own.
+	Mark bool
+	// Scheduler, when set, is the I/O scheduler the device's queue gets
+	// (queue/scheduler: "none", "mq-deadline", ...). A loop device's
+	// queue keeps its scheduler across detach and attach, so without it a
+	// device inherits whatever the last user of its number selected. Best
+	// effort: a sysfs that refuses the write leaves the queue as it was
+	// (Scheduler reads what it has).
+	Scheduler string
 	// Owner, when set, is written into the device (loop_info64's
 	// lo_file_name, "owner:<Owner>", in place of the informational path:
 	// sysfs, which everything reads the path from, is not affected): at
@@ -120,6 +136,10 @@ func AttachFile(ctx context.Context, f *os.File, opts Options) (Device, error) {
 // no lock. On a filesystem without cross-host locks it sees this host's
 // holders only.
 func Locked(backingFile string) (bool, error) { return locked(backingFile) }
+
+// Scheduler returns the I/O scheduler selected on the device's queue
+// (see Options.Scheduler).
+func Scheduler(d Device) (string, error) { return scheduler(d) }
 
 // Owner returns the Options.Owner the device was attached with, "" for
 // none or when the device cannot be read (not attached any more).

@@ -44,3 +44,7 @@ func unreachable(int) bool { return false }
 func detachUnreachable(Device) error {
 	return fmt.Errorf("loop: detach: %w", errors.ErrUnsupported)
 }
+
+func scheduler(Device) (string, error) {
+	return "", fmt.Errorf("loop: scheduler: %w", errors.ErrUnsupported)
+}
