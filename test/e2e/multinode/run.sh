@@ -8,13 +8,19 @@
 #   3. helm install (values-e2e.yaml + values.yaml here): node DaemonSet on all three
 #      nodes, controller Deployment (2 replicas, leader election);
 #   4. the stories (go test -tags e2e ./test/e2e/multinode), logs in _output/e2e-multinode;
-#   5. down.sh, always (it takes the nodes down first).
+#   5. the upstream External Storage suite, the tests only several nodes can run (MN_SUITE,
+#      below; test/e2e/README.md, "The suite on three nodes"), logs and junit in
+#      _output/e2e-multinode/suite/;
+#   6. down.sh, always (it takes the nodes down first).
 #
 # Holds $STATE_DIR/run.lock throughout (the single-node run.sh takes the same lock).
 # Knobs: MN_RUN=regexp (go test -run); MN_BUILD_ONLY=1 (step 1 only), MN_SKIP_BUILD=1 (use what
 # the last build left); FILEVOL_E2E_LOCK_HELD=1 (the caller holds the lock: several runs in a row
 # under one `flock $STATE_DIR/run.lock`); MN_HOLD=FILE (debugging: keep the cluster and the lock
 # until FILE exists, then tear down); MN_KEEP=1 (leave the cluster up; make cluster-down).
+# MN_SUITE=default (CI: topology of the node-local driver, volumes moving between nodes on
+# the shared one), full (also [Disruptive] on both drivers, one at a time, over the
+# nodes' sshds), none (no suite); MN_STORIES=0 leaves the stories out.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../cluster/lib.sh"
@@ -35,7 +41,11 @@ SUMMARY=()
 note() { SUMMARY+=("$*"); log "$*"; }
 
 rm -rf "$OUT/prev"; mkdir -p "$OUT/prev" "$OUT/bin"
-for f in stories.log summary.txt install.log driver cluster; do [ -e "$OUT/$f" ] && mv "$OUT/$f" "$OUT/prev/"; done
+MN_SUITE=${MN_SUITE:-default} MN_STORIES=${MN_STORIES:-1}
+case $MN_SUITE in default|full|none) ;; *) die "MN_SUITE=$MN_SUITE: want default, full or none" ;; esac
+# Counted over the stories and the suite (suite_pass adds to them), for the closing line.
+PASSED=0 FAILED=0 failed=()
+for f in stories.log summary.txt install.log driver cluster suite testdriver.yaml testdriver-shared.yaml; do [ -e "$OUT/$f" ] && mv "$OUT/$f" "$OUT/prev/"; done
 
 finish() {
   local rc=$?
@@ -66,13 +76,15 @@ finish() {
     "$CLUSTER_DIR/down.sh"
     [ -d "$POOL" ] && rm -rf --one-file-system "$POOL"
     for d in "$STATE_DIR/gluster" "$SHARED_POOL"; do [ -d "$d" ] && rm -rf --one-file-system "$d"; done
+    rm -f "$STATE_DIR/shared-controller"   # the symlink to a shared controller's socket directory
     note "cluster-down: $(( $(date +%s) - t ))s"
     if [ -s "$OUT/detached-loops.txt" ]; then
       note "LEAK: $(wc -l < "$OUT/detached-loops.txt") loop device(s) left attached: $(tr '\n' ';' < "$OUT/detached-loops.txt")"
       [ "$rc" != 0 ] || rc=1
     fi
   fi
-  note "total: $(since)s (with the lock: $(( $(date +%s) - ${TL:-$(date +%s)} ))s), exit $rc"
+  [ "$rc" = 0 ] || [ "$FAILED" -gt 0 ] || FAILED=1
+  note "total: $(since)s (with the lock: $(( $(date +%s) - ${TL:-$(date +%s)} ))s), $PASSED passed, $FAILED failed, exit $rc"
   printf '%s\n' "${SUMMARY[@]}" > "$OUT/summary.txt"
   echo "==== e2e-multinode summary (also in $OUT/summary.txt)"; printf '  %s\n' "${SUMMARY[@]}"
   exit "$rc"
@@ -86,7 +98,8 @@ if [ "${MN_SKIP_BUILD:-0}" != 1 ]; then
 "$CLUSTER_DIR/install-packages.sh" >/dev/null
 "$CLUSTER_DIR/build.sh" >/dev/null
 make -C "$REPO_ROOT" --no-print-directory build >/dev/null
-(cd "$REPO_ROOT" && go test -c -tags e2e -o "$OUT/bin/multinode.test" ./test/e2e/multinode)
+(cd "$REPO_ROOT" && go test -c -tags e2e -o "$OUT/bin/multinode.test" ./test/e2e/multinode &&
+  go build -o "$OUT/bin/capprobe" ./test/e2e/capprobe)
 "$REPO_ROOT/hack/images.sh" "$REPO_ROOT/_output/images" > "$OUT/images.log" 2>&1 || die "hack/images.sh failed: $(tail -20 "$OUT/images.log")"
 note "build: $(since)s"
 fi
@@ -147,6 +160,7 @@ done
 note "install: $(( $(date +%s) - t ))s; $("${K[@]}" -n filevol get pods -o wide --no-headers | awk '{print $1 "@" $7}' | tr '\n' ' ')"
 
 # ---- 4. stories ----------------------------------------------------------------------------
+if [ "$MN_STORIES" = 1 ]; then
 t=$(date +%s)
 rc=0
 fg env FILEVOL_E2E_KUBECONFIG="$ADMIN_KUBECONFIG" FILEVOL_E2E_IMAGE="$BUSYBOX_TAG" \
@@ -154,6 +168,58 @@ fg env FILEVOL_E2E_KUBECONFIG="$ADMIN_KUBECONFIG" FILEVOL_E2E_IMAGE="$BUSYBOX_TA
   FILEVOL_E2E_POOL_MIB="vm=$MN_POOL_VM,n2=$MN_POOL_N2,n3=$MN_POOL_N3" FILEVOL_E2E_GLUSTER_BRICK="$STATE_DIR/gluster/brick" \
   "$OUT/bin/multinode.test" -test.v -test.timeout 20m ${MN_RUN:+-test.run "$MN_RUN"} > "$OUT/stories.log" 2>&1 || rc=$?
 lines=$(grep -E '^--- (PASS|FAIL|SKIP)' "$OUT/stories.log" || true)
-note "stories: $(( $(date +%s) - t ))s, $(grep -c '^--- PASS' <<<"$lines" || true) passed, $(grep -c '^--- FAIL' <<<"$lines" || true) failed (exit $rc, $OUT/stories.log)"
+pass=$(grep -c '^--- PASS' <<<"$lines" || true) fail=$(grep -c '^--- FAIL' <<<"$lines" || true)
+PASSED=$(( PASSED + pass )) FAILED=$(( FAILED + fail ))
+note "stories: $(( $(date +%s) - t ))s, $pass passed, $fail failed (exit $rc, $OUT/stories.log)"
 grep -E '^--- (FAIL|SKIP)' <<<"$lines" | sed 's/^/  /' || true
-[ "$rc" = 0 ] || die "stories failed"
+[ "$rc" = 0 ] || failed+=(stories)
+fi
+
+# ---- 5. External Storage suite: what needs several nodes --------------------------------------
+# The single-node run (make e2e) runs the suite's other tests: here only what one node
+# cannot show, from the same declarations (test/e2e/testdriver*.yaml) with what is
+# different on three nodes set below. Their reasons go to the summary.
+if [ "$MN_SUITE" != none ]; then
+  t=$(date +%s)
+  SUITE_DIR=$OUT/suite
+  source "$CLUSTER_DIR/suite.sh"
+  # set_cap FILE NAME VALUE WHY: the rendered declaration's capability NAME set to VALUE.
+  set_cap() {
+    [ "$(grep -cE "^\s+$2: " "$1")" = 1 ] || die "$1: capability $2 not declared exactly once"
+    sed -i -E "s|^(\s+$2:).*|\1 $3   # multinode: $4|" "$1"
+    note "  $(basename "$1"): $2: $3 ($4)"
+  }
+  "$OUT/bin/capprobe" -endpoint "unix://$KUBELET_ROOT/plugins/filevol.csi.io/csi.sock" \
+    -template "$REPO_ROOT/test/e2e/testdriver.yaml" -out "$OUT/testdriver.yaml" >/dev/null
+  set_cap "$OUT/testdriver.yaml" groupSnapshot false "values.yaml: snapshotter: node; a per-node csi-snapshotter serves no group snapshots"
+  # The shared driver is probed at vm's node plugin and at one controller replica, whose
+  # socket lies in its pod's emptyDir on the node it runs on (vm's kubelet root, or the
+  # extra node's, $STATE_DIR/nodes/NAME/kubelet on the host), reached through a short
+  # symlink (a unix socket address is at most 108 bytes).
+  read -r uid node < <("${K[@]}" -n filevol get pods -l app.kubernetes.io/component=shared-controller \
+    -o jsonpath='{.items[0].metadata.uid} {.items[0].spec.nodeName}')
+  root=$KUBELET_ROOT; [ "$node" = "$NODE_NAME" ] || root=$STATE_DIR/nodes/$node/kubelet
+  ln -sfn "$root/pods/$uid/volumes/kubernetes.io~empty-dir/socket-dir" "$STATE_DIR/shared-controller"
+  "$OUT/bin/capprobe" -endpoint "unix://$KUBELET_ROOT/plugins/shared.filevol.csi.io/csi.sock,unix://$STATE_DIR/shared-controller/csi.sock" \
+    -template "$REPO_ROOT/test/e2e/testdriver-shared.yaml" -out "$OUT/testdriver-shared.yaml" >/dev/null
+  set_cap "$OUT/testdriver-shared.yaml" singleNodeVolume false "every node mounts the pool: a volume is attached to one node at a time, and moves"
+  note "suite: declarations rendered ($(( $(date +%s) - t ))s)"
+  suite_ssh_env
+  # Node-local: each node is its own topology segment (topology.filevol.csi.io/node), so
+  # both topology tests run, the conflicting one only here (one node is one segment). Its
+  # multiVolume "on different node" tests skip themselves (singleNodeVolume).
+  suite_pass local 4 'External.Storage.*\[Driver: filevol.csi.io\].*topology should' '' "$OUT/testdriver.yaml"
+  # Shared: the multiVolume tests that move two volumes from one node to another. Its
+  # image volumes are single-node (no RWX, no ROX: internal/csi/validate.go,
+  # errImageSingleNode), so "concurrently ... from pods on different node" skips itself.
+  suite_pass shared 4 'External.Storage.*\[Driver: shared.filevol.csi.io\].*multiVolume.*on different node' '' "$OUT/testdriver-shared.yaml"
+  if [ "$MN_SUITE" = full ]; then
+    [[ ${ssh_env[*]} ]] || die "MN_SUITE=full: no ssh key (up.sh did not start its sshd)"
+    # One at a time: a test that stops a kubelet breaks any other under way on that node.
+    suite_pass disruptive 1 'External.Storage.*\[Driver: filevol.csi.io\].*\[Disruptive\]' '' \
+      "$OUT/testdriver.yaml"
+    suite_pass disruptive-shared 1 'External.Storage.*\[Driver: shared.filevol.csi.io\].*\[Disruptive\]' '' \
+      "$OUT/testdriver-shared.yaml"
+  fi
+fi
+[ ${#failed[@]} = 0 ] || die "failed: ${failed[*]}"
