@@ -41,8 +41,8 @@ suite_pass() {
     fg env "${ssh_env[@]}" "$BIN_DIR/e2e.test" "${args[@]}" > "$dir/e2e.log" 2>&1 || rc=$?
   fi
   cd "$REPO_ROOT"
-  ran=$(grep -aE '^Ran [0-9]+ of [0-9]+ Specs' "$dir/e2e.log" | tail -1)
-  res=$(grep -aE '^(SUCCESS|FAIL)! -- ' "$dir/e2e.log" | tail -1)
+  ran=$(grep -aE '^Ran [0-9]+ of [0-9]+ Specs' "$dir/e2e.log" | tail -1) || true
+  res=$(grep -aE '^(SUCCESS|FAIL)! -- ' "$dir/e2e.log" | tail -1) || true
   note "$name: $(( $(date +%s) - t ))s, ${ran:-no result line}; ${res:-see log} (exit $rc, $dir/e2e.log)"
   # "SUCCESS! -- 54 Passed | 0 Failed | ..."; no such line: the suite did not finish.
   if [[ $res =~ ([0-9]+)\ Passed\ \|\ ([0-9]+)\ Failed ]]; then

@@ -196,8 +196,9 @@ if [ "$MN_SUITE" != none ]; then
   # socket lies in its pod's emptyDir on the node it runs on (vm's kubelet root, or the
   # extra node's, $STATE_DIR/nodes/NAME/kubelet on the host), reached through a short
   # symlink (a unix socket address is at most 108 bytes).
+  # (jsonpath prints no newline: read then fails although it read both.)
   read -r uid node < <("${K[@]}" -n filevol get pods -l app.kubernetes.io/component=shared-controller \
-    -o jsonpath='{.items[0].metadata.uid} {.items[0].spec.nodeName}')
+    -o jsonpath='{.items[0].metadata.uid} {.items[0].spec.nodeName}') || [ -n "${node:-}" ] || die "no shared controller pod"
   root=$KUBELET_ROOT; [ "$node" = "$NODE_NAME" ] || root=$STATE_DIR/nodes/$node/kubelet
   ln -sfn "$root/pods/$uid/volumes/kubernetes.io~empty-dir/socket-dir" "$STATE_DIR/shared-controller"
   "$OUT/bin/capprobe" -endpoint "unix://$KUBELET_ROOT/plugins/shared.filevol.csi.io/csi.sock,unix://$STATE_DIR/shared-controller/csi.sock" \
