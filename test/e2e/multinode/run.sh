@@ -193,6 +193,9 @@ if [ "$MN_SUITE" != none ]; then
   "$OUT/bin/capprobe" -endpoint "unix://$KUBELET_ROOT/plugins/filevol.csi.io/csi.sock" \
     -template "$REPO_ROOT/test/e2e/testdriver.yaml" -out "$OUT/testdriver.yaml" >/dev/null
   set_cap "$OUT/testdriver.yaml" groupSnapshot false "values.yaml: snapshotter: node; a per-node csi-snapshotter serves no group snapshots"
+  # (n2's pool is 512 MiB, for the capacity story: a 1 GiB claim that the topology tests
+  # allow on n2 alone never fits, and the scheduler and the provisioners rightly refuse it.)
+  set_cap "$OUT/testdriver.yaml" Min 300Mi "the smallest xfs; n2's pool (MN_POOL_N2, 512 MiB) cannot hold the 1Gi default"
   # The shared driver is probed at vm's node plugin and at one controller replica, whose
   # socket lies in its pod's emptyDir on the node it runs on (vm's kubelet root, or the
   # extra node's, $STATE_DIR/nodes/NAME/kubelet on the host), reached through a short
