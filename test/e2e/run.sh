@@ -264,43 +264,10 @@ if [ "$E2E_DOCTOR" = 1 ]; then
 fi
 
 # ---- 6. External Storage suite -------------------------------------------------------------
-# suite_pass NAME PROCS FOCUS SKIP [TESTDRIVER]: one run of e2e.test against TESTDRIVER
-# (default: the node-local driver's), its log and junit files in suite/ (NAME "suite")
-# or suite/NAME/, its counts in the summary and the totals.
-suite_pass() {
-  local name=$1 procs=$2 focus=$3 skip=$4 driver=${5:-$OUT/testdriver.yaml} dir=$OUT/suite t rc=0 ran res args
-  [ "$name" = suite ] || dir=$OUT/suite/$name
-  mkdir -p "$dir"
-  t=$(date +%s)
-  # -kubectl-path: the suite's own kubectl, not whatever one the host has on its PATH.
-  args=(-kubeconfig="$ADMIN_KUBECONFIG" -storage.testdriver="$driver" -kubectl-path="$KUBECTL"
-        -kubelet-root-dir="$KUBELET_ROOT" -report-dir="$dir" -ginkgo.no-color -ginkgo.v
-        -ginkgo.focus="$focus" -ginkgo.timeout=2h)
-  [ -n "$skip" ] && args+=(-ginkgo.skip="$skip")
-  log "$name: e2e.test ${args[*]} (procs $procs; log $dir/e2e.log)"
-  cd "$dir"
-  if [ "$procs" -gt 1 ]; then
-    # The ginkgo CLI runs the precompiled e2e.test in $procs processes; [Serial] specs
-    # (when E2E_SLOW=1) still run alone, at the end.
-    fg env "${ssh_env[@]}" "$BIN_DIR/ginkgo" --procs="$procs" --no-color --silence-skips --timeout=2h \
-      "$BIN_DIR/e2e.test" -- "${args[@]}" > "$dir/e2e.log" 2>&1 || rc=$?
-  else
-    fg env "${ssh_env[@]}" "$BIN_DIR/e2e.test" "${args[@]}" > "$dir/e2e.log" 2>&1 || rc=$?
-  fi
-  cd "$REPO_ROOT"
-  ran=$(grep -aE '^Ran [0-9]+ of [0-9]+ Specs' "$dir/e2e.log" | tail -1)
-  res=$(grep -aE '^(SUCCESS|FAIL)! -- ' "$dir/e2e.log" | tail -1)
-  note "$name: $(( $(date +%s) - t ))s, ${ran:-no result line}; ${res:-see log} (exit $rc, $dir/e2e.log)"
-  # "SUCCESS! -- 54 Passed | 0 Failed | ..."; no such line: the suite did not finish.
-  if [[ $res =~ ([0-9]+)\ Passed\ \|\ ([0-9]+)\ Failed ]]; then
-    PASSED=$(( PASSED + BASH_REMATCH[1] )) FAILED=$(( FAILED + BASH_REMATCH[2] ))
-  elif [ "$rc" != 0 ]; then
-    FAILED=$(( FAILED + 1 ))
-  fi
-  # The failed specs, by name (ginkgo's closing summary lists them as "[FAIL] ...").
-  grep -aE '^\s*\[FAIL\]' "$dir/e2e.log" | sed 's/^\s*/  /' | sort -u || true
-  [ "$rc" = 0 ] || failed+=("$name")
-}
+# suite_pass (cluster/suite.sh): one run of e2e.test, in suite/ (the node-local pass) or
+# suite/NAME/.
+SUITE_DIR=$OUT/suite
+source "$CLUSTER_DIR/suite.sh"
 
 if [ "$E2E_SUITE" = 1 ]; then
   # Tests that cannot run on this cluster, skipped by name ("regexp|reason"); each reason
@@ -309,10 +276,8 @@ if [ "$E2E_SUITE" = 1 ]; then
   # (values-e2e.yaml runs the node-local driver's csi-snapshotter in its controller
   # Deployment, not per node: it sees pre-provisioned contents and groups too.)
   # The [Disruptive] tests ssh to the node (up.sh's sshd) to stop and start the kubelet.
-  ssh_env=()
-  if [ -s "$STATE_DIR/ssh/id_ed25519" ]; then
-    ssh_env=(KUBE_SSH_KEY_PATH="$STATE_DIR/ssh/id_ed25519" KUBE_SSH_USER=root)
-  elif [ "$E2E_SLOW" = 1 ]; then
+  suite_ssh_env
+  if [[ ! ${ssh_env[*]} ]] && [ "$E2E_SLOW" = 1 ]; then
     cannot+=("\[Disruptive\]|no sshd on the node (up.sh did not start one)")
   fi
   [ "$E2E_SLOW" = 1 ] && cannot+=("should provision storage with any volume data source|its hello-populator and volume-data-source-validator pods talk to the API server through the kubernetes Service, which routes nowhere here (no kube-proxy; the API server listens on 127.0.0.1, out of a pod's reach), and the validator's manifest pulls with imagePullPolicy: Always from registry.k8s.io (no registry)")
@@ -330,12 +295,12 @@ if [ "$E2E_SUITE" = 1 ]; then
     # [Disruptive] is no ginkgo Serial: run in parallel, a test that stops the kubelet
     # breaks every other one under way (exec through the kubelet, mounts). They get a
     # pass of their own, one at a time, after the others.
-    suite_pass suite "$E2E_PROCS" "$E2E_FOCUS" "${skip:+$skip|}\[Disruptive\]"
+    suite_pass suite "$E2E_PROCS" "$E2E_FOCUS" "${skip:+$skip|}\[Disruptive\]" "$OUT/testdriver.yaml"
     if [[ ${ssh_env[*]} ]]; then
-      suite_pass disruptive 1 "$E2E_FOCUS.*\[Disruptive\]" "$skip"
+      suite_pass disruptive 1 "$E2E_FOCUS.*\[Disruptive\]" "$skip" "$OUT/testdriver.yaml"
     fi
   else
-    suite_pass suite "$E2E_PROCS" "$E2E_FOCUS" "${skip:+$skip|}\[Disruptive\]|\[Serial\]|\[Slow\]"
+    suite_pass suite "$E2E_PROCS" "$E2E_FOCUS" "${skip:+$skip|}\[Disruptive\]|\[Serial\]|\[Slow\]" "$OUT/testdriver.yaml"
   fi
   # The shared-pool driver (helm: values-e2e.yaml installs it), its own declaration
   # (testdriver-shared.yaml); E2E_SHARED_FOCUS narrows it (test/e2e/README.md).

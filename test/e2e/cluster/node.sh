@@ -34,12 +34,13 @@
 #                  MOUNTPOINT in the node's namespaces, by a client that is one of the
 #                  node's processes (killed by `kill`, started again by `revive`)
 #   names          the nodes that have a state directory
-#   stop-kubelet NAME   SIGTERM the node's kubelet alone: its containers, containerd, storage
-#                  client and network stay (a kubelet that died, the node otherwise alive)
-#   start-kubelet NAME  the kubelet started again
 #   mount NAME SOURCE MOUNTPOINT TYPE  mount SOURCE in the node's mount namespace (a
 #                  filesystem the host has mounted too: the same superblock, one kernel)
 #   ctr NAME ARGS...  the node's containerd's ctr
+#   kubelet stop|start|is-active NAME  the node's kubelet alone, as systemd would drive it
+#                  (its containers, containerd, storage client and network stay): what
+#                  node-bin/systemctl calls for the upstream [Disruptive] tests, which ssh
+#                  to the node's sshd (see start_sshd), and the fencing story
 #
 # Every process is recorded in $STATE_DIR/pids (record_pid), so that the guard of up.sh and
 # down.sh counts it as ours; everything else is stamped in $STATE_DIR/owned before it is
@@ -93,16 +94,41 @@ cg_procs() {
 # start NAME WHAT CMD...: CMD in the node's namespaces and its cgroup sys/, its own session,
 # logging to $LOGS/NAME/WHAT.log, recorded as NAME/WHAT.
 start() {
-  local n=$1 w=$2 d p; shift 2; d=$(nd "$n")
+  local n=$1 w=$2 d p ns; shift 2; d=$(nd "$n")
+  # --net-only: the node's network namespace, the host's mount and UTS ones (start_sshd).
+  ns=(--mount="$d/ns/mnt" --net="$d/ns/net" --uts="$d/ns/uts")
+  if [ "$1" = --net-only ]; then ns=(--net="$d/ns/net"); shift; fi
   mkdir -p "$LOG_DIR/cluster/$n"
   # The shell puts itself in the cgroup, then becomes nsenter, which becomes CMD: one PID.
   setsid bash -c 'for h in $(awk '\''$9 ~ /^cgroup2?$/ {print $5}'\'' /proc/self/mountinfo); do
       [ -d "$h/$0" ] && echo $$ > "$h/$0/cgroup.procs"; done
-      exec nsenter --mount="$1/ns/mnt" --net="$1/ns/net" --uts="$1/ns/uts" -- "${@:2}"' \
-    "filevol-e2e-$n/sys" "$d" "$@" >> "$LOG_DIR/cluster/$n/$w.log" 2>&1 < /dev/null 8>&- &
+      exec nsenter "${@:2:$1}" -- "${@:$(($1 + 2))}"' \
+    "filevol-e2e-$n/sys" "${#ns[@]}" "${ns[@]}" "$@" >> "$LOG_DIR/cluster/$n/$w.log" 2>&1 < /dev/null 8>&- &
   p=$!
   record_pid "$n/$w" "$p"
   log "$n: started $w (pid $p)"
+}
+
+# start_sshd NAME: the node's sshd on its IP, port 22, for the upstream [Disruptive] tests
+# (they ssh to the pod's node to stop its kubelet and look at its mounts): up.sh's key
+# pair and host key, a ForceCommand (node-ssh.sh) that runs the command in the node's
+# mount and UTS namespaces. The sshd itself is in the node's network namespace only:
+# node-ssh.sh enters the node's mount namespace through the pins, which are host mounts.
+# In the node's cgroup: `kill` kills it with the node, `revive` starts it again.
+start_sshd() {
+  local n=$1 d; d=$(nd "$n")
+  [ -s "$d/ssh/sshd_config" ] || return 0
+  start "$n" sshd --net-only "$(command -v sshd)" -D -e -f "$d/ssh/sshd_config"
+}
+# ssh_config NAME IP: the node's sshd_config and session environment (up.sh's, plus the
+# node's name), when up.sh made the keys.
+ssh_config() {
+  local n=$1 ip=$2 d S=$STATE_DIR/ssh; d=$(nd "$n")
+  [ -s "$S/env" ] && [ -s "$S/sshd_config" ] || return 0
+  mkdir -p "$d/ssh"; chmod 700 "$d/ssh"
+  { cat "$S/env"; printf 'export FILEVOL_E2E_NODE=%q\n' "$n"; } > "$d/ssh/env"
+  sed -e "s#^ListenAddress .*#ListenAddress $ip:22#" -e "s#^ForceCommand .*#ForceCommand $CLUSTER_DIR/node-ssh.sh $d/ssh/env#" \
+    "$S/sshd_config" > "$d/ssh/sshd_config"
 }
 
 net_up() {
@@ -216,6 +242,7 @@ up() {
   nsx "$n" ip link set eth0 up
   echo "$ip $zone $pool_mib" > "$d/node.env"
   write_configs "$n" "$ip"
+  ssh_config "$n" "$ip"
   start_procs "$n"
   ctrx "$n" version >/dev/null 2>&1 || sleep 1
   local t
@@ -258,6 +285,7 @@ start_procs() {
   start "$n" containerd containerd --config "$d/containerd/config.toml"
   start "$n" fwd socat TCP-LISTEN:6443,bind=127.0.0.1,reuseaddr,fork TCP:$MN_HOST_IP:6443
   [ ! -s "$d/pool-client.env" ] || start_pool_client "$n"
+  start_sshd "$n"
 }
 # start_pool_client NAME: the node's FUSE client of the shared pool's GlusterFS volume
 # (pool-client), one of the node's processes: `kill` kills it (a dead node's client is
@@ -281,6 +309,35 @@ start_kubelet() {
   start "$n" kubelet "$BIN_DIR/kubelet" --config="$d/kubelet-config.yaml" --kubeconfig="$d/kubelet.kubeconfig" \
     --root-dir="$KUBELET_ROOT" --hostname-override="$n" --node-ip="$ip" \
     --node-labels="topology.kubernetes.io/zone=$zone" --v=2
+}
+
+# kubelet_pid NAME: the node's kubelet, if it runs (the last record that is still the
+# process it names; a zombie counts as gone).
+kubelet_pid() {
+  local name p st stat found=
+  [ -s "$PIDS_FILE" ] || return 1
+  while read -r name p st; do
+    [ "$name" = "$1/kubelet" ] && [ "$(proc_start "$p" 2>/dev/null)" = "$st" ] || continue
+    stat=$(cat "/proc/$p/stat" 2>/dev/null) || continue; stat=${stat##*) }
+    [ "${stat:0:1}" != Z ] && found=$p
+  done < "$PIDS_FILE"
+  [ -n "$found" ] && echo "$found"
+}
+# kubelet_ctl ACTION NAME: stop|start|is-active, as kubelet.sh does for vm.
+kubelet_ctl() {
+  local a=$1 n=$2 p i
+  valid_name "$n"
+  case $a in
+    start) kubelet_pid "$n" >/dev/null || start_kubelet "$n" ;;
+    stop)
+      p=$(kubelet_pid "$n") || return 0
+      kill -TERM "$p"
+      for ((i = 0; i < 200; i++)); do kubelet_pid "$n" >/dev/null || break; sleep 0.1; done
+      if kubelet_pid "$n" >/dev/null; then kill -KILL "$p"; sleep 0.2; log "$n: kubelet killed (pid $p) after 20s"
+      else log "$n: kubelet stopped (pid $p)"; fi ;;
+    is-active) if kubelet_pid "$n" >/dev/null; then echo active; else echo inactive; return 3; fi ;;
+    *) die "usage: node.sh kubelet stop|start|is-active NAME" ;;
+  esac
 }
 
 # node_pids NAME: the node's recorded processes that still are what we started, and
@@ -310,18 +367,6 @@ kill_node() {
   stop_all "$n" KILL
   ip link set "fve-$n" down
   log "$n: killed (kubelet, containerd, shims, containers, forwarder) and cut off the network"
-}
-
-stop_kubelet() {
-  local n=$1 name p st i
-  valid_name "$n"
-  while read -r name p st; do
-    [ "$name" = "$n/kubelet" ] && [ "$(proc_start "$p" 2>/dev/null)" = "$st" ] || continue
-    kill -TERM "$p" 2>/dev/null || true
-    for ((i = 0; i < 100; i++)); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$p" 2>/dev/null && die "$n: kubelet $p still alive 10 s after SIGTERM"
-  done < "$PIDS_FILE"
-  log "$n: kubelet stopped (containers, containerd, pool client and network left running)"
 }
 
 revive() {
@@ -396,10 +441,9 @@ case $cmd in
   pool-client) [ $# = 4 ] || die "usage: node.sh pool-client NAME SERVER VOLUME MOUNTPOINT"
     valid_name "$1"; echo "$2 $3 $4" > "$(nd "$1")/pool-client.env"; start_pool_client "$1" ;;
   names) owned node ;;
-  stop-kubelet) stop_kubelet "$1" ;;
-  start-kubelet) valid_name "$1"; start_kubelet "$1" ;;
   mount) [ $# = 4 ] || die "usage: node.sh mount NAME SOURCE MOUNTPOINT TYPE"
     valid_name "$1"; nsx "$1" mkdir -p "$3"; nsx "$1" mount -t "$4" "$2" "$3" ;;
   ctr) n=$1; shift; valid_name "$n"; ctrx "$n" "$@" ;;
-  *) sed -n '2,46p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  kubelet) [ $# = 2 ] || die "usage: node.sh kubelet stop|start|is-active NAME"; kubelet_ctl "$1" "$2" ;;
+  *) sed -n '2,47p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

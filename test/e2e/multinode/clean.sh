@@ -16,3 +16,4 @@ for d in pool gluster shared-pool dir-pool; do
   [ -d "$STATE_DIR/$d" ] && rm -rf --one-file-system "${STATE_DIR:?}/$d"
 done
 rm -f "$STATE_DIR/dir-pool.img"
+rm -f "$STATE_DIR/shared-controller"   # run.sh's symlink to a shared controller's socket directory

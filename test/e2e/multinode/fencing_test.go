@@ -71,12 +71,14 @@ func TestFencingRefusesAttachWhileOldNodeWrites(t *testing.T) {
 		t.Fatalf("writer's log on %s: %v", a, logs)
 	}
 	writerLog := logs[0]
-	node(t, "stop-kubelet", a)
+	if out, err := execNode("kubelet", "stop", a); err != nil {
+		t.Fatalf("node.sh kubelet stop %s: %v %s", a, err, out)
+	}
 	kubeletUp, tainted := false, false
 	t.Cleanup(func() {
 		if !kubeletUp {
-			out, err := execNode("start-kubelet", a)
-			t.Logf("cleanup: node.sh start-kubelet %s: %v %s", a, err, out)
+			out, err := execNode("kubelet", "start", a)
+			t.Logf("cleanup: node.sh kubelet start %s: %v %s", a, err, out)
 		}
 		if tainted {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -133,7 +135,9 @@ func TestFencingRefusesAttachWhileOldNodeWrites(t *testing.T) {
 	time.Sleep(5 * time.Second)
 	notAttached(t, pv, b)
 
-	node(t, "start-kubelet", a)
+	if out, err := execNode("kubelet", "start", a); err != nil {
+		t.Fatalf("node.sh kubelet start %s: %v %s", a, err, out)
+	}
 	kubeletUp = true
 	t.Logf("untaint: %s", strings.TrimSpace(kubectl(t.Context(), "taint", "node", a, oosTaint+"-")))
 	tainted = false

@@ -12,7 +12,11 @@
 #   3. helm install (values-e2e.yaml + values.yaml here): node DaemonSet on all three
 #      nodes, controller Deployment (2 replicas, leader election);
 #   4. the stories (go test -tags e2e ./test/e2e/multinode), logs in _output/e2e-multinode;
-#   5. clean.sh, always (down.sh, which takes the nodes down first, and the run's directories).
+#   5. the upstream External Storage suite, the tests only several nodes can run (MN_SUITE,
+#      node-local topology, shared image volumes moving, RWX directory volumes from several nodes;
+#      below; test/e2e/README.md, "The suite on three nodes"), logs and junit in
+#      _output/e2e-multinode/suite/;
+#   6. clean.sh, always (down.sh, which takes the nodes down first, and the run's directories).
 #
 # Holds $STATE_DIR/run.lock throughout (the single-node run.sh takes the same lock).
 # Knobs: MN_RUN=regexp (go test -run); MN_BUILD_ONLY=1 (step 1 only), MN_SKIP_BUILD=1 (use what
@@ -21,6 +25,10 @@
 # until FILE exists, then tear down); MN_KEEP=1 (leave the cluster up; make cluster-down);
 # MN_KILLED_RUN=1 (step 1b); MN_OUT=DIR (logs elsewhere than _output/e2e-multinode: killed-run.sh's run); MN_STOP_AFTER=dir-pool
 # (stop once the directory pool is mounted on every node, before the install: killed-run.sh).
+# MN_SUITE=default (CI: topology of the node-local driver, volumes moving between nodes on
+# the shared one), full (also [Disruptive] on both drivers, one at a time, over the
+# nodes' sshds; MN_DISRUPTIVE=local or shared: one driver's only), none (no suite);
+# MN_STORIES=0 leaves the stories out.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../cluster/lib.sh"
@@ -43,6 +51,10 @@ SUMMARY=()
 note() { SUMMARY+=("$*"); log "$*"; }
 
 mkdir -p "$OUT/bin"
+MN_SUITE=${MN_SUITE:-default} MN_STORIES=${MN_STORIES:-1}
+case $MN_SUITE in default|full|none) ;; *) die "MN_SUITE=$MN_SUITE: want default, full or none" ;; esac
+# Counted over the stories and the suite (suite_pass adds to them), for the closing line.
+PASSED=0 FAILED=0 failed=()
 
 finish() {
   local rc=$?
@@ -77,7 +89,8 @@ finish() {
       [ "$rc" != 0 ] || rc=1
     fi
   fi
-  note "total: $(since)s (with the lock: $(( $(date +%s) - ${TL:-$(date +%s)} ))s), exit $rc"
+  [ "$rc" = 0 ] || [ "$FAILED" -gt 0 ] || FAILED=1
+  note "total: $(since)s (with the lock: $(( $(date +%s) - ${TL:-$(date +%s)} ))s), $PASSED passed, $FAILED failed, exit $rc"
   printf '%s\n' "${SUMMARY[@]}" > "$OUT/summary.txt"
   echo "==== e2e-multinode summary (also in $OUT/summary.txt)"; printf '  %s\n' "${SUMMARY[@]}"
   exit "$rc"
@@ -91,7 +104,8 @@ if [ "${MN_SKIP_BUILD:-0}" != 1 ]; then
 "$CLUSTER_DIR/install-packages.sh" >/dev/null
 "$CLUSTER_DIR/build.sh" >/dev/null
 make -C "$REPO_ROOT" --no-print-directory build >/dev/null
-(cd "$REPO_ROOT" && go test -c -tags e2e -o "$OUT/bin/multinode.test" ./test/e2e/multinode)
+(cd "$REPO_ROOT" && go test -c -tags e2e -o "$OUT/bin/multinode.test" ./test/e2e/multinode &&
+  go build -o "$OUT/bin/capprobe" ./test/e2e/capprobe)
 "$REPO_ROOT/hack/images.sh" "$REPO_ROOT/_output/images" > "$OUT/images.log" 2>&1 || die "hack/images.sh failed: $(tail -20 "$OUT/images.log")"
 note "build: $(since)s"
 fi
@@ -110,7 +124,7 @@ TL=$(date +%s)
 # The last run's logs to prev/, once the lock is ours: a run waiting for it must not move the
 # logs of the run that holds it.
 rm -rf "$OUT/prev"; mkdir -p "$OUT/prev"
-for f in stories.log summary.txt install.log killed-run.log driver cluster; do [ -e "$OUT/$f" ] && mv "$OUT/$f" "$OUT/prev/"; done
+for f in stories.log summary.txt install.log killed-run.log driver cluster suite testdriver.yaml testdriver-shared.yaml testdriver-dir.yaml; do [ -e "$OUT/$f" ] && mv "$OUT/$f" "$OUT/prev/"; done
 
 # ---- 1b. a killed run, and its clean-up proved complete ------------------------------------
 # Not in killed-run.sh's own run of this script (MN_STOP_AFTER), which it kills.
@@ -184,6 +198,7 @@ done
 note "install: $(( $(date +%s) - t ))s; $("${K[@]}" -n filevol get pods -o wide --no-headers | awk '{print $1 "@" $7}' | tr '\n' ' ')"
 
 # ---- 4. stories ----------------------------------------------------------------------------
+if [ "$MN_STORIES" = 1 ]; then
 t=$(date +%s)
 rc=0
 fg env FILEVOL_E2E_KUBECONFIG="$ADMIN_KUBECONFIG" FILEVOL_E2E_IMAGE="$BUSYBOX_TAG" \
@@ -192,6 +207,72 @@ fg env FILEVOL_E2E_KUBECONFIG="$ADMIN_KUBECONFIG" FILEVOL_E2E_IMAGE="$BUSYBOX_TA
   FILEVOL_E2E_DIR_POOL="$DIR_POOL" FILEVOL_E2E_STATE="$STATE_DIR" \
   "$OUT/bin/multinode.test" -test.v -test.timeout 20m ${MN_RUN:+-test.run "$MN_RUN"} > "$OUT/stories.log" 2>&1 || rc=$?
 lines=$(grep -E '^--- (PASS|FAIL|SKIP)' "$OUT/stories.log" || true)
-note "stories: $(( $(date +%s) - t ))s, $(grep -c '^--- PASS' <<<"$lines" || true) passed, $(grep -c '^--- FAIL' <<<"$lines" || true) failed (exit $rc, $OUT/stories.log)"
+pass=$(grep -c '^--- PASS' <<<"$lines" || true) fail=$(grep -c '^--- FAIL' <<<"$lines" || true)
+PASSED=$(( PASSED + pass )) FAILED=$(( FAILED + fail ))
+note "stories: $(( $(date +%s) - t ))s, $pass passed, $fail failed (exit $rc, $OUT/stories.log)"
 grep -E '^--- (FAIL|SKIP)' <<<"$lines" | sed 's/^/  /' || true
-[ "$rc" = 0 ] || die "stories failed"
+[ "$rc" = 0 ] || failed+=(stories)
+fi
+
+# ---- 5. External Storage suite: what needs several nodes --------------------------------------
+# The single-node run (make e2e) runs the suite's other tests: here only what one node
+# cannot show, from the same declarations (test/e2e/testdriver*.yaml) with what is
+# different on three nodes set below. Their reasons go to the summary.
+if [ "$MN_SUITE" != none ]; then
+  t=$(date +%s)
+  SUITE_DIR=$OUT/suite
+  source "$CLUSTER_DIR/suite.sh"
+  # set_cap FILE NAME VALUE WHY: the rendered declaration's capability NAME set to VALUE.
+  set_cap() {
+    [ "$(grep -cE "^\s+$2: " "$1")" = 1 ] || die "$1: capability $2 not declared exactly once"
+    sed -i -E "s|^(\s+$2:).*|\1 $3   # multinode: $4|" "$1"
+    note "  $(basename "$1"): $2: $3 ($4)"
+  }
+  "$OUT/bin/capprobe" -endpoint "unix://$KUBELET_ROOT/plugins/filevol.csi.io/csi.sock" \
+    -template "$REPO_ROOT/test/e2e/testdriver.yaml" -out "$OUT/testdriver.yaml" >/dev/null
+  set_cap "$OUT/testdriver.yaml" groupSnapshot false "values.yaml: snapshotter: node; a per-node csi-snapshotter serves no group snapshots"
+  # (n2's pool is 512 MiB, for the capacity story: a 1 GiB claim that the topology tests
+  # allow on n2 alone never fits, and the scheduler and the provisioners rightly refuse it.)
+  set_cap "$OUT/testdriver.yaml" Min 300Mi "the smallest xfs; n2's pool (MN_POOL_N2, 512 MiB) cannot hold the 1Gi default"
+  # The shared driver is probed at vm's node plugin and at one controller replica, whose
+  # socket lies in its pod's emptyDir on the node it runs on (vm's kubelet root, or the
+  # extra node's, $STATE_DIR/nodes/NAME/kubelet on the host), reached through a short
+  # symlink (a unix socket address is at most 108 bytes).
+  # (jsonpath prints no newline: read then fails although it read both.)
+  read -r uid node < <("${K[@]}" -n filevol get pods -l app.kubernetes.io/component=shared-controller \
+    -o jsonpath='{.items[0].metadata.uid} {.items[0].spec.nodeName}') || [ -n "${node:-}" ] || die "no shared controller pod"
+  root=$KUBELET_ROOT; [ "$node" = "$NODE_NAME" ] || root=$STATE_DIR/nodes/$node/kubelet
+  ln -sfn "$root/pods/$uid/volumes/kubernetes.io~empty-dir/socket-dir" "$STATE_DIR/shared-controller"
+  "$OUT/bin/capprobe" -endpoint "unix://$KUBELET_ROOT/plugins/shared.filevol.csi.io/csi.sock,unix://$STATE_DIR/shared-controller/csi.sock" \
+    -template "$REPO_ROOT/test/e2e/testdriver-shared.yaml" -out "$OUT/testdriver-shared.yaml" >/dev/null
+  set_cap "$OUT/testdriver-shared.yaml" singleNodeVolume false "every node mounts the pool: a volume is attached to one node at a time, and moves"
+  # Its directory volumes (the btrfs every node mounts, class filevol-dir): ReadWriteMany.
+  "$OUT/bin/capprobe" -endpoint "unix://$KUBELET_ROOT/plugins/shared.filevol.csi.io/csi.sock,unix://$STATE_DIR/shared-controller/csi.sock" \
+    -template "$REPO_ROOT/test/e2e/testdriver-dir.yaml" -out "$OUT/testdriver-dir.yaml" >/dev/null
+  set_cap "$OUT/testdriver-dir.yaml" singleNodeVolume false "every node mounts the directory pool: pods on several nodes use one claim at once"
+  note "suite: declarations rendered ($(( $(date +%s) - t ))s)"
+  suite_ssh_env
+  # Node-local: each node is its own topology segment (topology.filevol.csi.io/node), so
+  # both topology tests run, the conflicting one only here (one node is one segment). Its
+  # multiVolume "on different node" tests skip themselves (singleNodeVolume).
+  suite_pass local 4 'External.Storage.*\[Driver: filevol.csi.io\].*topology should' '' "$OUT/testdriver.yaml"
+  # Shared: the multiVolume tests that move two volumes from one node to another. Its
+  # image volumes are single-node (no RWX, no ROX: internal/csi/validate.go,
+  # errImageSingleNode), so "concurrently ... from pods on different node" skips itself.
+  suite_pass shared 4 'External.Storage.*\[Driver: shared.filevol.csi.io\].*multiVolume.*on different node' '' "$OUT/testdriver-shared.yaml"
+  # Directory volumes: one claim written from pods on different nodes at once (RWX), and
+  # volumes that move between nodes.
+  suite_pass dir 4 'External.Storage.*\[Driver: shared.filevol.csi.io\].*multiVolume.*on different node' '' "$OUT/testdriver-dir.yaml"
+  if [ "$MN_SUITE" = full ]; then
+    [[ ${ssh_env[*]} ]] || die "MN_SUITE=full: no ssh key (up.sh did not start its sshd)"
+    # One at a time: a test that stops a kubelet breaks any other under way on that node.
+    if [ "${MN_DISRUPTIVE:-both}" != shared ]; then
+      suite_pass disruptive 1 'External.Storage.*\[Driver: filevol.csi.io\].*\[Disruptive\]' '' "$OUT/testdriver.yaml"
+    fi
+    if [ "${MN_DISRUPTIVE:-both}" != local ]; then
+      suite_pass disruptive-shared 1 'External.Storage.*\[Driver: shared.filevol.csi.io\].*\[Disruptive\]' '' \
+        "$OUT/testdriver-shared.yaml"
+    fi
+  fi
+fi
+[ ${#failed[@]} = 0 ] || die "failed: ${failed[*]}"
