@@ -34,8 +34,12 @@ import (
 // watcher reports step boundaries and kills the driver at an armed one.
 type watcher struct {
 	pool, kubelet string
-	st            *stats
-	driver        func() *instance // the driver running now, nil if none
+	// barrierDir is where drain makes its files: pool itself, or, when
+	// pool is a GlusterFS brick, the pool through a client mount (a file
+	// made in the brick behind the server's back is not the volume's).
+	barrierDir string
+	st         *stats
+	driver     func() *instance // the driver running now, nil if none
 
 	mu        sync.Mutex
 	armed     string
@@ -54,6 +58,11 @@ type watcher struct {
 	barriers map[string]chan struct{}
 	nBarrier int
 
+	// Loop devices (killpoints_loop_test.go), when watched.
+	uevents   *os.File
+	loopRoots []string
+	ours      map[string]bool // loopN → backed by a file under loopRoots; under mu
+
 	ino     *os.File
 	inoFD   int
 	wds     map[int32]string // watch descriptor → directory (relative to pool)
@@ -64,7 +73,35 @@ type watcher struct {
 // watchKillPoints starts watching pool (which must exist) and the mounts
 // under kubelet.
 func watchKillPoints(poolDir, kubelet string, st *stats, driver func() *instance) (*watcher, error) {
-	w := &watcher{pool: poolDir, kubelet: kubelet, st: st, driver: driver, fired: make(chan string, 1), wds: map[int32]string{}, barriers: map[string]chan struct{}{}}
+	return watchKillPointsOf(watchSpec{pool: poolDir, barrierDir: poolDir, kubelet: kubelet}, st, driver)
+}
+
+// watchSpec says what a watcher watches.
+type watchSpec struct {
+	// pool is the directory whose changes are boundaries: the pool, or the
+	// pool's directory in a GlusterFS brick. inotify sees only the changes
+	// made through the kernel that runs it: on a FUSE mount, those of that
+	// mount's own client, never another node's; on the brick, the server's
+	// own filesystem, every client's, each one as the server carries it
+	// out, before the client's call returns. So a shared pool on GlusterFS
+	// is watched on its brick: the controller's and every node's writes
+	// are seen there, in the order the server made them, which is the
+	// order of the calls, since every one of them waits for its reply.
+	// Polling the pool through a mount instead would see a change up to a
+	// period late and miss a file made and renamed away within one.
+	pool string
+	// barrierDir is the same directory as a process of the pool sees it,
+	// where drain makes its files.
+	barrierDir string
+	kubelet    string
+	// loopRoots: when set, loop devices backed by files under them are
+	// watched too (killpoints_loop_test.go).
+	loopRoots []string
+}
+
+func watchKillPointsOf(spec watchSpec, st *stats, driver func() *instance) (*watcher, error) {
+	poolDir := spec.pool
+	w := &watcher{pool: poolDir, barrierDir: spec.barrierDir, kubelet: spec.kubelet, st: st, driver: driver, fired: make(chan string, 1), wds: map[int32]string{}, barriers: map[string]chan struct{}{}}
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return nil, fmt.Errorf("inotify: %w", err)
@@ -84,6 +121,13 @@ func watchKillPoints(poolDir, kubelet string, st *stats, driver func() *instance
 	if err != nil {
 		w.ino.Close()
 		return nil, err
+	}
+	if len(spec.loopRoots) > 0 {
+		if err := w.watchLoops(spec.loopRoots); err != nil {
+			w.ino.Close()
+			mi.Close()
+			return nil, err
+		}
 	}
 	w.wg.Add(2)
 	go w.readInotify()
@@ -108,6 +152,9 @@ func (w *watcher) addWatch(path string) error {
 func (w *watcher) close() {
 	w.stopped.Store(true)
 	w.ino.Close()
+	if w.uevents != nil {
+		w.uevents.Close()
+	}
 	w.wg.Wait()
 }
 
@@ -138,7 +185,7 @@ func (w *watcher) drain() {
 	seen := make(chan struct{})
 	w.barriers[name] = seen
 	w.mu.Unlock()
-	path := filepath.Join(w.pool, name)
+	path := filepath.Join(w.barrierDir, name)
 	if err := os.WriteFile(path, nil, 0o600); err == nil {
 		select {
 		case <-seen:
@@ -149,6 +196,9 @@ func (w *watcher) drain() {
 	w.mu.Lock()
 	delete(w.barriers, name)
 	w.mu.Unlock()
+	if w.uevents != nil {
+		w.rescanLoops()
+	}
 }
 
 // arm makes the next boundary called point kill the driver running now;
