@@ -254,18 +254,37 @@ func TestDetachBusyNamesTheHolder(t *testing.T) {
 // it the namespace.
 func holdInAnotherNamespace(t *testing.T, keep string) (release func()) {
 	t.Helper()
-	ready, done := make(chan error), make(chan struct{})
+	ready, done, back := make(chan error), make(chan struct{}), make(chan error)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+		// Never unlocked: the thread is not given back to other goroutines
+		// even after it returned to our namespace.
+		runtime.LockOSThread()
+		ours, err := os.Open("/proc/thread-self/ns/mnt")
+		if err != nil {
+			ready <- err
+			return
+		}
+		defer ours.Close()
 		ready <- privateCopyKeeping(keep)
 		<-done
+		// Back to our namespace, which ends the copy (its last user).
+		// Not left to the thread's exit: a goroutine locked to the main
+		// thread does not end it.
+		back <- unix.Setns(int(ours.Fd()), unix.CLONE_NEWNS)
 	}()
 	if err := <-ready; err != nil {
 		close(done)
 		t.Fatalf("new mount namespace: %v", err)
 	}
 	var once sync.Once
-	release = func() { once.Do(func() { close(done) }) }
+	release = func() {
+		once.Do(func() {
+			close(done)
+			if err := <-back; err != nil {
+				t.Errorf("leave the mount namespace: %v", err)
+			}
+		})
+	}
 	t.Cleanup(release)
 	return release
 }
