@@ -18,6 +18,10 @@ import (
 // device frees when that program drops its copy.
 const ForeignMount = "mounted in another mount namespace"
 
+// MountedHere marks a busy error whose device is still mounted in the
+// caller's own mount namespace.
+const MountedHere = "mounted in this mount namespace"
+
 // maxHolders bounds how many holding namespaces a message names.
 const maxHolders = 3
 
@@ -45,7 +49,7 @@ func holders(devPath string) string {
 			continue
 		}
 		seen[ns] = true
-		at := mountedAt(task+"/mountinfo", want)
+		at := mountedAt(task+"/mountinfo", want, devPath)
 		if at == "" {
 			continue
 		}
@@ -59,7 +63,7 @@ func holders(devPath string) string {
 	}
 	switch {
 	case len(here) > 0:
-		return fmt.Sprintf("; device %s is mounted in this mount namespace at %s", want, strings.Join(here, ", "))
+		return fmt.Sprintf("; device %s is %s at %s", want, MountedHere, strings.Join(here, ", "))
 	case len(there) > 0:
 		more := ""
 		if len(there) > maxHolders {
@@ -71,9 +75,11 @@ func holders(devPath string) string {
 	return fmt.Sprintf("; device %s is mounted in no process's mount namespace", want)
 }
 
-// mountedAt returns the first mount point of device majMin ("7:3") in a
-// mountinfo file, or "".
-func mountedAt(mountinfo, majMin string) string {
+// mountedAt returns the first mount point of device majMin ("7:3") or
+// source devPath in a mountinfo file, or "". Both: btrfs shows an
+// anonymous device number there, not its block device's, which only its
+// source names.
+func mountedAt(mountinfo, majMin, devPath string) string {
 	f, err := os.Open(mountinfo)
 	if err != nil {
 		return ""
@@ -83,8 +89,10 @@ func mountedAt(mountinfo, majMin string) string {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		// ID parent major:minor root mountpoint ...
-		fields := strings.SplitN(sc.Text(), " ", 6)
-		if len(fields) >= 5 && fields[2] == majMin {
+		line := sc.Text()
+		fields := strings.SplitN(line, " ", 6)
+		_, tail, _ := strings.Cut(line, " - ") // fstype source superoptions
+		if len(fields) >= 5 && (fields[2] == majMin || sourceIs(tail, devPath)) {
 			if p, err := strconv.Unquote(`"` + fields[4] + `"`); err == nil {
 				return p
 			}
@@ -92,4 +100,11 @@ func mountedAt(mountinfo, majMin string) string {
 		}
 	}
 	return ""
+}
+
+// sourceIs reports whether the "fstype source superoptions" tail of a
+// mountinfo line has source dev.
+func sourceIs(tail, dev string) bool {
+	f := strings.Fields(tail)
+	return len(f) >= 2 && f[1] == dev
 }
