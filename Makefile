@@ -68,7 +68,7 @@ bench-snapshot: build deps ## snapshot, restore and expansion timings on xfs (re
 	./hack/bench-snapshot.sh
 
 FAULTS_ITERATIONS ?= 200
-faults: build ## crash safety: SIGKILL the driver through whole lifecycles and reboots, and a shared pool's controller and node processes at every boundary of attach, detach, stage and unstage (long; make test runs a short one)
+faults: build ## crash safety: SIGKILL the driver through whole lifecycles and reboots, and a shared pool's controller and node processes at every boundary of attach, detach, stage and unstage, on a local directory and on GlusterFS (long; make test runs a short one)
 	$(GO) test -count=1 -v -timeout 60m ./test/faults -args -iterations=$(FAULTS_ITERATIONS) -bin=$(CURDIR)/$(BIN)
 
 stress: ## 64 concurrent callers on 4 volumes under -race

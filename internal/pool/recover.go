@@ -141,7 +141,18 @@ func loadStore[T record](p *Pool, st *recordstore.Store[T], kind string, valid f
 			// Only a duplicate create that crashed before cleaning up makes
 			// the first, and another owner works on the image in the second;
 			// either way a .tmp image might be a moved-aside one: keep it.
+			// Unless it is the image itself under a second name: a rename
+			// by link and unlink (durable.RenameNoReplace, where the
+			// filesystem has no RENAME_NOREPLACE, as GlusterFS's FUSE
+			// client) cut between the two. Kept, it would hold the live
+			// image, and once the volume is deleted its data, for ever.
 			for _, name := range own {
+				if im.present[id] && sameFile(dir+"/"+name, imagePath(dir, id)) {
+					if err := recordstore.RemoveGarbage(dir + "/" + name); err != nil {
+						return err
+					}
+					continue
+				}
 				if err := p.quarantineFrom(dir, name); err != nil {
 					return err
 				}
@@ -213,4 +224,10 @@ func (p *Pool) quarantineFrom(dir, name string) error {
 	klog.InfoS("Quarantined an image without a record; it may hold data, remove it by hand once checked",
 		"from", dir+"/"+name, "to", dst)
 	return durable.SyncDir(p.qdir)
+}
+
+// sameFile reports whether paths a and b name one file (a hard link).
+func sameFile(a, b string) bool {
+	var sa, sb unix.Stat_t
+	return unix.Lstat(a, &sa) == nil && unix.Lstat(b, &sb) == nil && sa.Dev == sb.Dev && sa.Ino == sb.Ino
 }

@@ -97,6 +97,17 @@ func TestOpenRepairs(t *testing.T) {
 			want: []string{id + ".img", id + ".json"}, quarantined: 1, listed: true, imageExists: true,
 		},
 		{
+			// durable.RenameNoReplace links and unlinks where the
+			// filesystem has no RENAME_NOREPLACE (GlusterFS's FUSE
+			// client): a crash between the two leaves the image under its
+			// temporary name too. Quarantining that name kept a second
+			// link to the live image, and after the volume's delete its
+			// data, for ever (the shared pool's kill test on GlusterFS).
+			name:  "image renamed by link and unlink, cut between the two: its temporary name removed",
+			crash: func(t *testing.T, v string) { link(t, v+"/"+id+".img", v+"/.tmp-"+id+".img") },
+			want:  []string{id + ".img", id + ".json"}, listed: true, imageExists: true,
+		},
+		{
 			name:  "unknown files left alone",
 			crash: func(t *testing.T, v string) { write(t, v+"/README", "x"); write(t, v+"/.tmp-foo", "x") },
 			want:  []string{".tmp-foo", "README", id + ".img", id + ".json"}, listed: true, imageExists: true,
@@ -253,6 +264,13 @@ func write(t *testing.T, path, data string) {
 func truncate(t *testing.T, path string, size int64) {
 	t.Helper()
 	if err := os.Truncate(path, size); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func link(t *testing.T, from, to string) {
+	t.Helper()
+	if err := os.Link(from, to); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -34,8 +34,12 @@ import (
 // watcher reports step boundaries and kills the driver at an armed one.
 type watcher struct {
 	pool, kubelet string
-	st            *stats
-	driver        func() *instance // the driver running now, nil if none
+	// barrierDir is where drain makes its files: pool itself, or, when
+	// pool is a GlusterFS brick, the pool through a client mount (a file
+	// made in the brick behind the server's back is not the volume's).
+	barrierDir string
+	st         *stats
+	driver     func() *instance // the driver running now, nil if none
 
 	mu        sync.Mutex
 	armed     string
@@ -54,6 +58,11 @@ type watcher struct {
 	barriers map[string]chan struct{}
 	nBarrier int
 
+	// Loop devices (killpoints_loop_test.go), when watched.
+	uevents   *os.File
+	loopRoots []string
+	ours      map[string]bool // loopN → backed by a file under loopRoots; under mu
+
 	ino     *os.File
 	inoFD   int
 	wds     map[int32]string // watch descriptor → directory (relative to pool)
@@ -64,7 +73,35 @@ type watcher struct {
 // watchKillPoints starts watching pool (which must exist) and the mounts
 // under kubelet.
 func watchKillPoints(poolDir, kubelet string, st *stats, driver func() *instance) (*watcher, error) {
-	w := &watcher{pool: poolDir, kubelet: kubelet, st: st, driver: driver, fired: make(chan string, 1), wds: map[int32]string{}, barriers: map[string]chan struct{}{}}
+	return watchKillPointsOf(watchSpec{pool: poolDir, barrierDir: poolDir, kubelet: kubelet}, st, driver)
+}
+
+// watchSpec says what a watcher watches.
+type watchSpec struct {
+	// pool is the directory whose changes are boundaries: the pool, or the
+	// pool's directory in a GlusterFS brick. inotify sees only the changes
+	// made through the kernel that runs it: on a FUSE mount, those of that
+	// mount's own client, never another node's; on the brick, the server's
+	// own filesystem, every client's, each one as the server carries it
+	// out, before the client's call returns. So a shared pool on GlusterFS
+	// is watched on its brick: the controller's and every node's writes
+	// are seen there, in the order the server made them, which is the
+	// order of the calls, since every one of them waits for its reply.
+	// Polling the pool through a mount instead would see a change up to a
+	// period late and miss a file made and renamed away within one.
+	pool string
+	// barrierDir is the same directory as a process of the pool sees it,
+	// where drain makes its files.
+	barrierDir string
+	kubelet    string
+	// loopRoots: when set, loop devices backed by files under them are
+	// watched too (killpoints_loop_test.go).
+	loopRoots []string
+}
+
+func watchKillPointsOf(spec watchSpec, st *stats, driver func() *instance) (*watcher, error) {
+	poolDir := spec.pool
+	w := &watcher{pool: poolDir, barrierDir: spec.barrierDir, kubelet: spec.kubelet, st: st, driver: driver, fired: make(chan string, 1), wds: map[int32]string{}, barriers: map[string]chan struct{}{}}
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return nil, fmt.Errorf("inotify: %w", err)
@@ -80,10 +117,17 @@ func watchKillPoints(poolDir, kubelet string, st *stats, driver func() *instance
 		w.ino.Close()
 		return nil, err
 	}
-	mi, err := os.Open("/proc/self/mountinfo")
+	mi, err := openMountinfo()
 	if err != nil {
 		w.ino.Close()
 		return nil, err
+	}
+	if len(spec.loopRoots) > 0 {
+		if err := w.watchLoops(spec.loopRoots); err != nil {
+			w.ino.Close()
+			mi.Close()
+			return nil, err
+		}
 	}
 	w.wg.Add(2)
 	go w.readInotify()
@@ -108,6 +152,9 @@ func (w *watcher) addWatch(path string) error {
 func (w *watcher) close() {
 	w.stopped.Store(true)
 	w.ino.Close()
+	if w.uevents != nil {
+		w.uevents.Close()
+	}
 	w.wg.Wait()
 }
 
@@ -138,7 +185,7 @@ func (w *watcher) drain() {
 	seen := make(chan struct{})
 	w.barriers[name] = seen
 	w.mu.Unlock()
-	path := filepath.Join(w.pool, name)
+	path := filepath.Join(w.barrierDir, name)
 	if err := os.WriteFile(path, nil, 0o600); err == nil {
 		select {
 		case <-seen:
@@ -149,6 +196,9 @@ func (w *watcher) drain() {
 	w.mu.Lock()
 	delete(w.barriers, name)
 	w.mu.Unlock()
+	if w.uevents != nil {
+		w.rescanLoops()
+	}
 }
 
 // arm makes the next boundary called point kill the driver running now;
@@ -222,6 +272,9 @@ var (
 	reVolumeID = regexp.MustCompile(`fv(1-[a-z]+-[0-9a-f]{8})?-[0-9a-f]{32}`)
 	reSnapID   = regexp.MustCompile(`fs(1-[0-9a-f]{8})?-[0-9a-f]{32}`)
 	reRandom   = regexp.MustCompile(`\.json\.[0-9a-z]+$`)
+	// os.CreateTemp's suffix (the in-use records' temporary files), a
+	// freeze request's owner token, a freeze lock's inode number.
+	reTempTail = regexp.MustCompile(`^(\.tmp-<hex>\.|\.owner-|#)[0-9a-z]+$`)
 	reHex      = regexp.MustCompile(`[0-9a-f]{16,}`)
 	reStamp    = regexp.MustCompile(`\d{8}T[\d.]+Z`)
 )
@@ -232,7 +285,8 @@ func normalize(name string) string {
 	name = reSnapID.ReplaceAllString(name, "<sid>")
 	name = reRandom.ReplaceAllString(name, ".json.<rand>")
 	name = reStamp.ReplaceAllString(name, "<time>")
-	return reHex.ReplaceAllString(name, "<hex>")
+	name = reHex.ReplaceAllString(name, "<hex>")
+	return reTempTail.ReplaceAllString(name, "$1<rand>")
 }
 
 var inotifyOps = []struct {
@@ -316,6 +370,24 @@ func (w *watcher) pollMounts(mi *os.File) {
 	}
 }
 
+// openMountinfo opens /proc/self/mountinfo as a blocking file that Go's
+// network poller does not know. os.Open registers any file whose driver
+// can poll with the runtime's epoll set, and mountinfo can: each time the
+// runtime's epoll_wait (busy with the harness's gRPC connections) checks
+// the file, the kernel's mounts_poll takes the pending change for seen,
+// and the POLLPRI that pollMounts waits for never comes. Stages and
+// unstages went unseen: of 70 mounts and unmounts of a run, the watcher
+// saw about half, none of them while a kill was armed, so NodeStageVolume
+// was never killed at its mount and NodeUnstageVolume at its unmount.
+func openMountinfo() (*os.File, error) {
+	fd, err := unix.Open("/proc/self/mountinfo", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open mountinfo: %w", err)
+	}
+	// A blocking descriptor given to NewFile stays out of the poller.
+	return os.NewFile(uintptr(fd), "/proc/self/mountinfo"), nil
+}
+
 // mountsUnder rereads mountinfo (which also rearms the poll) and returns
 // the mounts under kubelet, each with the name of its kind.
 func (w *watcher) mountsUnder(mi *os.File) map[string]string {
@@ -341,6 +413,8 @@ func (w *watcher) mountsUnder(mi *os.File) map[string]string {
 			kind = "staging"
 		case len(parts) == 3 && parts[0] == "pods":
 			kind = "target"
+		case parts[len(parts)-1] == "staging": // a shared pool's node: <node>/kubelet/staging
+			kind = "staging"
 		}
 		out[m.MountPoint+"\x00"+fmt.Sprint(m.ID)] = kind + " (" + m.FSType + ")"
 	}

@@ -2,7 +2,9 @@ package faults
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -21,10 +24,13 @@ import (
 	"github.com/filevol/filevol/internal/hostos/mount"
 	"github.com/filevol/filevol/internal/inuse"
 	"github.com/filevol/filevol/internal/testutil"
+	"github.com/filevol/filevol/internal/testutil/gluster"
 )
 
 // A shared pool's attach and detach under SIGKILL: a controller process
-// and two node processes on one pool directory; the controller is killed
+// and two node processes on one pool, a local directory or a GlusterFS
+// volume that each process mounts with a FUSE client of its own (as each
+// node of a cluster does, internal/testutil/gluster); the controller is killed
 // at every step boundary of ControllerPublishVolume and
 // ControllerUnpublishVolume, node-a at every boundary of NodeStageVolume
 // and NodeUnstageVolume (the watcher of killpoints_test.go names them).
@@ -38,32 +44,75 @@ import (
 const sharedPoolName = "faults-shared"
 
 type sharedPool struct {
-	t      *testing.T
-	dir    string
-	pool   string
-	bin    string
-	ctrl   *proc
-	nodes  map[string]*proc
-	target atomic.Pointer[proc] // the process a kill point is armed for
-	w      *watcher
-	st     *stats
-	kills  map[string]int // by operation
-	vols   int
+	t       *testing.T
+	backend string
+	dir     string
+	g       *gluster.Cluster // nil on local
+	// pool is the pool as the controller sees it, pools as each process
+	// does (one directory on local, each one's client mount on gluster);
+	// storage as the storage holds it: the directory, or its brick.
+	pool    string
+	pools   map[string]string
+	storage string
+	bin     string
+	ctrl    *proc
+	nodes   map[string]*proc
+	target  atomic.Pointer[proc] // the process a kill point is armed for
+	w       *watcher
+	st      *stats
+	kills   map[string]int // by operation
+	vols    int
 }
 
-func newSharedPool(t *testing.T) *sharedPool {
+// sharedBackends are the filesystems a shared pool is killed on.
+var sharedBackends = []string{"local", "gluster"}
+
+// sharedGluster is the volume's configuration that
+// docs/shared-pools-glusterfs.md requires (and test/multinode uses):
+// client.strict-locks, without which a client reopens a locked file
+// without its lock, and no caching of metadata, with which a controller
+// read a record another had replaced a moment before.
+var sharedGluster = gluster.Options{PingTimeout: 5 * time.Second, Set: [][2]string{
+	{"performance.stat-prefetch", "off"}, {"performance.quick-read", "off"}, {"client.strict-locks", "on"},
+}}
+
+// sharedClientArgs: no kernel entry or attribute cache in the clients.
+var sharedClientArgs = []string{"--entry-timeout=0", "--attribute-timeout=0"}
+
+func newSharedPool(t *testing.T, backend string) *sharedPool {
 	testutil.RequireRoot(t)
-	sp := &sharedPool{t: t, dir: testutil.Scratch(t, "faults-shared"), st: newStats(), nodes: map[string]*proc{}, kills: map[string]int{}}
-	sp.pool = filepath.Join(sp.dir, "pool")
-	if err := os.MkdirAll(sp.pool, 0o750); err != nil {
-		t.Fatal(err)
+	sp := &sharedPool{t: t, backend: backend, st: newStats(), nodes: map[string]*proc{}, pools: map[string]string{}, kills: map[string]int{}}
+	if backend == "gluster" {
+		// Skips where the harness cannot run (not root, no GlusterFS).
+		sp.g = gluster.Start(t, sharedGluster)
+	}
+	sp.dir = testutil.Scratch(t, "faults-shared")
+	if sp.g != nil {
+		// Registered after gluster.Start, so it runs before the volume's
+		// teardown: a device or mount a failed round left on a client
+		// mount would keep the client busy.
+		t.Cleanup(sp.cleanKernel)
+	}
+	for _, name := range []string{"ctrl", "node-a", "node-b"} {
+		pool := filepath.Join(sp.dir, "pool")
+		if sp.g != nil {
+			pool = filepath.Join(sp.g.MountNode(t, name, sharedClientArgs...), "pool")
+		}
+		if err := os.MkdirAll(pool, 0o750); err != nil {
+			t.Fatal(err)
+		}
+		sp.pools[name] = pool
+	}
+	sp.pool, sp.storage = sp.pools["ctrl"], sp.pools["ctrl"]
+	if sp.g != nil {
+		sp.storage = filepath.Join(sp.g.BrickDir(), "pool")
 	}
 	sp.bin = buildDriver(t, t.TempDir())
 	sp.ctrl = sp.newProc("ctrl", "controller")
 	for _, n := range []string{"node-a", "node-b"} {
 		sp.nodes[n] = sp.newProc(n, "node")
 	}
-	w, err := watchKillPoints(sp.pool, sp.dir, sp.st, func() *instance {
+	w, err := watchKillPointsOf(watchSpec{pool: sp.storage, barrierDir: sp.pool, kubelet: sp.dir, loopRoots: sp.poolDirs()}, sp.st, func() *instance {
 		if p := sp.target.Load(); p != nil {
 			return p.current()
 		}
@@ -79,7 +128,7 @@ func newSharedPool(t *testing.T) *sharedPool {
 
 func (sp *sharedPool) newProc(name, mode string) *proc {
 	p := newProc(sp.t, sp.bin, filepath.Join(sp.dir, name))
-	p.extraArgs = []string{"--mode", mode, "--pool-shared", "--pool-name", sharedPoolName, "--pool-dir", sp.pool, "--node-id", name}
+	p.extraArgs = []string{"--mode", mode, "--pool-shared", "--pool-name", sharedPoolName, "--pool-dir", sp.pools[name], "--node-id", name}
 	if err := p.start(); err != nil {
 		sp.t.Fatal(err)
 	}
@@ -103,9 +152,18 @@ type sharedOp struct {
 }
 
 // TestSharedPoolKillPoints kills at the nth boundary of each call, n = 1,
-// 2, ... until the call ends before its nth boundary.
+// 2, ... until the call ends before its nth boundary (n = 1, 4, 7, ... in
+// the short run of make test, as the group snapshot's kills), on each
+// backend.
 func TestSharedPoolKillPoints(t *testing.T) {
-	sp := newSharedPool(t)
+	for _, backend := range sharedBackends {
+		t.Run(backend, func(t *testing.T) { sharedKillPoints(t, backend) })
+	}
+}
+
+func sharedKillPoints(t *testing.T, backend string) {
+	began := time.Now()
+	sp := newSharedPool(t, backend)
 	ops := []sharedOp{
 		{
 			name: "ControllerPublishVolume", victim: func(sp *sharedPool) *proc { return sp.ctrl },
@@ -158,16 +216,18 @@ func TestSharedPoolKillPoints(t *testing.T) {
 			},
 		},
 	}
+	stride := groupStride()
 	for _, op := range ops {
-		for n := 1; ; n++ {
+		kills := 0
+		for n := 1; ; n += stride {
 			if n > 60 {
 				t.Fatalf("%s: more than 60 boundaries", op.name)
 			}
-			fired := sp.round(op, n)
-			if !fired {
-				t.Logf("%s: killed at each of its %d boundaries", op.name, n-1)
+			if !sp.round(op, n) {
+				t.Logf("%s: killed at %d boundaries, every %s from the first; it has fewer than %d", op.name, kills, ordinal(stride), n)
 				break
 			}
+			kills++
 		}
 	}
 	var points []string
@@ -175,7 +235,20 @@ func TestSharedPoolKillPoints(t *testing.T) {
 		points = append(points, fmt.Sprintf("%s ×%d", p, k))
 	}
 	sort.Strings(points)
-	t.Logf("%d volumes, kills by call %v; by boundary:\n  %s", sp.vols, sp.kills, strings.Join(points, "\n  "))
+	t.Logf("%s: %d volumes in %s, kills by call %v; by boundary:\n  %s", backend, sp.vols,
+		time.Since(began).Round(time.Millisecond), sp.kills, strings.Join(points, "\n  "))
+}
+
+func ordinal(n int) string {
+	switch n {
+	case 1:
+		return "one"
+	case 2:
+		return "2nd"
+	case 3:
+		return "3rd"
+	}
+	return fmt.Sprintf("%dth", n)
 }
 
 // round runs op on a fresh volume with a kill armed at its nth boundary,
@@ -354,6 +427,7 @@ func (sp *sharedPool) checkNoDoubleWriter(id string) {
 	if nodes := slices.Compact(slices.Sorted(slices.Values(inuse.Nodes(staged)))); len(nodes) > 1 {
 		sp.t.Fatalf("DOUBLE WRITER: volume %s staged on %v", id, nodes)
 	}
+	sp.checkFence(id)
 }
 
 func (sp *sharedPool) loopsOf(id string) []loop.Device {
@@ -363,20 +437,90 @@ func (sp *sharedPool) loopsOf(id string) []loop.Device {
 	}
 	var out []loop.Device
 	for _, d := range devs {
-		if strings.HasPrefix(d.BackingFile, sp.pool+"/") && strings.Contains(d.BackingFile, id) {
-			out = append(out, d)
+		for _, pool := range sp.poolDirs() {
+			if strings.HasPrefix(d.BackingFile, pool+"/") && strings.Contains(d.BackingFile, id) {
+				out = append(out, d)
+			}
 		}
 	}
 	return out
+}
+
+// poolDirs are the distinct directories through which processes open the
+// pool.
+func (sp *sharedPool) poolDirs() []string {
+	var dirs []string
+	for _, p := range sp.pools {
+		dirs = append(dirs, p)
+	}
+	slices.Sort(dirs)
+	return slices.Compact(dirs)
+}
+
+// imagePath is the volume's image as the controller sees it.
+func (sp *sharedPool) imagePath(id string) string {
+	return filepath.Join(sp.pool, "volumes", id+".img")
+}
+
+// checkFence: the image's fence lock is held exactly while a loop device
+// is attached to it (it is the device's: the backing file's open file
+// description holds it). A lock with no device would refuse every node
+// for good; a device without it would let a second node attach. On
+// GlusterFS the lock is the server's, asked for through the controller's
+// client, and a device's release reaches it asynchronously (FUSE sends
+// the release after the detach returns): an unheld state is waited for.
+func (sp *sharedPool) checkFence(id string) {
+	sp.t.Helper()
+	var held bool
+	var err error
+	want := len(sp.loopsOf(id)) > 0
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		held, err = loop.Locked(sp.imagePath(id))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			sp.t.Fatal(err)
+		}
+		if held == want || want || time.Now().After(end) {
+			break
+		}
+	}
+	switch {
+	case want && !held:
+		sp.t.Fatalf("DOUBLE WRITER possible: a loop device is attached to the image of %s but its fence lock is not held", id)
+	case !want && held:
+		sp.t.Fatalf("fence lock of %s held 10s after the last loop device on the image was detached: a leaked lock", id)
+	}
+}
+
+// cleanKernel removes what a failed round left: mounts under the scratch
+// directory, loop devices on the pool's images.
+func (sp *sharedPool) cleanKernel() {
+	if table, err := mount.Read(); err == nil {
+		ms := table.Under(sp.dir)
+		for i := len(ms) - 1; i >= 0; i-- {
+			_ = unix.Unmount(ms[i].MountPoint, unix.MNT_DETACH)
+		}
+	}
+	devs, _ := loop.List()
+	for _, d := range devs {
+		for _, pool := range sp.poolDirs() {
+			if strings.HasPrefix(d.BackingFile, pool+"/") {
+				if err := loop.DetachFile(d.BackingFile); err != nil {
+					sp.t.Logf("detach %s (%s): %v", d.Path, d.BackingFile, err)
+				}
+			}
+		}
+	}
 }
 
 // checkNothingLeft: no file in the pool names the deleted volume, no loop
 // device or mount of the test is left.
 func (sp *sharedPool) checkNothingLeft(id string) {
 	sp.t.Helper()
-	_ = filepath.WalkDir(sp.pool, func(path string, d os.DirEntry, err error) error {
+	// Read where the storage keeps it: on gluster the brick, which no
+	// client's cache stands in front of.
+	_ = filepath.WalkDir(sp.storage, func(path string, d os.DirEntry, err error) error {
 		if err == nil && strings.Contains(d.Name(), id) {
-			sp.t.Errorf("left in the pool after delete: %s", strings.TrimPrefix(path, sp.pool+"/"))
+			sp.t.Errorf("left in the pool after delete: %s", strings.TrimPrefix(path, sp.storage+"/"))
 		}
 		return nil
 	})

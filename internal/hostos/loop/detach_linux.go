@@ -52,7 +52,7 @@ func detachNode(devPath string, keep func(Device) bool, mayCreate bool) error {
 	fd, err := openExclusive(devPath)
 	switch {
 	case errors.Is(err, unix.EBUSY):
-		return fmt.Errorf("loop: detach %s: %w: mounted or claimed exclusively", devPath, ErrBusy)
+		return fmt.Errorf("loop: detach %s: %w: mounted or claimed exclusively%s", devPath, ErrBusy, holders(devPath))
 	case errors.Is(err, unix.ENXIO):
 		return nil // being removed by LOOP_CTL_REMOVE: nothing attached
 	case errors.Is(err, fs.ErrNotExist) && mayCreate:

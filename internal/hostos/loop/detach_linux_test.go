@@ -2,11 +2,16 @@ package loop_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"sort"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -190,4 +195,134 @@ func TestEnsureNode(t *testing.T) {
 	if err := loop.EnsureNode(plain, "/sys/block/loop0"); err == nil {
 		t.Error("EnsureNode over a regular file: want an error")
 	}
+}
+
+// TestDetachBusyNamesTheHolder: a device still mounted in another mount
+// namespace after our own unmount (a copy of the host's mount table that a
+// new container or test server has not dropped yet) is ErrBusy, and the
+// error says so and names the process, where a bare "busy" would send the
+// reader looking for a missed unmount of the caller's own.
+//
+// btrfs too: its mount table entries carry an anonymous device number, not
+// the loop device's; only their source names the device.
+func TestDetachBusyNamesTheHolder(t *testing.T) {
+	for _, fs := range []string{"ext4", "btrfs"} {
+		t.Run(fs, func(t *testing.T) { testDetachBusyNamesTheHolder(t, fs) })
+	}
+}
+
+func testDetachBusyNamesTheHolder(t *testing.T, fs string) {
+	dir := setup(t)
+	img := newImage(t, dir, "fs.img", 128<<20)
+	if out, err := exec.Command("mkfs."+fs, "-q", img).CombinedOutput(); err != nil {
+		t.Skipf("mkfs.%s: %v: %s", fs, err, out)
+	}
+	d := mustAttach(t, img, loop.Options{})
+	mnt := filepath.Join(dir, "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(d.Path, mnt, fs, 0, ""); err != nil {
+		t.Fatalf("mount %s: %v", d.Path, err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(mnt, 0) })
+
+	err := loop.Detach(d.Path)
+	if !errors.Is(err, loop.ErrBusy) || !strings.Contains(err.Error(), "mounted in this mount namespace at "+mnt) {
+		t.Fatalf("Detach(mounted here) = %v, want ErrBusy saying it is mounted here at %s", err, mnt)
+	}
+
+	release := holdInAnotherNamespace(t, mnt)
+	if err := unix.Unmount(mnt, 0); err != nil {
+		t.Fatal(err)
+	}
+	err = loop.Detach(d.Path)
+	var st unix.Stat_t
+	if err := unix.Stat(d.Path, &st); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("%s only, device %d:%d: pid %d (", loop.ForeignMount, unix.Major(st.Rdev), unix.Minor(st.Rdev), os.Getpid())
+	if !errors.Is(err, loop.ErrBusy) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), ") at "+mnt) {
+		t.Fatalf("Detach(mounted only in another namespace) = %v, want ErrBusy containing %q and %s", err, want, mnt)
+	}
+	release()
+	// The namespace goes with its thread; the device frees a moment later.
+	deadline := time.Now().Add(10 * time.Second)
+	for err = loop.Detach(d.Path); err != nil && time.Now().Before(deadline); err = loop.Detach(d.Path) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("Detach after the other namespace ended: %v", err)
+	}
+}
+
+// holdInAnotherNamespace gives one OS thread a mount namespace of its own
+// (a copy of ours, as every new namespace starts) that keeps only keep and
+// what it needs: every other copied mount is detached at once, so that
+// other programs' devices are not held. release ends the thread, and with
+// it the namespace.
+func holdInAnotherNamespace(t *testing.T, keep string) (release func()) {
+	t.Helper()
+	ready, done, back := make(chan error), make(chan struct{}), make(chan error)
+	go func() {
+		// Never unlocked: the thread is not given back to other goroutines
+		// even after it returned to our namespace.
+		runtime.LockOSThread()
+		ours, err := os.Open("/proc/thread-self/ns/mnt")
+		if err != nil {
+			ready <- err
+			return
+		}
+		defer ours.Close()
+		ready <- privateCopyKeeping(keep)
+		<-done
+		// Back to our namespace, which ends the copy (its last user).
+		// Not left to the thread's exit: a goroutine locked to the main
+		// thread does not end it.
+		back <- unix.Setns(int(ours.Fd()), unix.CLONE_NEWNS)
+	}()
+	if err := <-ready; err != nil {
+		close(done)
+		t.Fatalf("new mount namespace: %v", err)
+	}
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			close(done)
+			if err := <-back; err != nil {
+				t.Errorf("leave the mount namespace: %v", err)
+			}
+		})
+	}
+	t.Cleanup(release)
+	return release
+}
+
+func privateCopyKeeping(keep string) error {
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return err
+	}
+	// Private first: an unmount in a copy still in its peer groups would
+	// propagate back to the host's mounts.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return err
+	}
+	data, err := os.ReadFile("/proc/thread-self/mountinfo")
+	if err != nil {
+		return err
+	}
+	var points []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) > 4 {
+			points = append(points, f[4])
+		}
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(points))) // children before parents
+	for _, p := range points {
+		if p == "/" || p == keep || strings.HasPrefix(keep, p+"/") {
+			continue
+		}
+		_ = unix.Unmount(p, unix.MNT_DETACH) // gone with its parent already, or escaped: harmless
+	}
+	return nil
 }

@@ -238,3 +238,14 @@ func DetachFile(backingFile string) error { return detachFile(backingFile) }
 // (BLKGETSIZE64). Grow the backing file first. A device that does not exist
 // or is not attached returns an error wrapping ErrNotFound.
 func SetCapacity(devPath string) (int64, error) { return setCapacity(devPath) }
+
+// ForeignMount marks a busy error whose device is mounted only in mount
+// namespaces other than the caller's: typically a copy of the host's mount
+// table that another program's new namespace (a container's, a test
+// server's) still holds. The caller's own unmount cannot release it; the
+// device frees when that program drops its copy.
+const ForeignMount = "mounted in another mount namespace"
+
+// MountedHere marks a busy error whose device is still mounted in the
+// caller's own mount namespace.
+const MountedHere = "mounted in this mount namespace"

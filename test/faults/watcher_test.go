@@ -1,0 +1,107 @@
+package faults
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/filevol/filevol/internal/hostos/loop"
+	"github.com/filevol/filevol/internal/testutil"
+	"github.com/filevol/filevol/internal/testutil/gluster"
+)
+
+// Tests of what the kill-point watcher sees, on the kernel and storage
+// the shared-pool kill test runs on.
+
+// seen is how often the watcher has seen point, once it has taken in
+// everything before the call.
+func seen(w *watcher, st *stats, point string) int {
+	w.drain()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.points[point]
+}
+
+// TestWatcherSeesLoopDevices: a loop device attached to, then detached
+// from, a file under the watched roots is one boundary each; a device on
+// a file elsewhere (another test's) is none.
+func TestWatcherSeesLoopDevices(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := testutil.Scratch(t, "faults")
+	pool, other := filepath.Join(dir, "pool"), filepath.Join(dir, "other")
+	for _, d := range []string{pool, other} {
+		if err := os.Mkdir(d, 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "img"), make([]byte, 1<<20), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := newStats()
+	w, err := watchKillPointsOf(watchSpec{pool: pool, barrierDir: pool, kubelet: dir, loopRoots: []string{pool}}, st, func() *instance { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	for _, d := range []string{other, pool} {
+		dev, err := loop.Attach(context.Background(), filepath.Join(d, "img"), loop.Options{Lock: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := loop.Detach(dev.Path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The detach of the kernel may complete after LOOP_CLR_FD returns.
+	deadline := time.Now().Add(5 * time.Second)
+	for seen(w, st, loopDetached) == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if a, d := seen(w, st, loopAttached), seen(w, st, loopDetached); a != 1 || d != 1 {
+		t.Errorf("saw %d attaches and %d detaches, want 1 and 1 (the device on the pool's file, not the other)", a, d)
+	}
+}
+
+// TestWatcherOnBrickSeesEveryClient is why a shared pool on GlusterFS is
+// watched on its brick: inotify on one client's FUSE mount does not see a
+// file another client makes; on the brick it sees every client's.
+func TestWatcherOnBrickSeesEveryClient(t *testing.T) {
+	g := gluster.Start(t, sharedGluster)
+	a := filepath.Join(g.MountNode(t, "node-a", sharedClientArgs...), "pool")
+	b := filepath.Join(g.MountNode(t, "node-b", sharedClientArgs...), "pool")
+	if err := os.Mkdir(a, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	brick := filepath.Join(g.BrickDir(), "pool")
+	stBrick, stMount := newStats(), newStats()
+	none := func() *instance { return nil }
+	onBrick, err := watchKillPointsOf(watchSpec{pool: brick, barrierDir: a, kubelet: t.TempDir()}, stBrick, none)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer onBrick.close()
+	onMount, err := watchKillPointsOf(watchSpec{pool: a, barrierDir: a, kubelet: t.TempDir()}, stMount, none)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer onMount.close()
+	if err := os.WriteFile(filepath.Join(b, "from-b"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(a, "from-a"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"from-a", "from-b"} {
+		if n := seen(onBrick, stBrick, "pool "+f+" created"); n != 1 {
+			t.Errorf("on the brick: %s created seen %d times, want 1", f, n)
+		}
+	}
+	if n := seen(onMount, stMount, "pool from-a created"); n != 1 {
+		t.Errorf("on node-a's mount: node-a's own file seen %d times, want 1", n)
+	}
+	if n := seen(onMount, stMount, "pool from-b created"); n != 0 {
+		t.Errorf("on node-a's mount: node-b's file seen %d times: inotify on FUSE does see other clients now; the brick is not needed", n)
+	}
+}
