@@ -45,20 +45,30 @@ func TestWatcherSeesLoopDevices(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.close()
+	// The watcher reads what a device is backed by when it takes in the
+	// device's uevent, so a change it is to see must last until then (as an
+	// attach lasts while the stage goes on): each step waits to be seen.
+	waitSeen := func(point string, want int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for seen(w, st, point) < want && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 	for _, d := range []string{other, pool} {
 		dev, err := loop.Attach(context.Background(), filepath.Join(d, "img"), loop.Options{Lock: true})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if d == pool {
+			waitSeen(loopAttached, 1)
 		}
 		if err := loop.Detach(dev.Path); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// The detach of the kernel may complete after LOOP_CLR_FD returns.
-	deadline := time.Now().Add(5 * time.Second)
-	for seen(w, st, loopDetached) == 0 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitSeen(loopDetached, 1)
 	if a, d := seen(w, st, loopAttached), seen(w, st, loopDetached); a != 1 || d != 1 {
 		t.Errorf("saw %d attaches and %d detaches, want 1 and 1 (the device on the pool's file, not the other)", a, d)
 	}
