@@ -81,15 +81,12 @@ func (b *imageNode) recordedHereOnly(id string) bool {
 	return err == nil && len(es) > 0 && !slices.ContainsFunc(es, func(e inuse.Entry) bool { return e.Node != b.node })
 }
 
-// unreachableOf returns the unreachable devices of volume id that are this
-// node's (see above): used at or under staging, or used by nothing and
-// recorded by this node alone.
+// unreachableOf returns those of devs, unreachable devices of volume id
+// (unreachableImage), that are this node's (see above): used at or under
+// staging, or used by nothing and recorded by this node alone.
 func (b *imageNode) unreachableOf(id, staging string, devs []loop.Device, table mount.Table) []loop.Device {
 	var out []loop.Device
 	for _, d := range devs {
-		if did, ok := b.unreachableImage(d); !ok || did != id {
-			continue
-		}
 		uses := append(volview.MountsOf(table, d), volview.BindsOf(table, d)...)
 		if len(uses) == 0 && b.recordedHereOnly(id) ||
 			staging != "" && slices.ContainsFunc(uses, func(m mount.Info) bool { return within(m.MountPoint, staging) }) {

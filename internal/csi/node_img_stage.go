@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"syscall"
 	"time"
 
@@ -220,6 +221,11 @@ func (b *imageNode) unreachableStaged(id, staging string) (volview.Usage, error)
 	devs, err := b.host.Loops.Named(b.pool.ImagePath(id))
 	if err != nil {
 		return volview.Usage{}, fmt.Errorf("look up loop devices named %s: %w", b.pool.ImagePath(id), err)
+	}
+	// Almost every unstage finds none: the mount table is read only for one.
+	devs = slices.DeleteFunc(devs, func(d loop.Device) bool { did, ok := b.unreachableImage(d); return !ok || did != id })
+	if len(devs) == 0 {
+		return volview.Usage{}, nil
 	}
 	table, err := b.host.Mounts.Table()
 	if err != nil {

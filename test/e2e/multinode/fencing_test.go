@@ -71,9 +71,7 @@ func TestFencingRefusesAttachWhileOldNodeWrites(t *testing.T) {
 		t.Fatalf("writer's log on %s: %v", a, logs)
 	}
 	writerLog := logs[0]
-	if out, err := execNode("kubelet", "stop", a); err != nil {
-		t.Fatalf("node.sh kubelet stop %s: %v %s", a, err, out)
-	}
+	nodeDo(t, "kubelet", "stop", a)
 	kubeletUp, tainted := false, false
 	t.Cleanup(func() {
 		if !kubeletUp {
@@ -135,9 +133,7 @@ func TestFencingRefusesAttachWhileOldNodeWrites(t *testing.T) {
 	time.Sleep(5 * time.Second)
 	notAttached(t, pv, b)
 
-	if out, err := execNode("kubelet", "start", a); err != nil {
-		t.Fatalf("node.sh kubelet start %s: %v %s", a, err, out)
-	}
+	nodeDo(t, "kubelet", "start", a)
 	kubeletUp = true
 	t.Logf("untaint: %s", strings.TrimSpace(kubectl(t.Context(), "taint", "node", a, oosTaint+"-")))
 	tainted = false
