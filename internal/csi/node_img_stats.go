@@ -15,9 +15,9 @@ import (
 // Stats reports bytes and inodes of the volume's filesystem mounted at
 // path, or the size of its device bound there (a block volume).
 func (b *imageNode) Stats(ctx context.Context, vol pool.Volume, path string) ([]*csipb.VolumeUsage, error) {
-	// A reading taken after the request came (reading.go): stats only
-	// report, and kubelet asks them for every volume at once.
-	r, err := b.read(ctx)
+	// The mount at path and its device, read now (reading_paths.go):
+	// stats only report, and kubelet asks them for every volume at once.
+	r, err := b.readAt(ctx, path)
 	if err != nil {
 		return nil, err
 	}
@@ -72,10 +72,10 @@ func (b *imageNode) blockStats(id string, top mount.Info, devs []loop.Device) ([
 // Health reports the volume's image, its loop devices, the mounts at the
 // given publish and staging paths, and a full pool under a thin volume.
 func (b *imageNode) Health(ctx context.Context, vol pool.Volume, publishPath, stagingPath string) ([]*csipb.VolumeHealth_VolumeHealthEntry, error) {
-	// A reading taken after the request came, shared with the health and
-	// stats requests asked meanwhile (reading.go): health only reports, and
-	// the devices it reports on are re-read when found.
-	r, err := b.read(ctx)
+	// The mounts at the paths and their devices, read now; with no path,
+	// a reading of every device, shared with the questions asked
+	// meanwhile (reading_paths.go, reading.go). Health only reports.
+	r, err := b.readAt(ctx, publishPath, stagingPath)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package csi
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,6 +67,18 @@ func TestReadingAgreesWithPerVolumeLookups(t *testing.T) {
 	add("fs-staged", capMount("ext4", rw), true, 0)
 	add("never-staged", capMount("ext4", rw), false, 0)
 	gone := add("block-gone", capBlock(rw), true, 1)
+	// A filesystem the kernel made read-only under its binds (as
+	// errors=remount-ro does): a remount of the staging mount changes the
+	// superblock, and the publish bind stays rw over a read-only one.
+	ro := add("fs-remounted-ro", capMount("ext4", rw), true, 1)
+	if err := mount.Mount("", ro.staging, "", []string{"remount", "ro"}); err != nil {
+		t.Fatal(err)
+	}
+	// An image deleted under its mounted device.
+	deleted := add("image-deleted", capMount("ext4", rw), true, 1)
+	if err := os.Remove(p.ImagePath(deleted.id)); err != nil {
+		t.Fatal(err)
+	}
 	// The block volume's device detached under its binds (a bind of a
 	// device node does not hold it): health must say LoopDeviceGone.
 	devs, err := loop.Find(p.ImagePath(gone.id))
@@ -93,7 +106,10 @@ func TestReadingAgreesWithPerVolumeLookups(t *testing.T) {
 		t.Fatal(err)
 	}
 	listed := d.Node.WithReading(ctx, listing, table)
-	sawGone := false
+	// Answers from the paths asked alone: this backend fails the test if
+	// it reads every device or the whole table when given a path.
+	strict := &imageNode{pool: p, host: hostos.Host{Loops: noScan{t, h.Loops}, Mounts: noTable{t, h.Mounts}, FS: h.FS}, node: "n1"}
+	saw := map[string]bool{}
 	for _, v := range vols {
 		img := p.ImagePath(v.id)
 		got, err := r.usage(img)
@@ -127,22 +143,61 @@ func TestReadingAgreesWithPerVolumeLookups(t *testing.T) {
 			if !reflect.DeepEqual(reasons(listedHealth), reasons(perVolume)) {
 				t.Errorf("%s at %q: health from the node view's listing %v, per-volume %v", v.id, target, reasons(listedHealth), reasons(perVolume))
 			}
-			for _, x := range sharedHealth {
-				sawGone = sawGone || x.GetReason() == ReasonLoopDeviceGone
+			pathHealth, err := strict.Health(ctx, rec, target, v.staging)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(reasons(pathHealth), reasons(perVolume)) {
+				t.Errorf("%s at %q: health from the paths alone %v, per-volume %v", v.id, target, reasons(pathHealth), reasons(perVolume))
+			}
+			for _, x := range pathHealth {
+				saw[x.GetReason()] = true
 			}
 			if target == "" {
 				continue
 			}
 			statsShared, errShared := b.Stats(shared, rec, target)
-			statsOwn, errOwn := b.Stats(ctx, rec, target) // no shared reading: one of its own
+			statsOwn, errOwn := strict.Stats(ctx, rec, target) // from the path alone
 			if codeOf(errShared) != codeOf(errOwn) || len(statsShared) != len(statsOwn) {
-				t.Errorf("%s at %s: stats from the shared reading %v (%v), from its own %v (%v)", v.id, target, statsShared, errShared, statsOwn, errOwn)
+				t.Errorf("%s at %s: stats from the shared reading %v (%v), from the path alone %v (%v)", v.id, target, statsShared, errShared, statsOwn, errOwn)
 			}
 		}
 	}
-	if !sawGone {
-		t.Error("no health answer reported LoopDeviceGone for the detached block volume: the comparison missed the one abnormal case")
+	for _, r := range []string{ReasonLoopDeviceGone, ReasonFilesystemReadOnly, ReasonImageDeleted, ReasonImageMissing} {
+		if !saw[r] {
+			t.Errorf("no health answer reported %s: the comparison missed an abnormal case", r)
+		}
 	}
+}
+
+// noScan and noTable fail the test when an answer given paths reads every
+// loop device or the whole mount table.
+type noScan struct {
+	t *testing.T
+	hostos.Loops
+}
+
+func (n noScan) Find(string) ([]loop.Device, error) {
+	n.t.Error("Find: a scan of every device")
+	return nil, nil
+}
+func (n noScan) List() ([]loop.Device, error) {
+	n.t.Error("List: a scan of every device")
+	return nil, nil
+}
+func (n noScan) Index() (hostos.LoopIndex, error) {
+	n.t.Error("Index: a scan of every device")
+	return nil, errors.New("no scan")
+}
+
+type noTable struct {
+	t *testing.T
+	hostos.Mounter
+}
+
+func (n noTable) Table() (mount.Table, error) {
+	n.t.Error("Table: a read of the whole mount table")
+	return nil, errors.New("no table")
 }
 
 // perVolumeHealth is the image backend's health as it was answered before

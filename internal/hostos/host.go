@@ -17,6 +17,11 @@ type Loops interface {
 	Find(backingFile string) ([]loop.Device, error)
 	// List returns every attached device (see loop.List).
 	List() ([]loop.Device, error)
+	// Get reads one device, by name, and returns it when it is backed by
+	// the file, matched as Find matches (see loop.Get).
+	Get(name, backingFile string) (loop.Device, bool, error)
+	// NameOf is the name (loopN) of the loop device major:minor (loop.NameOf).
+	NameOf(major, minor uint32) (string, bool)
 	// Index reads every device's backing file once, so that many files'
 	// devices are found with one pass (see loop.Index).
 	Index() (LoopIndex, error)
@@ -59,6 +64,9 @@ type LoopIndex interface {
 type Mounter interface {
 	// Table is a snapshot of this process's mount table.
 	Table() (mount.Table, error)
+	// Lookup is the top mount at one path, without reading the table
+	// (mount.Lookup); errors.ErrUnsupported on kernels before 6.8.
+	Lookup(path string) (mount.Info, bool, error)
 	Mount(source, target, fstype string, options []string) error
 	Bind(source, target string, readOnly bool, options []string) error
 	// UnmountAll unmounts every mount stacked at target; none is no error.

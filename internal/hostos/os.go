@@ -19,6 +19,9 @@ type OSLoops struct {
 
 func (OSLoops) Find(p string) ([]loop.Device, error) { return loop.Find(p) }
 
+func (OSLoops) Get(name, p string) (loop.Device, bool, error) { return loop.Get(name, p) }
+func (OSLoops) NameOf(major, minor uint32) (string, bool)     { return loop.NameOf(major, minor) }
+
 func (OSLoops) Index() (LoopIndex, error) {
 	ix, err := loop.ReadIndex()
 	if err != nil {
@@ -51,7 +54,8 @@ func (OSLoops) DetachUnreachable(d loop.Device) error { return loop.DetachUnreac
 // OSMounter is Mounter on the real kernel.
 type OSMounter struct{}
 
-func (OSMounter) Table() (mount.Table, error) { return mount.Read() }
+func (OSMounter) Table() (mount.Table, error)               { return mount.Read() }
+func (OSMounter) Lookup(p string) (mount.Info, bool, error) { return mount.Lookup(p) }
 func (OSMounter) Mount(src, dst, fstype string, o []string) error {
 	return mount.Mount(src, dst, fstype, o)
 }

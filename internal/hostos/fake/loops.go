@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 
 	"golang.org/x/sys/unix"
@@ -270,4 +271,32 @@ func (h *Host) DetachUnreachable(d loop.Device) error {
 		return h.done(nil)
 	}
 	return h.done(h.detach(d.Path))
+}
+
+// Get implements hostos.Loops: the device named, when it is backed by the
+// file.
+func (h *Host) Get(name, backingFile string) (loop.Device, bool, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.begin("Get", "get", name, backingFile); err != nil {
+		return loop.Device{}, false, err
+	}
+	for _, d := range h.find(resolve(backingFile)) {
+		if filepath.Base(d.Path) == filepath.Base(name) {
+			return d, true, nil
+		}
+	}
+	return loop.Device{}, false, nil
+}
+
+// NameOf implements hostos.Loops.
+func (h *Host) NameOf(major, minor uint32) (string, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, d := range h.devices {
+		if d.Major == major && d.Minor == minor {
+			return filepath.Base(d.Path), true
+		}
+	}
+	return "", false
 }

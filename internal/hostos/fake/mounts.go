@@ -301,3 +301,26 @@ func (h *Host) RemountReadOnly(mountPoint string) error {
 	}
 	return nil
 }
+
+// Lookup implements hostos.Mounter: the top mount at path, with only the
+// ro or rw of its options, as the kernel's statmount answers it.
+func (h *Host) Lookup(path string) (mount.Info, bool, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.begin("Lookup", "lookup", path); err != nil {
+		return mount.Info{}, false, err
+	}
+	m, ok := h.snapshot().Top(path)
+	if !ok {
+		return mount.Info{}, false, nil
+	}
+	m.Options, m.SuperOptions = roOrRW(m.Options), roOrRW(m.SuperOptions)
+	return m, true, nil
+}
+
+func roOrRW(options []string) []string {
+	if slices.Contains(options, "ro") {
+		return []string{"ro"}
+	}
+	return []string{"rw"}
+}

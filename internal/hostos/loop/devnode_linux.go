@@ -62,15 +62,32 @@ func identify(fd int, path string) (int, error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFBLK {
 		return 0, fmt.Errorf("%s: %w: not a block device", path, ErrNotFound)
 	}
-	num := strconv.FormatUint(uint64(unix.Major(st.Rdev)), 10) + ":" +
-		strconv.FormatUint(uint64(unix.Minor(st.Rdev)), 10)
+	n, err := numberOf(unix.Major(st.Rdev), unix.Minor(st.Rdev))
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	return n, nil
+}
+
+// numberOf returns N of the loop device numbered major:minor, or an error
+// wrapping ErrNotFound when that is no loop device.
+func numberOf(major, minor uint32) (int, error) {
+	num := strconv.FormatUint(uint64(major), 10) + ":" + strconv.FormatUint(uint64(minor), 10)
 	link, err := os.Readlink(filepath.Join(sysDevBlock, num))
 	if err != nil {
-		return 0, fmt.Errorf("%s: %w: block device %s unknown to sysfs: %w", path, ErrNotFound, num, err)
+		return 0, fmt.Errorf("%w: block device %s unknown to sysfs: %w", ErrNotFound, num, err)
 	}
 	n, ok := parseName(filepath.Base(link))
 	if !ok {
-		return 0, fmt.Errorf("%s: %w: %s is not a loop device", path, ErrNotFound, filepath.Base(link))
+		return 0, fmt.Errorf("%w: %s is not a loop device", ErrNotFound, filepath.Base(link))
 	}
 	return n, nil
+}
+
+func nameOf(major, minor uint32) (string, bool) {
+	n, err := numberOf(major, minor)
+	if err != nil {
+		return "", false
+	}
+	return "loop" + strconv.Itoa(n), true
 }

@@ -199,6 +199,17 @@ func DetachUnreachable(d Device) error { return detachUnreachable(d) }
 // (read-only, not exclusively), everything else is read from sysfs.
 func Find(path string) ([]Device, error) { return find(path) }
 
+// Get returns the device named name (loopN or /dev/loopN) when it is
+// attached and backed by path, matched as Find matches; ok is false when
+// it is not. It reads that one device, where Find reads every device on
+// the host: for a caller that knows which device to ask about (the one
+// mounted at a volume's staging path).
+func Get(name, path string) (d Device, ok bool, err error) { return get(sysBlock, name, path) }
+
+// NameOf returns the name (loopN) of the loop device numbered major:minor,
+// false when that number is not a loop device (sysfs's /sys/dev/block).
+func NameOf(major, minor uint32) (string, bool) { return nameOf(major, minor) }
+
 // List returns every attached loop device, in device-number order,
 // including devices filevol did not create.
 func List() ([]Device, error) { return list() }

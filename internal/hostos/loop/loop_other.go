@@ -48,3 +48,5 @@ func detachUnreachable(Device) error {
 func scheduler(Device) (string, error) {
 	return "", fmt.Errorf("loop: scheduler: %w", errors.ErrUnsupported)
 }
+
+func nameOf(uint32, uint32) (string, bool) { return "", false }

@@ -245,3 +245,11 @@ func parseName(name string) (int, bool) {
 }
 
 func devPath(n int) string { return filepath.Join(devDir, "loop"+strconv.Itoa(n)) }
+
+func get(dir, name, path string) (Device, bool, error) {
+	n, ok := parseName(filepath.Base(name))
+	if !ok {
+		return Device{}, false, fmt.Errorf("loop: %q is not a loop device name: %w", name, ErrNotFound)
+	}
+	return readDevice(dir, n, matcher(path))
+}

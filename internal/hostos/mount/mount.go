@@ -63,6 +63,13 @@ func (t Table) Top(path string) (Info, bool) {
 	return ms[len(ms)-1], true
 }
 
+// Lookup returns the top mount at path as the kernel shows it now, without
+// reading the mount table (statx and statmount(2)); ok is false when
+// nothing is mounted at path. Its Options and SuperOptions hold only "ro"
+// or "rw". It fails with errors.ErrUnsupported on kernels before 6.8;
+// callers then read the table.
+func Lookup(path string) (i Info, ok bool, err error) { return lookup(path) }
+
 // OfDevice returns every mount of the block device major:minor, including
 // bind mounts of directories inside it.
 func (t Table) OfDevice(major, minor uint32) []Info { return t.ofDevice(major, minor) }

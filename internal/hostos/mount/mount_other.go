@@ -25,3 +25,7 @@ func unmountAll(string) error { return fmt.Errorf("unmount: %w", errors.ErrUnsup
 func splitOptions([]string) (uintptr, string, error) {
 	return 0, "", fmt.Errorf("mount options: %w", errors.ErrUnsupported)
 }
+
+func lookup(string) (Info, bool, error) {
+	return Info{}, false, fmt.Errorf("statmount: %w", errors.ErrUnsupported)
+}
