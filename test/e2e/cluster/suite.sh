@@ -30,17 +30,22 @@ suite_pass() {
         -ginkgo.focus="$focus" -ginkgo.timeout=2h)
   [ -n "$skip" ] && args+=(-ginkgo.skip="$skip")
   log "$name: e2e.test ${args[*]} (procs $procs; log $dir/e2e.log)"
+  # The suite's own temporary files (a kuberc per kubectl call, hundreds a run) go to
+  # its directory, removed after it, not to the host's /tmp.
+  local env=("${ssh_env[@]}" TMPDIR="$dir/tmp")
+  rm -rf "$dir/tmp" && mkdir -p "$dir/tmp"
   # fg in this shell, not a subshell: the caller's trap must see the child to stop it.
   cd "$dir"
   if [ "$procs" -gt 1 ]; then
     # The ginkgo CLI runs the precompiled e2e.test in $procs processes; [Serial] specs
     # (when selected) still run alone, at the end.
-    fg env "${ssh_env[@]}" "$BIN_DIR/ginkgo" --procs="$procs" --no-color --silence-skips --timeout=2h \
+    fg env "${env[@]}" "$BIN_DIR/ginkgo" --procs="$procs" --no-color --silence-skips --timeout=2h \
       "$BIN_DIR/e2e.test" -- "${args[@]}" > "$dir/e2e.log" 2>&1 || rc=$?
   else
-    fg env "${ssh_env[@]}" "$BIN_DIR/e2e.test" "${args[@]}" > "$dir/e2e.log" 2>&1 || rc=$?
+    fg env "${env[@]}" "$BIN_DIR/e2e.test" "${args[@]}" > "$dir/e2e.log" 2>&1 || rc=$?
   fi
   cd "$REPO_ROOT"
+  rm -rf "$dir/tmp"
   ran=$(grep -aE '^Ran [0-9]+ of [0-9]+ Specs' "$dir/e2e.log" | tail -1) || true
   res=$(grep -aE '^(SUCCESS|FAIL)! -- ' "$dir/e2e.log" | tail -1) || true
   note "$name: $(( $(date +%s) - t ))s, ${ran:-no result line}; ${res:-see log} (exit $rc, $dir/e2e.log)"
