@@ -71,11 +71,12 @@ func (b *imageNode) stageDevice(ctx context.Context, vol pool.Volume, dev loop.D
 // stageFilesystem mounts dev at staging, formatting it first only when it
 // carries no signature at all (filevol never reformats data).
 func (b *imageNode) stageFilesystem(ctx context.Context, vol pool.Volume, dev loop.Device, staging, fsType string, flags []string, readOnly bool) error {
-	table, err := b.host.Mounts.Table()
+	// The staging path alone: the whole table grows with the node's volumes.
+	top, ok, err := topMount(b.host, staging)
 	if err != nil {
 		return err
 	}
-	if top, ok := table.Top(staging); ok {
+	if ok {
 		if volview.Mounts(top, dev) {
 			return nil // already staged: idempotent
 		}
@@ -159,11 +160,11 @@ func mountOptions(fsType string, flags []string, readOnly bool) []string {
 // stageBlock binds dev at <staging>/device (idempotent).
 func (b *imageNode) stageBlock(dev loop.Device, staging string) error {
 	path := volview.StagedDevicePath(staging)
-	table, err := b.host.Mounts.Table()
+	m, ok, err := topMount(b.host, path)
 	if err != nil {
 		return err
 	}
-	if m, ok := table.Top(path); ok {
+	if ok {
 		if volview.Binds(m, dev) {
 			return nil
 		}

@@ -200,7 +200,8 @@ func TestNodeStageFailureDetaches(t *testing.T) {
 		{"Probe", capMount("ext4", rw)},
 		{"Format", capMount("ext4", rw)},
 		{"Mount", capMount("ext4", rw)},
-		{"Table", capMount("ext4", rw)},
+		{"Lookup", capMount("ext4", rw)},
+		{"Lookup", capBlock(rw)},
 		{"Bind", capBlock(rw)},
 	}
 	for _, c := range cases {

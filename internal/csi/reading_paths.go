@@ -104,3 +104,19 @@ func (n namedLoops) Find(path string) ([]loop.Device, error) {
 	}
 	return out, nil
 }
+
+// topMount is the top mount at path, asked of that path alone
+// (Mounter.Lookup); on a kernel without statmount, from the whole table.
+// Its Options and SuperOptions say only ro or rw.
+func topMount(h Host, path string) (mount.Info, bool, error) {
+	m, ok, err := h.Mounts.Lookup(path)
+	if !errors.Is(err, errors.ErrUnsupported) {
+		return m, ok, err
+	}
+	table, err := h.Mounts.Table()
+	if err != nil {
+		return mount.Info{}, false, err
+	}
+	m, ok = table.Top(path)
+	return m, ok, nil
+}
