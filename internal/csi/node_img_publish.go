@@ -25,20 +25,27 @@ func (b *imageNode) Publish(ctx context.Context, vol pool.Volume, r PublishReque
 }
 
 func (b *imageNode) publishMount(id, staging, target string, readOnly, single bool, flags []string) error {
-	table, err := b.host.Mounts.Table()
+	// The staging and target paths' mounts alone, and the one device
+	// staged: nothing here grows with the node's volumes.
+	top, ok, err := topMount(b.host, staging)
 	if err != nil {
 		return err
 	}
-	devs, err := b.host.Loops.Find(b.pool.ImagePath(id))
-	if err != nil {
-		return err
+	var dev loop.Device
+	staged := false
+	if ok && !volview.IsDeviceBind(top) {
+		if dev, staged, err = b.deviceOf(top, b.pool.ImagePath(id)); err != nil {
+			return err
+		}
 	}
-	top, ok := table.Top(staging)
-	dev, staged := volview.DeviceOf(devs, top)
-	if !ok || !staged || volview.IsDeviceBind(top) {
+	if !staged {
 		return failedPrecondition("volume %s is not staged at %s; call NodeStageVolume first", id, staging)
 	}
-	if cur, ok := table.Top(target); ok {
+	cur, ok, err := topMount(b.host, target)
+	if err != nil {
+		return err
+	}
+	if ok {
 		if volview.Mounts(cur, dev) && slices.Contains(cur.Options, "ro") == readOnly {
 			return nil // already published: idempotent
 		}
@@ -46,6 +53,10 @@ func (b *imageNode) publishMount(id, staging, target string, readOnly, single bo
 			target, cur.Source, slices.Contains(cur.Options, "ro"), id)
 	}
 	if single {
+		table, err := b.host.Mounts.Table()
+		if err != nil {
+			return err
+		}
 		if others := otherTargets(volview.MountsOf(table, dev), staging, target); len(others) > 0 {
 			return failedPrecondition("volume %s has access mode SINGLE_NODE_SINGLE_WRITER and is already published at %v", id, others)
 		}

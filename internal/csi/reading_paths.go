@@ -120,3 +120,27 @@ func topMount(h Host, path string) (mount.Info, bool, error) {
 	m, ok = table.Top(path)
 	return m, ok, nil
 }
+
+// deviceOf returns the image's loop device that m mounts or binds,
+// reading that device alone (Loops.Get); all the image's devices only
+// when m's numbers do not name one.
+func (b *imageNode) deviceOf(m mount.Info, image string) (loop.Device, bool, error) {
+	name, known := mountedDevice(b.host.Loops, m)
+	if !known {
+		devs, err := b.host.Loops.Find(image)
+		if err != nil {
+			return loop.Device{}, false, err
+		}
+		d, ok := volview.DeviceOf(devs, m)
+		return d, ok, nil
+	}
+	if name == "" {
+		return loop.Device{}, false, nil
+	}
+	d, ok, err := b.host.Loops.Get(name, image)
+	if err != nil || !ok {
+		return loop.Device{}, false, err
+	}
+	_, ok = volview.DeviceOf([]loop.Device{d}, m)
+	return d, ok, nil
+}
