@@ -215,7 +215,8 @@ go_step() {
   counts=$(awk 'NF {sub(":", "", $2); print $2}' <<<"$lines" | sort | uniq -c |
     awk '{printf "%s%s %s", sep, $1, $2; sep=", "}')
   note "$label: $(( $(date +%s) - start ))s, ${counts:-no results} (exit $rc, $log)"
-  grep -E '^--- (FAIL|SKIP)' <<<"$lines" | sed 's/^/  /' || true
+  grep -E '^--- SKIP' <<<"$lines" | sed 's/^/  /' || true
+  while IFS= read -r l; do note "  $l"; done < <(go_failures "$log")
   [ "$rc" = 0 ] || failed+=("$name")
 }
 # ---- 3b. time to a running pod: filevol and local-path-provisioner, same run ----------------

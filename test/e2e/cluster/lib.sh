@@ -190,4 +190,22 @@ EOF
 # the caller's trap at once (bash runs traps only between commands, and wait is
 # interruptible) and the trap can stop the child before tearing the cluster down.
 CHILD=
+# go_failures LOG: each failed test of a `go test -v` log, with the last lines of its own
+# output (its t.Log/t.Error/t.Fatal lines, each cut to 300 characters): the summary, all
+# that a CI tail shows, then says why a test failed, not only which.
+go_failures() {
+  awk '
+    /^ *=== (RUN|CONT|NAME) / { cur = $3 }
+    /^ +[^ ]+_test\.go:[0-9]+: / {
+      line = $0; sub(/^ +/, "", line)
+      if (length(line) > 300) line = substr(line, 1, 300) "..."
+      buf[cur, n[cur]++ % 6] = line
+    }
+    /^ *--- FAIL: / {
+      name = $3; print "FAIL " name
+      k = n[name] > 6 ? n[name] - 6 : 0
+      for (; k < n[name]; k++) print "    " buf[name, k % 6]
+    }' "$1"
+}
+
 fg() { "$@" & CHILD=$!; local rc=0; wait "$CHILD" || rc=$?; CHILD=; return "$rc"; }

@@ -210,7 +210,8 @@ lines=$(grep -E '^--- (PASS|FAIL|SKIP)' "$OUT/stories.log" || true)
 pass=$(grep -c '^--- PASS' <<<"$lines" || true) fail=$(grep -c '^--- FAIL' <<<"$lines" || true)
 PASSED=$(( PASSED + pass )) FAILED=$(( FAILED + fail ))
 note "stories: $(( $(date +%s) - t ))s, $pass passed, $fail failed (exit $rc, $OUT/stories.log)"
-grep -E '^--- (FAIL|SKIP)' <<<"$lines" | sed 's/^/  /' || true
+grep -E '^--- SKIP' <<<"$lines" | sed 's/^/  /' || true
+while IFS= read -r l; do note "  $l"; done < <(go_failures "$OUT/stories.log")
 [ "$rc" = 0 ] || failed+=(stories)
 fi
 
