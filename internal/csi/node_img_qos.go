@@ -1,6 +1,7 @@
 package csi
 
 import (
+	"context"
 	"slices"
 
 	"github.com/filevol/filevol/internal/volview"
@@ -9,8 +10,14 @@ import (
 // IOUsers lists the image volume's loop devices and the pods that have it
 // published: the UIDs in its targets' paths, by kubelet's layout
 // (volview.PodUID). Its staging mount is no pod's.
-func (b *imageNode) IOUsers(id string) ([]string, []string, error) {
-	u, err := volumeUsage(b.host, b.pool.ImagePath(id))
+func (b *imageNode) IOUsers(ctx context.Context, id string) ([]string, []string, error) {
+	var u volview.Usage
+	var err error
+	if r, ok := ctx.Value(readingKey{}).(*reading); ok {
+		u, err = r.usage(b.pool.ImagePath(id))
+	} else {
+		u, err = volumeUsage(b.host, b.pool.ImagePath(id))
+	}
 	if err != nil {
 		return nil, nil, err
 	}

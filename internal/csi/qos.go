@@ -116,15 +116,16 @@ func newQoSEnforcer(roots []string) *qosEnforcer {
 // the block devices through which pods do its I/O, and the UIDs of the
 // pods that have it published on this node.
 type ioUsers interface {
-	IOUsers(id string) (devices []string, pods []string, err error)
+	// IOUsers answers from the reading ctx carries, if any (WithReading).
+	IOUsers(ctx context.Context, id string) (devices []string, pods []string, err error)
 }
 
 // apply makes the throttling of every pod using vol say vol's limits;
 // extraPod is a pod known otherwise (podInfoOnMount), "" if none. It
 // returns why it could not, for the log and the health condition.
-func (e *qosEnforcer) apply(b ioUsers, vol pool.Volume, extraPod string) error {
+func (e *qosEnforcer) apply(ctx context.Context, b ioUsers, vol pool.Volume, extraPod string) error {
 	defer e.lockVolume(vol.ID)()
-	devs, pods, err := b.IOUsers(vol.ID)
+	devs, pods, err := b.IOUsers(ctx, vol.ID)
 	if err != nil {
 		return e.note(vol.ID, err)
 	}
@@ -222,7 +223,7 @@ func (s *NodeService) clearPod(nv *nodeVolumes, id, target string) {
 	if !ok || pod == "" {
 		return
 	}
-	devs, _, err := b.IOUsers(id)
+	devs, _, err := b.IOUsers(context.Background(), id)
 	if err != nil {
 		return
 	}
@@ -244,7 +245,7 @@ func (s *NodeService) clearPod(nv *nodeVolumes, id, target string) {
 // applyPublished is NodePublishVolume's part: never an error, see above.
 func (s *NodeService) applyPublished(nv *nodeVolumes, vol pool.Volume, podUID string) {
 	if b, ok := nv.NodeBackend.(ioUsers); ok && s.qos != nil {
-		_ = s.qos.apply(b, vol, podUID)
+		_ = s.qos.apply(context.Background(), b, vol, podUID)
 	}
 }
 
@@ -280,6 +281,16 @@ func (s *NodeService) ReconcileQoS() {
 	}
 	attached := map[string]bool{}
 	defer s.qos.forgetExcept(attached)
+	// One reading of the loop devices and the mount table for the whole
+	// pass: a look-up of its own per volume made a pass over 1,000
+	// volumes a million sysfs reads and 1,000 parses of the table, every
+	// second, and took a CPU of two away from everything else.
+	r, err := readKernel(s.host)
+	if err != nil {
+		klog.ErrorS(err, "QoS reconcile: cannot read the kernel")
+		return
+	}
+	ctx := context.WithValue(context.Background(), readingKey{}, r)
 	for _, nv := range s.vols.all {
 		b, ok := nv.NodeBackend.(ioUsers)
 		f, ok2 := nv.NodeBackend.(stagedFinder)
@@ -293,17 +304,17 @@ func (s *NodeService) ReconcileQoS() {
 		}
 		for _, id := range ids {
 			attached[id] = true
-			s.reconcileVolume(nv, b, id)
+			s.reconcileVolume(ctx, nv, b, id)
 		}
 	}
 }
 
-func (s *NodeService) reconcileVolume(nv *nodeVolumes, b ioUsers, id string) {
+func (s *NodeService) reconcileVolume(ctx context.Context, nv *nodeVolumes, b ioUsers, id string) {
 	vol, err := nv.Get(id)
 	if err != nil {
 		return // deleted meanwhile, or not this node's to limit
 	}
-	_ = s.qos.apply(b, vol, "")
+	_ = s.qos.apply(ctx, b, vol, "")
 }
 
 // qosHealth is the volume condition that says its limits are not enforced.

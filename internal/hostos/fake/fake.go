@@ -142,7 +142,8 @@ func (h *Host) Calls(op string) int {
 	defer h.mu.Unlock()
 	n := 0
 	for _, l := range h.log {
-		if strings.HasPrefix(l, op+" ") {
+		// "table", "table: <error>" (no arguments), "find <path>"...
+		if l == op || strings.HasPrefix(l, op+" ") || strings.HasPrefix(l, op+": ") {
 			n++
 		}
 	}
