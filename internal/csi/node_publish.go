@@ -28,7 +28,7 @@ func (s *NodeService) NodePublishVolume(ctx context.Context, req *csipb.NodePubl
 	if err := nv.Publish(ctx, vol, r); err != nil {
 		return nil, err
 	}
-	s.applyPublished(nv, vol, req.GetVolumeContext()[podUIDContextKey])
+	s.applyPublished(nv, vol, req.GetVolumeContext()[podUIDContextKey], target)
 	klog.InfoS("volume published", "volumeID", id, "target", target, "readOnly", r.ReadOnly)
 	return &csipb.NodePublishVolumeResponse{}, nil
 }

@@ -116,16 +116,18 @@ func newQoSEnforcer(roots []string) *qosEnforcer {
 // the block devices through which pods do its I/O, and the UIDs of the
 // pods that have it published on this node.
 type ioUsers interface {
-	// IOUsers answers from the reading ctx carries, if any (WithReading).
-	IOUsers(ctx context.Context, id string) (devices []string, pods []string, err error)
+	// IOUsers answers from the reading ctx carries, if any (WithReading);
+	// given paths, from what is mounted there alone (a publish's target:
+	// its pod is the one to limit now, the reconcile brings the others).
+	IOUsers(ctx context.Context, id string, at ...string) (devices []string, pods []string, err error)
 }
 
 // apply makes the throttling of every pod using vol say vol's limits;
 // extraPod is a pod known otherwise (podInfoOnMount), "" if none. It
 // returns why it could not, for the log and the health condition.
-func (e *qosEnforcer) apply(ctx context.Context, b ioUsers, vol pool.Volume, extraPod string) error {
+func (e *qosEnforcer) apply(ctx context.Context, b ioUsers, vol pool.Volume, extraPod string, at ...string) error {
 	defer e.lockVolume(vol.ID)()
-	devs, pods, err := b.IOUsers(ctx, vol.ID)
+	devs, pods, err := b.IOUsers(ctx, vol.ID, at...)
 	if err != nil {
 		return e.note(vol.ID, err)
 	}
@@ -243,9 +245,9 @@ func (s *NodeService) clearPod(nv *nodeVolumes, id, target string) {
 }
 
 // applyPublished is NodePublishVolume's part: never an error, see above.
-func (s *NodeService) applyPublished(nv *nodeVolumes, vol pool.Volume, podUID string) {
+func (s *NodeService) applyPublished(nv *nodeVolumes, vol pool.Volume, podUID, target string) {
 	if b, ok := nv.NodeBackend.(ioUsers); ok && s.qos != nil {
-		_ = s.qos.apply(context.Background(), b, vol, podUID)
+		_ = s.qos.apply(context.Background(), b, vol, podUID, target)
 	}
 }
 

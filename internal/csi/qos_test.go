@@ -57,9 +57,15 @@ func TestQoSPublishAndReconcile(t *testing.T) {
 	}
 	c := capMount("ext4", rw)
 	e.mustStage(id, e.staging("q"), c)
+	tables, finds := e.k.Calls("table"), e.k.Calls("find")
 	e.mustPublish(id, e.staging("q"), e.target("q"), c, false)
 	if got, want := readFile(t, ioMax), "7:0 riops=max wiops=100 rbps=max wbps=max"; got != want {
 		t.Fatalf("io.max after publish = %q, want %q", got, want)
+	}
+	// The publish and its limits asked about the two paths and the one
+	// device alone: nothing that grows with the node's volumes.
+	if n, m := e.k.Calls("table")-tables, e.k.Calls("find")-finds; n != 0 || m != 0 {
+		t.Errorf("publish read the mount table %d times and scanned the loop devices %d times, want 0", n, m)
 	}
 	if _, err := e.pool.SetQoS(id, pool.QoS{WriteBytesPerSecond: 1 << 20}); err != nil {
 		t.Fatal(err)
