@@ -35,7 +35,7 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/filevol/filevol/internal/durable"
 )
 
 // DirName is the directory of the records inside the pool.
@@ -214,7 +214,7 @@ func (s *Store) Check(volumeID, node string, epoch uint64) error {
 
 // Of returns the volume's record; a volume never attached has an empty one.
 func (s *Store) Of(volumeID string) (Record, error) {
-	data, err := readRecord(s.recordPath(volumeID))
+	data, err := durable.ReadReplaced(s.recordPath(volumeID))
 	if errors.Is(err, fs.ErrNotExist) {
 		return Record{Version: recordVersion, VolumeID: volumeID}, nil
 	}
@@ -326,17 +326,4 @@ func (s *Store) OfNode(node string) ([]string, error) {
 		}
 	}
 	return out, nil
-}
-
-// readRecord reads a record, again when the file was replaced between
-// the lookup of its name and the read: a network filesystem answers
-// ESTALE then (GlusterFS did, to a controller reading a record that
-// another controller had just renamed over).
-func readRecord(path string) ([]byte, error) {
-	for try := 0; ; try++ {
-		data, err := os.ReadFile(path)
-		if !errors.Is(err, unix.ESTALE) || try == 4 {
-			return data, err
-		}
-	}
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/filevol/filevol/internal/durable"
 )
 
 // DirName is the directory of requests and answers inside the pool.
@@ -91,7 +93,7 @@ func tmpName(owner string) string {
 // readJSON reads path into v; ok is false when it does not exist (or is
 // being replaced: a torn read is impossible, files are renamed into place).
 func readJSON(path string, v any) (bool, error) {
-	data, err := os.ReadFile(path)
+	data, err := durable.ReadReplaced(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}

@@ -36,6 +36,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/filevol/filevol/internal/durable"
 )
 
 // DirName is the directory of the records inside the pool.
@@ -172,7 +174,7 @@ func (s *Store) scan(keep func(name string) bool) (map[string][]Entry, error) {
 		if strings.HasPrefix(name, tmpPrefix) || !strings.HasSuffix(name, suffix) || !keep(name) {
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join(s.dir, name))
+		data, err := durable.ReadReplaced(filepath.Join(s.dir, name))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}

@@ -144,7 +144,7 @@ func (s *Store[T]) Get(id string) (T, error) {
 		return zero, err
 	}
 	path := s.Path(id)
-	data, err := os.ReadFile(path)
+	data, err := durable.ReadReplaced(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		s.idx.remove(id)
 		return zero, fmt.Errorf("%w: %s", s.cfg.NotFound, id)
