@@ -101,6 +101,16 @@ for f in podtime.log podtime.md podtime.json localpath.log; do
 done
 mkdir -p "$OUT/bin" "$OUT/suite"
 
+# keep_driver_logs copies the filevol pods' logs (helm mode) from the kubelet's log
+# directory, which loses a pod's logs when the pod is deleted (the chart's upgrade
+# replaces every pod) and which down.sh removes, to $OUT/driver. Called before the
+# chart's test and at the end: a suite failure keeps the logs of the pods it ran on.
+keep_driver_logs() {
+  if [ "$E2E_INSTALL" = helm ] && compgen -G "$STATE_DIR/pod-logs/filevol_*" >/dev/null; then
+    mkdir -p "$OUT/driver" && cp -r "$STATE_DIR"/pod-logs/filevol_* "$OUT/driver/"
+  fi
+}
+
 finish() {
   local rc=$?
   set +e
@@ -111,9 +121,7 @@ finish() {
   fi
   # The filevol pods' logs (helm mode) live in the kubelet's log directory, which down.sh
   # removes: keep them with the run's other logs.
-  if [ "$E2E_INSTALL" = helm ] && compgen -G "$STATE_DIR/pod-logs/filevol_*" >/dev/null; then
-    mkdir -p "$OUT/driver" && cp -r "$STATE_DIR"/pod-logs/filevol_* "$OUT/driver/"
-  fi
+  keep_driver_logs
   if [ "$E2E_KEEP" = 1 ]; then
     log "E2E_KEEP=1: the cluster stays up (KUBECONFIG=$ADMIN_KUBECONFIG); make cluster-down when done"
   else
@@ -277,6 +285,13 @@ if [ "$E2E_SUITE" = 1 ]; then
   # (values-e2e.yaml runs the node-local driver's csi-snapshotter in its controller
   # Deployment, not per node: it sees pre-provisioned contents and groups too.)
   # The [Disruptive] tests ssh to the node (up.sh's sshd) to stop and start the kubelet.
+  # A race of the snapshot-controller (external-snapshotter v8.7.0), not of any driver:
+  # with deletionPolicy Retain, the VolumeGroupSnapshotContent keeps its finalizer for good
+  # when the VolumeGroupSnapshot is gone before the controller annotates the content as
+  # being deleted ("GroupSnapshotFinalizerError ... not found" in snapshot-controller.log;
+  # kubernetes-csi/external-snapshotter#1212 is about the same annotation). Seen on the
+  # shared driver's pass of a CI run (2026-11-25); the test then waits 5 minutes and fails.
+  cannot+=("Pre-provisioned VolumeGroupSnapshot \\(retain policy\\)|an upstream race: the snapshot-controller leaves a retained VolumeGroupSnapshotContent's finalizer when its group snapshot is deleted before it marks the content (snapshot-controller.log: GroupSnapshotFinalizerError); the Delete-policy group snapshot tests still run")
   suite_ssh_env
   if [[ ! ${ssh_env[*]} ]] && [ "$E2E_SLOW" = 1 ]; then
     cannot+=("\[Disruptive\]|no sshd on the node (up.sh did not start one)")
@@ -318,6 +333,7 @@ if [ "$E2E_SUITE" = 1 ]; then
 fi
 
 # ---- 7. the chart: upgrade in place, uninstall, reinstall (last: it uninstalls) ------------
+keep_driver_logs   # the upgrade below replaces every pod, and their logs go with them
 if [ "$E2E_INSTALL" = helm ] && [ "$E2E_CHART" = 1 ]; then
   t=$(date +%s)
   rc=0
