@@ -33,7 +33,17 @@ type nodeEnv struct {
 
 func newNodeEnv(t *testing.T) *nodeEnv {
 	t.Helper()
-	dir := t.TempDir()
+	k := fake.New()
+	e, _ := nodeEnvOn(t, t.TempDir(), func(string) Host { return k.Host() })
+	e.k = k
+	return e
+}
+
+// nodeEnvOn is node n1 with its pool and kubelet directory under dir, on
+// the host that host makes for the pool's directory (a fake kernel, or the
+// real one: hostos.New); the driver is returned for what nodeEnv leaves out.
+func nodeEnvOn(t *testing.T, dir string, host func(poolDir string) Host) (*nodeEnv, *Driver) {
+	t.Helper()
 	p, err := pool.Open(filepath.Join(dir, "pool"), pool.Options{NodeID: "n1"})
 	if err != nil {
 		t.Fatal(err)
@@ -43,9 +53,8 @@ func newNodeEnv(t *testing.T) *nodeEnv {
 	if err := os.MkdirAll(kubelet, 0o750); err != nil {
 		t.Fatal(err)
 	}
-	k := fake.New()
-	d := New(Config{DriverName: "filevol.csi.io", NodeID: "n1", Node: true, KubeletDir: kubelet}, p, k.Host())
-	return &nodeEnv{t: t, k: k, pool: p, node: d.Node, kubelet: kubelet}
+	d := New(Config{DriverName: "filevol.csi.io", NodeID: "n1", Node: true, KubeletDir: kubelet}, p, host(p.Dir()))
+	return &nodeEnv{t: t, pool: p, node: d.Node, kubelet: kubelet}, d
 }
 
 // volume creates a volume of size bytes (thin: its image is made at stage).

@@ -12,7 +12,6 @@ import (
 	"github.com/filevol/filevol/internal/hostos"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/inuse"
-	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/testutil"
 )
 
@@ -30,17 +29,8 @@ func TestStageMarksTheImageOnTheKernel(t *testing.T) {
 		t.Skip("mkfs.ext4 not installed")
 	}
 	dir := testutil.Scratch(t, "csi-stage-mark") // its cleanup unmounts and detaches what is left under dir
-	p, err := pool.Open(filepath.Join(dir, "pool"), pool.Options{NodeID: "n1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	kubelet := filepath.Join(dir, "kubelet")
-	if err := os.MkdirAll(kubelet, 0o750); err != nil {
-		t.Fatal(err)
-	}
-	d := New(Config{DriverName: "filevol.csi.io", NodeID: "n1", Node: true, KubeletDir: kubelet}, p, hostos.New(p.Dir()))
-	e := &nodeEnv{t: t, pool: p, node: d.Node, kubelet: kubelet}
+	e, _ := nodeEnvOn(t, dir, hostos.New)
+	p := e.pool
 	locked := func(id string) bool {
 		t.Helper()
 		l, err := loop.Locked(p.ImagePath(id))

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -31,18 +30,9 @@ func TestReadingAgreesWithPerVolumeLookups(t *testing.T) {
 		t.Skip("mkfs.ext4 not installed")
 	}
 	dir := testutil.Scratch(t, "csi-reading") // its cleanup unmounts and detaches what is left under dir
-	p, err := pool.Open(filepath.Join(dir, "pool"), pool.Options{NodeID: "n1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	kubelet := filepath.Join(dir, "kubelet")
-	if err := os.MkdirAll(kubelet, 0o750); err != nil {
-		t.Fatal(err)
-	}
-	h := hostos.New(p.Dir())
-	d := New(Config{DriverName: "filevol.csi.io", NodeID: "n1", Node: true, KubeletDir: kubelet}, p, h)
-	e := &nodeEnv{t: t, pool: p, node: d.Node, kubelet: kubelet}
+	var h Host
+	e, d := nodeEnvOn(t, dir, func(poolDir string) Host { h = hostos.New(poolDir); return h })
+	p := e.pool
 
 	type vol struct{ id, staging, target, target2 string }
 	var vols []vol
