@@ -155,7 +155,12 @@ func Open(dir string, o Options) (_ *Pool, err error) {
 		p.closeStores()
 		return nil, err
 	}
-	if err := unix.Flock(p.lockFD, unix.LOCK_SH); err != nil {
+	// Shared while the pool is open; a repair elsewhere is waited out by
+	// asking anew, never in the kernel (durable.WaitLock says why).
+	err = durable.WaitLock(func() error { return unix.Flock(p.lockFD, unix.LOCK_SH|unix.LOCK_NB) }, func() {
+		klog.InfoS("Waiting for the directory pool's lock: another process holds it to repair the pool", "pool", dir)
+	})
+	if err != nil {
 		p.closeStores()
 		return nil, err
 	}

@@ -3,8 +3,10 @@ package pool
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/klog/v2"
 
 	"github.com/filevol/filevol/internal/durable"
 )
@@ -40,7 +42,7 @@ func lockPool(dir string) (fd int, exclusive bool, err error) {
 	}
 	// Someone else has the pool open: share it. This waits only while the
 	// other process is itself repairing under the exclusive lock.
-	if err := sharePool(fd); err != nil {
+	if err := sharePool(fd, dir); err != nil {
 		_ = unix.Close(fd)
 		return -1, false, fmt.Errorf("lock pool %s: %w", path, err)
 	}
@@ -50,7 +52,11 @@ func lockPool(dir string) (fd int, exclusive bool, err error) {
 // sharePool converts the lock to shared (or takes it shared). The
 // conversion is not atomic: another Open may take the exclusive lock in
 // between and repair, but this Open has finished its own repair and
-// creates nothing until it returns, so there is nothing to break.
-func sharePool(fd int) error {
-	return durable.IgnoringEINTR(func() error { return unix.Flock(fd, unix.LOCK_SH) })
+// creates nothing until it returns, so there is nothing to break. It
+// waits while another process repairs under the exclusive lock, asking
+// anew rather than in the kernel (durable.WaitLock says why).
+func sharePool(fd int, dir string) error {
+	return durable.WaitLock(func() error { return unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB) }, func() {
+		klog.InfoS("Waiting for the pool's lock: another process holds it to repair the pool", "lock", filepath.Join(dir, lockName))
+	})
 }

@@ -63,7 +63,7 @@ func open(dir string, opts Options) (_ *Pool, err error) {
 		// owner lock instead, and the flock is only held shared (it keeps
 		// an older, node-local build on this host from repairing).
 		if alone {
-			if err := sharePool(p.lockFD); err != nil {
+			if err := sharePool(p.lockFD, dir); err != nil {
 				return nil, fmt.Errorf("open pool %s: share lock: %w", dir, err)
 			}
 		}
@@ -108,7 +108,7 @@ func open(dir string, opts Options) (_ *Pool, err error) {
 			return nil, fmt.Errorf("open pool %s: share owner lock: %w", dir, err)
 		}
 	case repair:
-		if err := sharePool(p.lockFD); err != nil {
+		if err := sharePool(p.lockFD, dir); err != nil {
 			return nil, fmt.Errorf("open pool %s: share lock: %w", dir, err)
 		}
 	}

@@ -75,14 +75,16 @@ func lockOwner(dir, key, name string) (fd int, exclusive bool, err error) {
 	if err != nil {
 		return -1, false, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	err = ofdLock(fd, unix.F_WRLCK, false)
+	err = ofdLock(fd, unix.F_WRLCK)
 	switch {
 	case err == nil:
 		return fd, true, nil
 	case err == unix.EAGAIN || err == unix.EACCES:
 		// Another process of this owner has the pool open: share it,
 		// waiting only while that one repairs.
-		if err := ofdLock(fd, unix.F_RDLCK, true); err != nil {
+		if err := durable.WaitLock(func() error { return ofdLock(fd, unix.F_RDLCK) }, func() {
+			klog.InfoS("Waiting for the owner lock: another process of this owner holds it to repair its files", "lock", path)
+		}); err != nil {
 			_ = unix.Close(fd)
 			return -1, false, fmt.Errorf("lock owner %s: %w", path, err)
 		}
@@ -99,17 +101,13 @@ func lockOwner(dir, key, name string) (fd int, exclusive bool, err error) {
 // shareOwner turns the exclusive owner lock into a shared one, atomically
 // (an OFD lock converts in place): nobody else of the owner can take it
 // exclusively meanwhile.
-func shareOwner(fd int) error { return ofdLock(fd, unix.F_RDLCK, false) }
+func shareOwner(fd int) error { return ofdLock(fd, unix.F_RDLCK) }
 
-// ofdLock sets an OFD lock of kind typ over the whole file; wait blocks
-// until it can.
-func ofdLock(fd int, typ int16, wait bool) error {
-	cmd := unix.F_OFD_SETLK
-	if wait {
-		cmd = unix.F_OFD_SETLKW
-	}
+// ofdLock sets an OFD lock of kind typ over the whole file, or fails at
+// once (EAGAIN) if another holder's lock conflicts.
+func ofdLock(fd int, typ int16) error {
 	lk := unix.Flock_t{Type: typ, Whence: 0}
-	return durable.IgnoringEINTR(func() error { return unix.FcntlFlock(uintptr(fd), cmd, &lk) })
+	return durable.IgnoringEINTR(func() error { return unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &lk) })
 }
 
 // writeOwnerName records whose key the directory odir is, once: an

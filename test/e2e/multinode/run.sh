@@ -124,7 +124,7 @@ TL=$(date +%s)
 # The last run's logs to prev/, once the lock is ours: a run waiting for it must not move the
 # logs of the run that holds it.
 rm -rf "$OUT/prev"; mkdir -p "$OUT/prev"
-for f in stories.log summary.txt install.log killed-run.log driver cluster suite testdriver.yaml testdriver-shared.yaml testdriver-dir.yaml; do [ -e "$OUT/$f" ] && mv "$OUT/$f" "$OUT/prev/"; done
+for f in stories.log summary.txt install.log install-restarts killed-run.log driver cluster suite testdriver.yaml testdriver-shared.yaml testdriver-dir.yaml; do [ -e "$OUT/$f" ] && mv "$OUT/$f" "$OUT/prev/"; done
 
 # ---- 1b. a killed run, and its clean-up proved complete ------------------------------------
 # Not in killed-run.sh's own run of this script (MN_STOP_AFTER), which it kills.
@@ -195,7 +195,19 @@ for i in $(seq 120); do
   sleep 1
 done
 [ "$regs" = 3 ] || die "filevol and shared.filevol.csi.io registered on $regs of 3 nodes: $("${K[@]}" get csinode -o wide)"
-note "install: $(( $(date +%s) - t ))s; $("${K[@]}" -n filevol get pods -o wide --no-headers | awk '{print $1 "@" $7}' | tr '\n' ' ')"
+note "install: $(( $(date +%s) - t ))s; $("${K[@]}" -n filevol get pods --no-headers \
+  -o custom-columns='P:.metadata.name,N:.spec.nodeName,R:.status.containerStatuses[*].restartCount' |
+  awk '{r = $3; gsub(/[,0]/, "", r); printf "%s@%s%s ", $1, $2, (r == "" ? "" : " (restarted: " $3 ")")}')"
+# A container that restarted during the install: what it said before, while it lasts (the
+# stories replace pods, and their logs go with them).
+while read -r pod c r; do
+  [ "${r:-0}" -gt 0 ] || continue
+  mkdir -p "$OUT/install-restarts"
+  "${K[@]}" -n filevol logs "$pod" -c "$c" --previous > "$OUT/install-restarts/$pod-$c.log" 2>&1 || true
+  note "  $pod: container $c restarted $r time(s) during the install: install-restarts/$pod-$c.log"
+done < <("${K[@]}" -n filevol get pods --no-headers \
+  -o custom-columns='P:.metadata.name,C:.status.containerStatuses[*].name,R:.status.containerStatuses[*].restartCount' |
+  awk '{n = split($2, c, ","); split($3, r, ","); for (i = 1; i <= n; i++) print $1, c[i], r[i]}')
 
 # ---- 4. stories ----------------------------------------------------------------------------
 if [ "$MN_STORIES" = 1 ]; then
