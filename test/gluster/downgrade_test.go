@@ -115,8 +115,12 @@ func TestSharedPoolOpensOnceARepairElsewhereShares(t *testing.T) {
 			func(fd int) error { return unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) },
 			func(fd int) error { return unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB) }},
 		{"owner lock", filepath.Join("owners", pool.OwnerKey("n1"), "lock"),
-			func(fd int) error { return unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &unix.Flock_t{Type: unix.F_WRLCK}) },
-			func(fd int) error { return unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &unix.Flock_t{Type: unix.F_RDLCK}) }},
+			func(fd int) error {
+				return unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &unix.Flock_t{Type: unix.F_WRLCK})
+			},
+			func(fd int) error {
+				return unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &unix.Flock_t{Type: unix.F_RDLCK})
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := strings.ReplaceAll(tc.name, " ", "-")
