@@ -65,10 +65,12 @@ func (s *Store) withLock(volumeID string, fn func() error) error {
 // FUSE client looked the name up, then its create or open met the other
 // client's change (two controllers deleting one volume during a hand-over
 // did, 1 run in 4). The name settles a moment later, so the open is
-// tried again, for half a second at most.
+// tried again, for 5 s at most: half a second was not always enough with
+// the host's two CPUs busy (an ENOENT after 50 tries, once in a make test
+// beside a Kubernetes cluster's e2e suite).
 func openLockFile(path string) (*os.File, error) {
 	var err error
-	for range 50 {
+	for start := time.Now(); time.Since(start) < 5*time.Second; {
 		var f *os.File
 		if f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600); err == nil {
 			return f, nil
