@@ -66,8 +66,9 @@ SHARED_POOL=$STATE_DIR/shared-pool
 DIR_POOL=$STATE_DIR/dir-pool   # the shared driver's directory pool (values-e2e.yaml sharedPool.dirPool)
 E2E_SHARED_FOCUS=${E2E_SHARED_FOCUS:-$E2E_FOCUS}
 # The same driver's directory volumes (testdriver-dir.yaml, class filevol-dir): by default
-# the Dynamic PV (default fs) patterns, the ones measured (test/e2e/README.md); none: left out.
-E2E_DIR_FOCUS=${E2E_DIR_FOCUS:-'External.Storage.*Dynamic PV \(default fs\)\]'}
+# the Dynamic PV (default fs) patterns, with expansion, and the dynamic snapshot patterns,
+# the ones measured (test/e2e/README.md); none: left out.
+E2E_DIR_FOCUS=${E2E_DIR_FOCUS:-'External.Storage.*(Dynamic PV \(default fs\)(\(allowExpansion\))?\]|Dynamic Snapshot)'}
 # What the shared driver's pass leaves out by default (test/e2e/README.md says why):
 # test patterns whose work after NodePublishVolume is kubelet's alone on the very node
 # code the node-local pass runs. E2E_SHARED_SKIP= (empty) runs the whole suite.
