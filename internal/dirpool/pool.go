@@ -157,7 +157,7 @@ func Open(dir string, o Options) (_ *Pool, err error) {
 	}
 	// Shared while the pool is open; a repair elsewhere is waited out by
 	// asking anew, never in the kernel (durable.WaitLock says why).
-	err = durable.WaitLock(func() error { return unix.Flock(p.lockFD, unix.LOCK_SH|unix.LOCK_NB) }, func() {
+	err = durable.ShareFlock(p.lockFD, func() {
 		klog.InfoS("Waiting for the directory pool's lock: another process holds it to repair the pool", "pool", dir)
 	})
 	if err != nil {

@@ -40,6 +40,12 @@ func WaitLock(try func() error, waiting func()) error {
 	}
 }
 
+// ShareFlock takes fd's flock shared (or turns an exclusive one shared),
+// through WaitLock: never waiting in the kernel.
+func ShareFlock(fd int, waiting func()) error {
+	return WaitLock(func() error { return unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB) }, waiting)
+}
+
 // LockHeld reports whether err is a lock request's refusal because another
 // holder's lock conflicts: EWOULDBLOCK (flock; EAGAIN on Linux) or EACCES
 // (fcntl locks on some filesystems).

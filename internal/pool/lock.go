@@ -36,7 +36,7 @@ func lockPool(dir string) (fd int, exclusive bool, err error) {
 	if err == nil {
 		return fd, true, nil
 	}
-	if err != unix.EWOULDBLOCK {
+	if !durable.LockHeld(err) {
 		_ = unix.Close(fd)
 		return -1, false, fmt.Errorf("lock pool %s: %w", path, err)
 	}
@@ -56,7 +56,7 @@ func lockPool(dir string) (fd int, exclusive bool, err error) {
 // waits while another process repairs under the exclusive lock, asking
 // anew rather than in the kernel (durable.WaitLock says why).
 func sharePool(fd int, dir string) error {
-	return durable.WaitLock(func() error { return unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB) }, func() {
+	return durable.ShareFlock(fd, func() {
 		klog.InfoS("Waiting for the pool's lock: another process holds it to repair the pool", "lock", filepath.Join(dir, lockName))
 	})
 }

@@ -79,7 +79,7 @@ func lockOwner(dir, key, name string) (fd int, exclusive bool, err error) {
 	switch {
 	case err == nil:
 		return fd, true, nil
-	case err == unix.EAGAIN || err == unix.EACCES:
+	case durable.LockHeld(err):
 		// Another process of this owner has the pool open: share it,
 		// waiting only while that one repairs.
 		if err := durable.WaitLock(func() error { return ofdLock(fd, unix.F_RDLCK) }, func() {

@@ -195,9 +195,9 @@ for i in $(seq 120); do
   sleep 1
 done
 [ "$regs" = 3 ] || die "filevol and shared.filevol.csi.io registered on $regs of 3 nodes: $("${K[@]}" get csinode -o wide)"
-note "install: $(( $(date +%s) - t ))s; $("${K[@]}" -n filevol get pods --no-headers \
-  -o custom-columns='P:.metadata.name,N:.spec.nodeName,R:.status.containerStatuses[*].restartCount' |
-  awk '{r = $3; gsub(/[,0]/, "", r); printf "%s@%s%s ", $1, $2, (r == "" ? "" : " (restarted: " $3 ")")}')"
+# One listing of the pods: name, node, containers and their restart counts (comma lists).
+pods=$("${K[@]}" -n filevol get pods --no-headers -o custom-columns='P:.metadata.name,N:.spec.nodeName,C:.status.containerStatuses[*].name,R:.status.containerStatuses[*].restartCount')
+note "install: $(( $(date +%s) - t ))s; $(awk '{r = $4; gsub(/[,0]/, "", r); printf "%s@%s%s ", $1, $2, (r == "" ? "" : " (restarted: " $4 ")")}' <<< "$pods")"
 # A container that restarted during the install: what it said before, while it lasts (the
 # stories replace pods, and their logs go with them).
 while read -r pod c r; do
@@ -205,9 +205,7 @@ while read -r pod c r; do
   mkdir -p "$OUT/install-restarts"
   "${K[@]}" -n filevol logs "$pod" -c "$c" --previous > "$OUT/install-restarts/$pod-$c.log" 2>&1 || true
   note "  $pod: container $c restarted $r time(s) during the install: install-restarts/$pod-$c.log"
-done < <("${K[@]}" -n filevol get pods --no-headers \
-  -o custom-columns='P:.metadata.name,C:.status.containerStatuses[*].name,R:.status.containerStatuses[*].restartCount' |
-  awk '{n = split($2, c, ","); split($3, r, ","); for (i = 1; i <= n; i++) print $1, c[i], r[i]}')
+done < <(awk '{n = split($3, c, ","); split($4, r, ","); for (i = 1; i <= n; i++) print $1, c[i], r[i]}' <<< "$pods")
 
 # ---- 4. stories ----------------------------------------------------------------------------
 if [ "$MN_STORIES" = 1 ]; then
