@@ -6,10 +6,11 @@
 // reads the same answer.
 //
 // Layout: <pool>/attach/<volume ID>.json holds the volume's attachments;
-// <pool>/attach/<volume ID>.lock is locked (an OFD write lock, which a
-// network filesystem carries to its server) while a controller reads and
-// changes the record, so that two controllers during a leader hand-over
-// never both attach one single-node volume to two nodes.
+// the volume's byte of <pool>/attach/.locks is locked (an OFD write lock,
+// which a network filesystem carries to its server) while a controller
+// reads and changes the record, so that two controllers during a leader
+// hand-over never both attach one single-node volume to two nodes
+// (lock.go says why one file, never unlinked).
 //
 // Every attachment carries an epoch: a number the record hands out once
 // and never again. ControllerPublishVolume returns it in the
@@ -125,7 +126,9 @@ func New(poolDir string) *Store {
 }
 
 func (s *Store) recordPath(id string) string { return filepath.Join(s.dir, id+".json") }
-func (s *Store) lockPath(id string) string   { return filepath.Join(s.dir, id+".lock") }
+func (s *Store) legacyLockPath(id string) string {
+	return filepath.Join(s.dir, id+".lock")
+}
 
 // Attach records req's attachment and returns it. Idempotent: the same
 // request again returns the attachment it made, epoch included.
@@ -141,8 +144,8 @@ func (s *Store) Attach(req Request, exists func() error) (Attachment, error) {
 	err := s.change(req.VolumeID, func(r *Record) (bool, error) {
 		if exists != nil {
 			if err := exists(); err != nil {
-				// Gone: taking the lock made its file again; it goes, with
-				// any record (none can be left: Retire removed it).
+				// Gone: any record goes (none can be left: Retire
+				// removed it).
 				if derr := s.drop(req.VolumeID); derr != nil {
 					return false, errors.Join(err, derr)
 				}
@@ -173,10 +176,9 @@ func (s *Store) Attach(req Request, exists func() error) (Attachment, error) {
 // Detach drops node's attachment of the volume. Idempotent: a volume or
 // node without one is not an error.
 //
-// A volume without a record is answered without taking its lock: taking
-// it makes the lock file, which a detach of a deleted volume (CSI: OK,
-// and the attacher retries it) would leave behind for ever. Reading no
-// record first is safe: a concurrent Attach that makes one is ordered
+// A volume without a record (never attached, or deleted: CSI answers OK,
+// and the attacher retries) is answered without taking its lock. Reading
+// no record first is safe: a concurrent Attach that makes one is ordered
 // after this detach, which had nothing to drop.
 func (s *Store) Detach(volumeID, node string) error {
 	if _, err := os.Lstat(s.recordPath(volumeID)); errors.Is(err, fs.ErrNotExist) {
@@ -255,18 +257,15 @@ func (s *Store) Retire(volumeID string, del func(Record) error) error {
 	})
 }
 
-// drop removes the volume's record and lock file; the caller holds the
-// lock.
+// drop removes the volume's record, and the lock file an earlier
+// version made for it (lockLegacy); the caller holds the lock.
 func (s *Store) drop(volumeID string) error {
 	s.removeDebris(volumeID)
 	if err := os.Remove(s.recordPath(volumeID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove attachments of volume %s: %w", volumeID, err)
 	}
-	// The lock file goes too; a concurrent attach that opened it before
-	// this removal holds a lock on an unlinked file, which is why
-	// withLock re-checks that its lock file is still the one linked.
-	if err := os.Remove(s.lockPath(volumeID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("remove attachment lock of volume %s: %w", volumeID, err)
+	if err := os.Remove(s.legacyLockPath(volumeID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove the earlier version's attachment lock of volume %s: %w", volumeID, err)
 	}
 	return nil
 }

@@ -134,8 +134,8 @@ func TestDetachAndForgetAreIdempotent(t *testing.T) {
 	if r, err := s.Of(vol); err != nil || len(r.Attachments) != 0 {
 		t.Fatalf("after forget: %+v, %v", r, err)
 	}
-	if names, _ := os.ReadDir(s.dir); len(names) != 0 {
-		t.Fatalf("forget left %d files", len(names))
+	if left := leftovers(t, s.dir); len(left) != 0 {
+		t.Fatalf("forget left %v", left)
 	}
 }
 
@@ -232,8 +232,8 @@ func TestDetachOfAForgottenVolumeLeavesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if names, _ := os.ReadDir(s.dir); len(names) != 0 {
-		t.Fatalf("a detach of a forgotten volume left %d files (%s)", len(names), names[0].Name())
+	if left := leftovers(t, s.dir); len(left) != 0 {
+		t.Fatalf("a detach of a forgotten volume left %v", left)
 	}
 }
 
@@ -283,8 +283,8 @@ func TestRetireAndAttachAreOneStepEach(t *testing.T) {
 		case !errors.Is(attachErr, errGone) || retireErr != nil:
 			t.Fatalf("round %d: attach %v, delete %v", round, attachErr, retireErr)
 		}
-		if names, _ := os.ReadDir(filepath.Join(dir, DirName)); len(names) != 0 {
-			t.Fatalf("round %d: %d files left (%s)", round, len(names), names[0].Name())
+		if left := leftovers(t, filepath.Join(dir, DirName)); len(left) != 0 {
+			t.Fatalf("round %d: left %v", round, left)
 		}
 	}
 }
@@ -322,7 +322,7 @@ func TestKilledWritersTemporaryFilesGo(t *testing.T) {
 	if err := s.Forget(vol); err != nil {
 		t.Fatal(err)
 	}
-	if names, _ := os.ReadDir(s.dir); len(names) != 0 {
-		t.Fatalf("forget left %d files (%s)", len(names), names[0].Name())
+	if left := leftovers(t, s.dir); len(left) != 0 {
+		t.Fatalf("forget left %v", left)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -30,44 +31,96 @@ func (s *Store) write(r Record) error {
 	return nil
 }
 
-// withLock runs fn holding the volume's lock file's OFD write lock. It
-// waits for another holder: attach calls are short, and the sidecar's
-// call has its own deadline. A lock file that was unlinked (Forget) while
-// we waited is not the volume's lock any more: take the new one.
+// LocksName is the file, in the attachments' directory, whose byte ranges
+// are the volumes' attachment locks: one byte per volume, at an offset
+// taken from its ID (lockOffset). The file is made once and never
+// unlinked. A lock file per volume, unlinked when the volume goes, would
+// be simpler, but on GlusterFS a lock request on a file that another
+// client unlinked and made again around the request's open never returns
+// (docs/shared-pools-glusterfs.md): ControllerPublishVolume racing a
+// delete in another controller replica would hang.
+const LocksName = ".locks"
+
+// lockSpace bounds the offsets of the volumes' locks. Two volumes whose
+// IDs hash to one offset share a lock: one waits for the other's short
+// critical section, nothing worse (no caller holds two volumes' locks).
+// With 2^40 offsets that is a chance in about 2 million for a pair of
+// volumes attached at the same moment among a thousand.
+const lockSpace = 1 << 40
+
+func lockOffset(volumeID string) int64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(volumeID))
+	return int64(h.Sum64() % lockSpace)
+}
+
+// withLock runs fn holding the volume's attachment lock: an OFD write
+// lock on its byte of LocksName. It waits for another holder: attach
+// calls are short, and the sidecar's call has its own deadline. Waiting
+// in the kernel is safe here: the holder only ever unlocks (GlusterFS
+// wakes a waiter at an unlock, not at a downgrade), on a file never
+// unlinked.
 func (s *Store) withLock(volumeID string, fn func() error) error {
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return fmt.Errorf("attachments of volume %s: %w", volumeID, err)
 	}
+	f, err := openLockFile(filepath.Join(s.dir, LocksName))
+	if err != nil {
+		return fmt.Errorf("lock attachments of volume %s: %w", volumeID, err)
+	}
+	defer f.Close() // releases the OFD lock
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: lockOffset(volumeID), Len: 1}
+	if err := durable.IgnoringEINTR(func() error { return unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLKW, &lk) }); err != nil {
+		return fmt.Errorf("lock attachments of volume %s: %w", volumeID, err)
+	}
+	legacy, err := s.lockLegacy(volumeID)
+	if err != nil {
+		return fmt.Errorf("lock attachments of volume %s: %w", volumeID, err)
+	}
+	defer legacy.Close()
+	return fn()
+}
+
+// lockLegacy takes the volume's own lock file's OFD write lock too, when
+// one is there: filevol before 2026-11-27 locked <volume ID>.lock, made
+// it at the volume's first attach and unlinked it at its delete. Taking
+// it keeps a replica of that version, still finishing its calls during a
+// rolling upgrade, out of the record at the same time. This version
+// never makes that file; it removes it with the volume (drop). The
+// returned file is closed to release the lock; without a legacy file it
+// is nil (Close on a nil *os.File is harmless).
+func (s *Store) lockLegacy(volumeID string) (*os.File, error) {
 	for {
-		f, err := openLockFile(s.lockPath(volumeID))
+		f, err := os.OpenFile(s.legacyLockPath(volumeID), os.O_RDWR, 0)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
 		if err != nil {
-			return fmt.Errorf("lock attachments of volume %s: %w", volumeID, err)
+			return nil, err
 		}
 		lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0}
-		err = durable.IgnoringEINTR(func() error { return unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLKW, &lk) })
-		if err != nil {
+		if err := durable.IgnoringEINTR(func() error { return unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLKW, &lk) }); err != nil {
 			f.Close()
-			return fmt.Errorf("lock attachments of volume %s: %w", volumeID, err)
+			return nil, err
 		}
-		if !sameFile(f, s.lockPath(volumeID)) {
-			f.Close()
-			continue
+		// An old replica's delete unlinked it while we waited: it is not
+		// the volume's lock any more; look again.
+		if sameFile(f, s.legacyLockPath(volumeID)) {
+			return f, nil
 		}
-		err = fn()
-		f.Close() // releases the OFD lock
-		return err
+		f.Close()
 	}
 }
 
 // openLockFile opens the lock file at path, creating it if need be. On a
 // network filesystem an O_CREAT open that races another client's create
-// or unlink of the same name can fail with EEXIST or ENOENT: GlusterFS's
-// FUSE client looked the name up, then its create or open met the other
-// client's change (two controllers deleting one volume during a hand-over
-// did, 1 run in 4). The name settles a moment later, so the open is
+// of the same name can fail with EEXIST or ENOENT: GlusterFS's FUSE
+// client looked the name up, then its create or open met the other
+// client's change (two controllers deleting one volume during a
+// hand-over did, 1 run in 4, when every volume had a lock file made and
+// unlinked with it). The name settles a moment later, so the open is
 // tried again, for 5 s at most: half a second was not always enough with
-// the host's two CPUs busy (an ENOENT after 50 tries, once in a make test
-// beside a Kubernetes cluster's e2e suite).
+// the host's two CPUs busy.
 func openLockFile(path string) (*os.File, error) {
 	var err error
 	for start := time.Now(); time.Since(start) < 5*time.Second; {

@@ -55,6 +55,7 @@ type config struct {
 	referenceBin        string        // csi-driver-host-path's hostpathplugin, to compare CreateVolume with
 	refRounds, refBlock int           // reference comparison: rounds, creates per driver per round
 	scaleVolumes        int           // scale: volumes created, staged and published
+	treeFiles           int           // tree delete: files in the directory volume deleted
 }
 
 func main() {
@@ -78,7 +79,7 @@ func main() {
 		return nil
 	})
 	flag.DurationVar(&c.settle, "settle", recentlyFreedFor, "on ext4 without a journal, wait this long after the last run ended before measuring (its freed inodes slow every create meanwhile; 0: do not wait)")
-	flag.StringVar(&c.only, "only", "", "run one part only: control (create, lifecycle, memory, listing), datapath (fio), reference (CreateVolume vs --reference-bin) or scale (--scale-volumes on one node); empty: control, datapath and reference (when --reference-bin is set)")
+	flag.StringVar(&c.only, "only", "", "run one part only: control (create, lifecycle, memory, listing), datapath (fio), reference (CreateVolume vs --reference-bin), scale (--scale-volumes on one node) or tree-delete (a directory volume of --tree-files files deleted while other calls run, on btrfs and ext4 directory pools); empty: control, datapath and reference (when --reference-bin is set)")
 	flag.IntVar(&c.fioRounds, "fio-rounds", 3, "data path: interleaved rounds of every fio workload on every target (0: skip the data path)")
 	flag.Int64Var(&c.fioSize, "fio-size", 512<<20, "data path: bytes of each target fio works on (written once before the rounds)")
 	flag.DurationVar(&c.fioRuntime, "fio-runtime", 4*time.Second, "data path: measured time of one fio job (after a 1 s ramp)")
@@ -87,15 +88,16 @@ func main() {
 	flag.IntVar(&c.refRounds, "reference-rounds", 6, "reference comparison: rounds, each driver's serial and 8-client blocks alternating")
 	flag.IntVar(&c.refBlock, "reference-block", 200, "reference comparison: creates per driver per round and mode")
 	flag.IntVar(&c.scaleVolumes, "scale-volumes", 1000, "scale: volumes created, staged and published on the one node (make scale)")
+	flag.IntVar(&c.treeFiles, "tree-files", 1000000, "tree delete: files written into the directory volume that is deleted (a thousand per directory)")
 	flag.BoolVar(&c.keep, "keep", false, "leave the run directory (pool, driver log) in place after the run")
 	flag.Parse()
 	if c.iterations < 1 || c.clients < 1 || c.concurrent < 1 || c.lifecycle < 1 || c.volumes < 1 || c.listIterations < 1 ||
-		c.fioRounds < 0 || c.fioSize < 1<<20 || c.fioRuntime < time.Second || c.refRounds < 1 || c.refBlock < 1 || c.scaleVolumes < 1 {
+		c.fioRounds < 0 || c.fioSize < 1<<20 || c.fioRuntime < time.Second || c.refRounds < 1 || c.refBlock < 1 || c.scaleVolumes < 1 || c.treeFiles < 1 {
 		fmt.Fprintln(os.Stderr, "bench: every count must be at least 1 (--fio-rounds at least 0, --fio-size at least 1 MiB, --fio-runtime at least 1 s)")
 		os.Exit(2)
 	}
-	if !slices.Contains([]string{"", "control", "datapath", "reference", "scale"}, c.only) {
-		fmt.Fprintf(os.Stderr, "bench: --only %q: want control, datapath, reference or scale\n", c.only)
+	if !slices.Contains([]string{"", "control", "datapath", "reference", "scale", "tree-delete"}, c.only) {
+		fmt.Fprintf(os.Stderr, "bench: --only %q: want control, datapath, reference, scale or tree-delete\n", c.only)
 		os.Exit(2)
 	}
 	if !slices.Contains([]string{"", "scheduler", "read-ahead"}, c.fioAB) {
@@ -197,9 +199,9 @@ func run(c config) int {
 // well defined: latency on a small pool, then the filled pool for memory
 // and listing, then a restart on the filled pool, then cleanup.
 func (b *bench) all(ctx context.Context) error {
-	b.rep.settings = fmt.Sprintf("--only %q, %d serial creates, %d clients × %d creates, %d lifecycle iterations, %d volumes, %d listings, driver --v %d, --pool-fs %s, driver env %v, %d fio rounds of %s on %d MiB, reference %q (%d rounds × %d), %d scale volumes",
+	b.rep.settings = fmt.Sprintf("--only %q, %d serial creates, %d clients × %d creates, %d lifecycle iterations, %d volumes, %d listings, driver --v %d, --pool-fs %s, driver env %v, %d fio rounds of %s on %d MiB, reference %q (%d rounds × %d), %d scale volumes, %d files in the tree deleted",
 		b.cfg.only, b.cfg.iterations, b.cfg.clients, b.cfg.concurrent, b.cfg.lifecycle, b.cfg.volumes, b.cfg.listIterations, b.cfg.verbosity, b.cfg.poolFS, b.cfg.driverEnv,
-		b.cfg.fioRounds, b.cfg.fioRuntime, b.cfg.fioSize>>20, b.cfg.referenceBin, b.cfg.refRounds, b.cfg.refBlock, b.cfg.scaleVolumes)
+		b.cfg.fioRounds, b.cfg.fioRuntime, b.cfg.fioSize>>20, b.cfg.referenceBin, b.cfg.refRounds, b.cfg.refBlock, b.cfg.scaleVolumes, b.cfg.treeFiles)
 	if b.cfg.only == "" || b.cfg.only == "control" {
 		b.fsyncProbe()
 	}
@@ -235,6 +237,9 @@ func (b *bench) all(ctx context.Context) error {
 			return err
 		}
 	}
+	if b.d == nil {
+		return nil // a phase stopped it (tree-delete runs drivers of its own)
+	}
 	return b.stopDriver("final stop")
 }
 
@@ -252,6 +257,8 @@ func (b *bench) phases() []func(context.Context) error {
 		return []func(context.Context) error{b.reference}
 	case "scale":
 		return []func(context.Context) error{b.scale}
+	case "tree-delete":
+		return []func(context.Context) error{b.treeDelete}
 	}
 	all := append([]func(context.Context) error{b.dataPath}, control...)
 	if b.cfg.referenceBin != "" {

@@ -27,6 +27,8 @@ var mkfs = map[string][]string{
 	// to compare driver changes run after run.
 	"ext4-nojournal": {"mkfs.ext4", "-F", "-q", "-O", "^has_journal", "-E", "lazy_itable_init=1,nodiscard"},
 	"xfs":            {"mkfs.xfs", "-f", "-q", "-K"},
+	// btrfs is for the directory pools of the tree-delete phase only.
+	"btrfs": {"mkfs.btrfs", "-f", "-q", "-K"},
 }
 
 // preparePoolFS decides what filesystem the pool lives on. "host" is the
@@ -51,15 +53,27 @@ func (b *bench) preparePoolFS(ctx context.Context) error {
 		}
 		return os.MkdirAll(b.poolDir, 0o700)
 	}
-	argv, ok := mkfs[fsType]
-	if !ok {
+	if _, ok := mkfs[fsType]; !ok || fsType == "btrfs" {
 		return fmt.Errorf("--pool-fs %q: want host, ext4, ext4-nojournal, xfs or tmpfs", fsType)
 	}
-	img := filepath.Join(b.runDir, "poolfs.img")
+	if err := makeLoopFS(ctx, filepath.Join(b.runDir, "poolfs.img"), mnt, fsType, poolFSSize); err != nil {
+		return err
+	}
+	return os.MkdirAll(b.poolDir, 0o700)
+}
+
+// makeLoopFS makes a fsType filesystem (a key of mkfs) on a loop device
+// over a sparse file img of size bytes and mounts it at mnt. Both live
+// under the run directory, so CleanLeftovers removes them after a kill.
+func makeLoopFS(ctx context.Context, img, mnt, fsType string, size int64) error {
+	argv, ok := mkfs[fsType]
+	if !ok {
+		return fmt.Errorf("no mkfs for %q", fsType)
+	}
 	if err := os.WriteFile(img, nil, 0o600); err != nil {
 		return err
 	}
-	if err := os.Truncate(img, poolFSSize); err != nil {
+	if err := os.Truncate(img, size); err != nil {
 		return err
 	}
 	// Direct I/O: the pool's fsyncs reach the disk below instead of
@@ -80,7 +94,7 @@ func (b *bench) preparePoolFS(ctx context.Context) error {
 	if err := unix.Mount(dev.Path, mnt, kind, 0, opts); err != nil {
 		return fmt.Errorf("mount %s at %s: %w", dev.Path, mnt, err)
 	}
-	return os.MkdirAll(b.poolDir, 0o700)
+	return nil
 }
 
 // ext4Journal says whether the ext4 filesystem on source has a journal:

@@ -32,8 +32,9 @@ const lastRunFile = benchRoot + ".last-run"
 // settle waits until the last run's freed inodes no longer slow allocation
 // on the pool's filesystem, if that filesystem is ext4 without a journal.
 func (b *bench) settle(ctx context.Context) error {
-	// Only creates are slowed: the data path and the scale part do not wait.
-	if b.cfg.settle <= 0 || b.cfg.poolFS != "host" || b.cfg.only == "datapath" || b.cfg.only == "scale" {
+	// Only creates in the pool are slowed: the data path, the scale part
+	// and the tree delete (on filesystems of its own) do not wait.
+	if b.cfg.settle <= 0 || b.cfg.poolFS != "host" || b.cfg.only == "datapath" || b.cfg.only == "scale" || b.cfg.only == "tree-delete" {
 		return nil
 	}
 	m, err := mountOf(b.poolDir)
