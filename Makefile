@@ -9,7 +9,7 @@ BIN := bin/filevol
 RUN_DIR := $(CURDIR)/_output/run
 TEST_TIMEOUT ?= 20m
 
-.PHONY: scale e2e e2e-multinode e2e-multinode-killed bench-snapshot chart-test deploy images chart-e2e help build run test unit sanity vet deps bench fuzz faults stress fulldisk clean e2e-doctor
+.PHONY: scale bench-tree-delete e2e e2e-multinode e2e-multinode-killed bench-snapshot chart-test deploy images chart-e2e help build run test unit sanity vet deps bench fuzz faults stress fulldisk clean e2e-doctor
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -63,6 +63,9 @@ bench: build deps ## benchmarks against the running driver (report in _output/be
 
 scale: build deps ## 1,000 volumes staged and published on one node: stage latency, memory, /metrics, /debug/volumes, restart, simulated reboot (report in _output/scale; docs/scale.md)
 	./hack/bench.sh --only scale --out _output/scale/report.md $(SCALE_ARGS)
+
+bench-tree-delete: build deps ## a directory volume of a million files deleted while other directory volumes are created and deleted, on btrfs and ext4 directory pools (report in _output/tree-delete)
+	./hack/bench.sh --only tree-delete --out _output/tree-delete/report.md $(TREE_DELETE_ARGS)
 
 bench-snapshot: build deps ## snapshot, restore and expansion timings on xfs (reflink), btrfs and ext4 pools
 	./hack/bench-snapshot.sh

@@ -196,7 +196,7 @@ func assertClean(t *testing.T, p *Pool, dir string, n int) {
 	if got := len(p.List()); got != n {
 		t.Errorf("%d volumes, want %d", got, n)
 	}
-	for _, sub := range []string{tmpDir, trashDir} {
+	for _, sub := range []string{tmpDir, trashDir, destroyingDir} {
 		ents, err := os.ReadDir(filepath.Join(dir, metaDir, sub))
 		if err != nil {
 			t.Error(err)

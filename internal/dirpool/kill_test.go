@@ -126,7 +126,7 @@ func checkInvariants(t *testing.T, p *Pool, dir, when string) {
 		}
 		gids[v.GID] = v.ID
 	}
-	for _, sub := range []string{tmpDir, trashDir} {
+	for _, sub := range []string{tmpDir, trashDir, destroyingDir} {
 		if ents, _ := os.ReadDir(filepath.Join(dir, metaDir, sub)); len(ents) != 0 {
 			t.Errorf("%s: left in %s: %d entries", when, sub, len(ents))
 		}

@@ -134,7 +134,7 @@ func TestPlainPoolDeleteRemovesOnlyTheVolume(t *testing.T) {
 			}
 			table, err := mount.Read()
 			must(t, err)
-			for _, m := range table.Under(filepath.Join(dir, metaDir, trashDir)) {
+			for _, m := range table.Under(filepath.Join(dir, metaDir)) { // trash or destroying
 				must(t, mount.UnmountAll(m.MountPoint))
 			}
 			if err := p.EmptyTrash(); err != nil {
@@ -173,7 +173,9 @@ func must(t *testing.T, err error) {
 
 func assertTrashEmpty(t *testing.T, dir string) {
 	t.Helper()
-	if ents, _ := os.ReadDir(filepath.Join(dir, metaDir, trashDir)); len(ents) != 0 {
-		t.Errorf("left in the trash: %d entries", len(ents))
+	for _, sub := range []string{trashDir, destroyingDir} {
+		if ents, _ := os.ReadDir(filepath.Join(dir, metaDir, sub)); len(ents) != 0 {
+			t.Errorf("left in %s: %d entries", sub, len(ents))
+		}
 	}
 }

@@ -46,6 +46,9 @@ const (
 	identityFile  = "pool.json"
 	tmpDir        = "tmp"
 	trashDir      = "trash"
+	// destroyingDir holds what the collector took from the trash to
+	// destroy (destroyTrashed).
+	destroyingDir = "destroying"
 	volumesDir    = "volumes"
 )
 
@@ -99,7 +102,7 @@ func Open(dir string, o Options) (_ *Pool, err error) {
 	if err := unix.Statfs(dir, &sfs); err != nil {
 		return nil, err
 	}
-	for _, d := range []string{metaDir, metaDir + "/" + volumesDir, metaDir + "/" + tmpDir, metaDir + "/" + trashDir, metaDir + "/" + qgroupsDir} {
+	for _, d := range []string{metaDir, metaDir + "/" + volumesDir, metaDir + "/" + tmpDir, metaDir + "/" + trashDir, metaDir + "/" + destroyingDir, metaDir + "/" + qgroupsDir} {
 		if err := durable.EnsureDir(filepath.Join(dir, d)); err != nil {
 			return nil, err
 		}

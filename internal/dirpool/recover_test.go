@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,6 +53,31 @@ func TestOpenRepairsInterruptedCreatesAndDeletes(t *testing.T) {
 	if err := p.Delete(ctx, gone.ID); err != nil {
 		t.Fatal(err)
 	}
+	// The same two, with the collector killed after it took the subvolume
+	// out of the trash to destroy it (destroyTrashed), before the destroy.
+	halfAside, goneAside := create(t, p, "half-aside", 16*mib, nil), create(t, p, "gone-aside", 16*mib, nil)
+	if err := p.trash(halfAside.Path, halfAside); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Delete(ctx, goneAside.ID); err != nil {
+		t.Fatal(err)
+	}
+	trash, aside := openMeta(t, p, trashDir), openMeta(t, p, destroyingDir)
+	for _, id := range []string{halfAside.ID, goneAside.ID} {
+		names, err := p.entries(trashDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range names {
+			if strings.HasPrefix(n, id+".") {
+				if err := unix.Renameat(trash, n, aside, n); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	unix.Close(trash)
+	unix.Close(aside)
 	unix.Close(tmp)
 	p.Close()
 
@@ -67,22 +94,27 @@ func TestOpenRepairsInterruptedCreatesAndDeletes(t *testing.T) {
 		}
 		f.Close()
 	}
-	for _, id := range []string{half.ID, gone.ID, orphan} {
+	for _, id := range []string{half.ID, gone.ID, orphan, halfAside.ID, goneAside.ID} {
 		if p.Known(id) {
 			t.Errorf("volume %s is back", id)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, half.Path)); !os.IsNotExist(err) {
-		t.Errorf("the half-deleted volume's directory: %v", err)
+	for _, v := range []Volume{half, halfAside} {
+		if _, err := os.Stat(filepath.Join(dir, v.Path)); !os.IsNotExist(err) {
+			t.Errorf("the half-deleted volume %s's directory: %v", v.Name, err)
+		}
 	}
-	// Nothing else is left under the pool's root.
+	// Nothing else is left under the pool's root: its own directory,
+	// rolled's base directory and kept's directory.
 	ents, _ := os.ReadDir(dir)
 	var names []string
 	for _, e := range ents {
 		names = append(names, e.Name())
 	}
-	if len(names) != 4 { // .filevol, base, kept-..., rolled lives in base
-		t.Logf("pool root holds %v", names)
+	want := []string{metaDir, "base", strings.Split(kept.Path, "/")[0]}
+	slices.Sort(want)
+	if !slices.Equal(names, want) {
+		t.Errorf("pool root holds %v, want %v", names, want)
 	}
 }
 

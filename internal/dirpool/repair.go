@@ -41,11 +41,17 @@ func (p *Pool) repair() error {
 		}
 		klog.InfoS("Rolled an interrupted create forward", "volumeID", id, "path", v.Path)
 	}
-	// A record whose subvolume is in the trash: a delete after its rename.
+	// A record whose subvolume is in the trash (or taken from it to be
+	// destroyed): a delete after its rename.
 	trashed, err := p.entries(trashDir)
 	if err != nil {
 		return err
 	}
+	destroying, err := p.entries(destroyingDir)
+	if err != nil {
+		return err
+	}
+	trashed = append(trashed, destroying...)
 	inTrash := map[string]bool{}
 	for _, n := range trashed {
 		id, _, _ := strings.Cut(n, ".")

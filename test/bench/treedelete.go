@@ -42,6 +42,10 @@ const treeFileBytes = 64
 // treeRemovalTimeout bounds the wait for the background removal.
 const treeRemovalTimeout = 30 * time.Minute
 
+// capacityReturnTimeout bounds the wait, after the removal, for
+// GetCapacity to give back what the tree took.
+const capacityReturnTimeout = 3 * time.Minute
+
 func (b *bench) treeDelete(ctx context.Context) error {
 	// The phase runs its own drivers, one per directory pool.
 	if err := b.stopDriver("before the tree delete"); err != nil {
@@ -163,6 +167,16 @@ func (b *bench) treeDeleteOn(ctx context.Context, fsType string) (err error) {
 	if err != nil {
 		return fmt.Errorf("GetCapacity: %w", err)
 	}
+	// btrfs keeps the block groups that held the tree's metadata until its
+	// cleaner finds them empty: statfs, and so GetCapacity, gives the room
+	// back a while after the subvolume is gone.
+	back := time.Since(start)
+	for deadline := time.Now().Add(capacityReturnTimeout); after < before && time.Now().Before(deadline); back = time.Since(start) {
+		time.Sleep(time.Second)
+		if after, err = capacity(); err != nil {
+			return fmt.Errorf("GetCapacity: %w", err)
+		}
+	}
 
 	million := fmt.Sprintf("%d files", b.cfg.treeFiles)
 	b.rep.target("T1", "DeleteVolume, directory volume of "+million+", "+label, ms(deleteTook),
@@ -179,8 +193,12 @@ func (b *bench) treeDeleteOn(ctx context.Context, fsType string) (err error) {
 	b.rep.detail("Tree delete, "+label+": DeleteVolume of a small directory volume, before", "%s", baseline.delete)
 	b.rep.detail("Tree delete, "+label+": DeleteVolume of a small directory volume, during the removal", "%s", during.delete)
 	b.rep.detail("Tree delete, "+label+": driver memory", "before the delete %s; highest VmRSS sampled during the removal %s", memBefore, peak)
-	b.rep.detail("Tree delete, "+label+": GetCapacity available", "before the fill %.1f MiB, after the removal %.1f MiB",
-		float64(before)/(1<<20), float64(after)/(1<<20))
+	returned := fmt.Sprintf("back %s after the delete", ms(back))
+	if after < before {
+		returned = fmt.Sprintf("still %.1f MiB short %s after the delete", float64(before-after)/(1<<20), ms(back))
+	}
+	b.rep.detail("Tree delete, "+label+": GetCapacity available", "before the fill %.1f MiB, after the removal %.1f MiB: %s",
+		float64(before)/(1<<20), float64(after)/(1<<20), returned)
 	return nil
 }
 
@@ -331,14 +349,17 @@ func churn(ctx context.Context, c csipb.ControllerClient, params map[string]stri
 }
 
 // trashEmpty says whether the directory pool at dir has nothing left in
-// its trash (.filevol/trash, internal/dirpool): the background removal
-// of every deleted volume is over.
+// its trash, nor taken from it to destroy (.filevol/trash and
+// .filevol/destroying, internal/dirpool): the background removal of every
+// deleted volume is over.
 func trashEmpty(dir string) (bool, error) {
-	ents, err := os.ReadDir(filepath.Join(dir, ".filevol", "trash"))
-	if err != nil {
-		return false, err
+	for _, sub := range []string{"trash", "destroying"} {
+		ents, err := os.ReadDir(filepath.Join(dir, ".filevol", sub))
+		if err != nil || len(ents) > 0 {
+			return false, err
+		}
 	}
-	return len(ents) == 0, nil
+	return true, nil
 }
 
 // btrfsSubvolumeSync waits until the kernel's cleaner has freed the
