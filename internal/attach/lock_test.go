@@ -35,6 +35,25 @@ func ofdLock(f *os.File, start, n int64) error {
 	return unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk)
 }
 
+// holdEarlierVersionsLock makes a store and holds the lock of the volume's
+// own lock file, as a replica of the earlier version does.
+func holdEarlierVersionsLock(t *testing.T) (*Store, *os.File) {
+	t.Helper()
+	s := New(t.TempDir())
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	old, err := os.OpenFile(s.legacyLockPath(vol), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ofdLock(old, 0, 0); err != nil {
+		old.Close()
+		t.Fatal(err)
+	}
+	return s, old
+}
+
 // One volume's lock is its byte of the permanent file: held, the byte is
 // locked and another volume's byte is free; the file stays after the
 // volume is forgotten, and no per-volume lock file is ever made.
@@ -78,18 +97,8 @@ func TestVolumeLockIsItsByteOfOnePermanentFile(t *testing.T) {
 // of the record waits; once it lets go, the change goes on, and the
 // volume's delete removes the old file.
 func TestEarlierVersionsLockFileIsHonoured(t *testing.T) {
-	s := New(t.TempDir())
-	if err := os.MkdirAll(s.dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	old, err := os.OpenFile(s.legacyLockPath(vol), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, old := holdEarlierVersionsLock(t)
 	defer old.Close()
-	if err := ofdLock(old, 0, 0); err != nil {
-		t.Fatal(err)
-	}
 	done := make(chan error, 1)
 	go func() {
 		_, err := s.Attach(Request{VolumeID: vol, Node: "node-a", SingleNode: true}, nil)
@@ -119,17 +128,7 @@ func TestEarlierVersionsLockFileIsHonoured(t *testing.T) {
 // waits on it: the wait ends with the file no longer the volume's lock,
 // and the change goes on without it.
 func TestEarlierVersionsUnlinkedLockFileIsLeft(t *testing.T) {
-	s := New(t.TempDir())
-	if err := os.MkdirAll(s.dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	old, err := os.OpenFile(s.legacyLockPath(vol), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ofdLock(old, 0, 0); err != nil {
-		t.Fatal(err)
-	}
+	s, old := holdEarlierVersionsLock(t)
 	done := make(chan error, 1)
 	go func() { done <- s.withLock(vol, func() error { return nil }) }()
 	time.Sleep(200 * time.Millisecond)
