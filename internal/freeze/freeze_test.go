@@ -208,7 +208,7 @@ func TestDeadControllerIsThawed(t *testing.T) {
 		lease time.Duration
 		die   bool
 	}{
-		{"process gone", time.Hour, true},
+		{"process gone", 0, true},
 		{"lease ran out", 150 * time.Millisecond, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -226,7 +226,10 @@ func TestDeadControllerIsThawed(t *testing.T) {
 			// its controller die instead (the lock of a live process is
 			// what that case is about).
 			t.Cleanup(func() { _ = dead.Close() })
-			req := request{Version: version, VolumeID: vol, Node: "n", Token: "dead", Deadline: time.Now().Add(tc.lease), Owner: own}
+			// Frozen under a lease that cannot run out first, however slow
+			// the host: a 150 ms lease from the start could end before the
+			// agent's freeze (under load), and the test would see no freeze.
+			req := request{Version: version, VolumeID: vol, Node: "n", Token: "dead", Deadline: time.Now().Add(time.Hour), Owner: own}
 			if err := dead.publish(req); err != nil {
 				t.Fatal(err)
 			}
@@ -235,13 +238,22 @@ func TestDeadControllerIsThawed(t *testing.T) {
 			}
 			if tc.die {
 				dead.owner.f.Close() // the kernel drops the lock of a dead process
+			} else {
+				// The controller's last renewal (as its renewer writes it),
+				// then none: the lease runs out.
+				req.Deadline = time.Now().Add(tc.lease)
+				if err := writeJSON(dead.dir, req.Owner, reqPath(dead.dir, req.VolumeID), req, true); err != nil {
+					t.Fatal(err)
+				}
 			}
-			deadline := time.Now().Add(2 * time.Second)
+			// The agent polls every 20 ms; the bound is for a host busy
+			// with other work (the loop ends as soon as it thaws).
+			deadline := time.Now().Add(10 * time.Second)
 			for k.isFrozen("/s") && time.Now().Before(deadline) {
 				time.Sleep(10 * time.Millisecond)
 			}
 			if k.isFrozen("/s") {
-				t.Fatal("still frozen two seconds after its controller was gone")
+				t.Fatal("still frozen ten seconds after its controller was gone")
 			}
 			if err := requester(t, dir).Hold(context.Background(), vol, "n", func() error { return nil }); err != nil {
 				t.Fatalf("the next controller: %v", err)
