@@ -3,6 +3,7 @@ package dirpool
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -172,26 +173,9 @@ func removeTree(trash, parent int, name string, depth int) error {
 	if err != nil {
 		return err
 	}
-	dup, err := unix.Dup(fd)
-	if err != nil {
-		_ = unix.Close(fd)
-		return err
-	}
-	f := os.NewFile(uintptr(dup), name)
-	names, err := f.Readdirnames(-1)
-	_ = f.Close()
-	if err != nil {
-		_ = unix.Close(fd)
-		return err
-	}
-	var errs []error
-	for _, n := range names {
-		if err := removeTree(trash, fd, n, depth+1); err != nil && !errors.Is(err, errDeferred) {
-			errs = append(errs, err)
-		}
-	}
+	err = removeEntries(trash, fd, name, depth)
 	_ = unix.Close(fd)
-	if err := errors.Join(errs...); err != nil {
+	if err != nil {
 		return err
 	}
 	if err := unix.Unlinkat(parent, name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
@@ -204,3 +188,53 @@ func removeTree(trash, parent int, name string, depth int) error {
 }
 
 var errDeferred = errors.New("part of the tree moved to the top of the trash")
+
+// removeBatch is how many names removeEntries reads at a time. Listing a
+// directory whole held every name in memory at once: a flat directory of
+// a million files took the driver from 27 to 76 MiB of RSS (make
+// bench-tree-delete TREE_DELETE_ARGS="--tree-fs ext4 --tree-width 1000000").
+const removeBatch = 1024
+
+// maxRemoveErrors bounds the errors removeEntries keeps; the rest are
+// counted (a million entries that cannot be removed would otherwise be a
+// million errors in memory).
+const maxRemoveErrors = 8
+
+// removeEntries removes every entry of the directory fd (removeTree of
+// each, one level deeper), reading their names in batches. An entry the
+// listing misses while the directory changes under it is left; the
+// caller's rmdir then fails with ENOTEMPTY and the next pass of the
+// collector finishes.
+func removeEntries(trash, fd int, name string, depth int) error {
+	dup, err := unix.Dup(fd)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(dup), name)
+	defer f.Close()
+	var errs []error
+	more := 0
+	for {
+		names, rerr := f.Readdirnames(removeBatch)
+		for _, n := range names {
+			if err := removeTree(trash, fd, n, depth+1); err != nil && !errors.Is(err, errDeferred) {
+				if len(errs) < maxRemoveErrors {
+					errs = append(errs, err)
+				} else {
+					more++
+				}
+			}
+		}
+		if errors.Is(rerr, io.EOF) {
+			break
+		}
+		if rerr != nil {
+			errs = append(errs, rerr)
+			break
+		}
+	}
+	if more > 0 {
+		errs = append(errs, fmt.Errorf("and %d more entries of %s not removed", more, name))
+	}
+	return errors.Join(errs...)
+}

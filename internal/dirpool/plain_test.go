@@ -3,6 +3,7 @@ package dirpool
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -177,5 +178,41 @@ func assertTrashEmpty(t *testing.T, dir string) {
 		if ents, _ := os.ReadDir(filepath.Join(dir, metaDir, sub)); len(ents) != 0 {
 			t.Errorf("left in %s: %d entries", sub, len(ents))
 		}
+	}
+}
+
+// A plain pool removes a tree whose directories hold more entries than
+// one batch of the listing (removeEntries), with a subdirectory between
+// the batches and a few entries beyond the last: everything goes, the
+// volume beside it stays.
+func TestPlainPoolRemovesDirectoriesLargerThanABatch(t *testing.T) {
+	dir := dirpooltest.Filesystem(t, testutil.Scratch(t, "dirpool-ext4"), 512<<20, "ext4")
+	p := openPool(t, dir)
+	p.stopCollector()
+	params := map[string]string{ParamAllowUnenforcedSize: "true"}
+	victim, other := create(t, p, "victim", 8*mib, params), create(t, p, "other", 8*mib, params)
+	fill := func(d string, n int) {
+		must(t, os.MkdirAll(d, 0o755))
+		for i := range n {
+			must(t, os.WriteFile(filepath.Join(d, fmt.Sprintf("f%05d", i)), nil, 0o644))
+		}
+	}
+	root := filepath.Join(dir, victim.Path)
+	fill(root, 2*removeBatch+7)
+	fill(filepath.Join(root, "sub"), removeBatch+1)
+	fill(filepath.Join(root, "sub", "deeper"), 3)
+	must(t, os.WriteFile(filepath.Join(dir, other.Path, "keep"), []byte("other's"), 0o644))
+	if err := p.Delete(context.Background(), victim.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.EmptyTrash(); err != nil {
+		t.Fatal(err)
+	}
+	assertTrashEmpty(t, dir)
+	if _, err := os.Stat(root); !os.IsNotExist(err) {
+		t.Errorf("the deleted volume's directory: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, other.Path, "keep")); err != nil || string(b) != "other's" {
+		t.Errorf("the other volume's file: %q, %v", b, err)
 	}
 }

@@ -56,6 +56,8 @@ type config struct {
 	refRounds, refBlock int           // reference comparison: rounds, creates per driver per round
 	scaleVolumes        int           // scale: volumes created, staged and published
 	treeFiles           int           // tree delete: files in the directory volume deleted
+	treeWidth           int           // tree delete: files per directory
+	treeFS              string        // tree delete: directory pool filesystems, comma-separated
 }
 
 func main() {
@@ -88,11 +90,13 @@ func main() {
 	flag.IntVar(&c.refRounds, "reference-rounds", 6, "reference comparison: rounds, each driver's serial and 8-client blocks alternating")
 	flag.IntVar(&c.refBlock, "reference-block", 200, "reference comparison: creates per driver per round and mode")
 	flag.IntVar(&c.scaleVolumes, "scale-volumes", 1000, "scale: volumes created, staged and published on the one node (make scale)")
-	flag.IntVar(&c.treeFiles, "tree-files", 1000000, "tree delete: files written into the directory volume that is deleted (a thousand per directory)")
+	flag.IntVar(&c.treeFiles, "tree-files", 1000000, "tree delete: files written into the directory volume that is deleted")
+	flag.IntVar(&c.treeWidth, "tree-width", 1000, "tree delete: files per directory (--tree-files for one flat directory)")
+	flag.StringVar(&c.treeFS, "tree-fs", "btrfs,ext4", "tree delete: the directory pools' filesystems, comma-separated (btrfs, ext4)")
 	flag.BoolVar(&c.keep, "keep", false, "leave the run directory (pool, driver log) in place after the run")
 	flag.Parse()
 	if c.iterations < 1 || c.clients < 1 || c.concurrent < 1 || c.lifecycle < 1 || c.volumes < 1 || c.listIterations < 1 ||
-		c.fioRounds < 0 || c.fioSize < 1<<20 || c.fioRuntime < time.Second || c.refRounds < 1 || c.refBlock < 1 || c.scaleVolumes < 1 || c.treeFiles < 1 {
+		c.fioRounds < 0 || c.fioSize < 1<<20 || c.fioRuntime < time.Second || c.refRounds < 1 || c.refBlock < 1 || c.scaleVolumes < 1 || c.treeFiles < 1 || c.treeWidth < 1 {
 		fmt.Fprintln(os.Stderr, "bench: every count must be at least 1 (--fio-rounds at least 0, --fio-size at least 1 MiB, --fio-runtime at least 1 s)")
 		os.Exit(2)
 	}
@@ -199,9 +203,9 @@ func run(c config) int {
 // well defined: latency on a small pool, then the filled pool for memory
 // and listing, then a restart on the filled pool, then cleanup.
 func (b *bench) all(ctx context.Context) error {
-	b.rep.settings = fmt.Sprintf("--only %q, %d serial creates, %d clients × %d creates, %d lifecycle iterations, %d volumes, %d listings, driver --v %d, --pool-fs %s, driver env %v, %d fio rounds of %s on %d MiB, reference %q (%d rounds × %d), %d scale volumes, %d files in the tree deleted",
+	b.rep.settings = fmt.Sprintf("--only %q, %d serial creates, %d clients × %d creates, %d lifecycle iterations, %d volumes, %d listings, driver --v %d, --pool-fs %s, driver env %v, %d fio rounds of %s on %d MiB, reference %q (%d rounds × %d), %d scale volumes, %d files in the tree deleted (%d per directory, on %s)",
 		b.cfg.only, b.cfg.iterations, b.cfg.clients, b.cfg.concurrent, b.cfg.lifecycle, b.cfg.volumes, b.cfg.listIterations, b.cfg.verbosity, b.cfg.poolFS, b.cfg.driverEnv,
-		b.cfg.fioRounds, b.cfg.fioRuntime, b.cfg.fioSize>>20, b.cfg.referenceBin, b.cfg.refRounds, b.cfg.refBlock, b.cfg.scaleVolumes, b.cfg.treeFiles)
+		b.cfg.fioRounds, b.cfg.fioRuntime, b.cfg.fioSize>>20, b.cfg.referenceBin, b.cfg.refRounds, b.cfg.refBlock, b.cfg.scaleVolumes, b.cfg.treeFiles, b.cfg.treeWidth, b.cfg.treeFS)
 	if b.cfg.only == "" || b.cfg.only == "control" {
 		b.fsyncProbe()
 	}

@@ -51,7 +51,7 @@ func (b *bench) treeDelete(ctx context.Context) error {
 	if err := b.stopDriver("before the tree delete"); err != nil {
 		return err
 	}
-	for _, fsType := range []string{"btrfs", "ext4"} {
+	for _, fsType := range strings.Split(b.cfg.treeFS, ",") {
 		if err := b.treeDeleteOn(ctx, fsType); err != nil {
 			return fmt.Errorf("tree delete on %s: %w", fsType, err)
 		}
@@ -98,7 +98,7 @@ func (b *bench) treeDeleteOn(ctx context.Context, fsType string) (err error) {
 		return err
 	}
 	b.rep.detail("Tree delete, "+label+": filling the volume through its target", "%d files of %d bytes in %d directories: %s (%.0f files/s)",
-		b.cfg.treeFiles, treeFileBytes, treeDirs(b.cfg.treeFiles), ms(took), rate(b.cfg.treeFiles, took))
+		b.cfg.treeFiles, treeFileBytes, treeDirs(b.cfg.treeFiles, b.cfg.treeWidth), ms(took), rate(b.cfg.treeFiles, took))
 	start := time.Now()
 	if err := syncFS(mnt); err != nil {
 		return err
@@ -218,8 +218,8 @@ func createDir(ctx context.Context, c csipb.ControllerClient, name string, param
 	return resp.GetVolume().GetVolumeId(), nil
 }
 
-// treeDirs is how many directories hold n files, a thousand in each.
-func treeDirs(n int) int { return (n + 999) / 1000 }
+// treeDirs is how many directories hold n files, width in each.
+func treeDirs(n, width int) int { return (n + width - 1) / width }
 
 // fillTree stages and publishes volume id as kubelet would, writes
 // cfg.treeFiles files into it through the target with a worker per
@@ -244,7 +244,7 @@ func (b *bench) fillTree(ctx context.Context, id string, btrfs bool) (took time.
 		err = fmt.Errorf("NodePublishVolume %s: %w", id, err)
 	} else {
 		start := time.Now()
-		err = writeTree(target, b.cfg.treeFiles)
+		err = writeTree(target, b.cfg.treeFiles, b.cfg.treeWidth)
 		took = time.Since(start)
 		if err == nil && btrfs {
 			subvolume, err = btrfsRootID(ctx, target)
@@ -259,8 +259,9 @@ func (b *bench) fillTree(ctx context.Context, id string, btrfs bool) (took time.
 	return took, subvolume, err
 }
 
-// writeTree writes n small files under root: d0000/f000 and so on.
-func writeTree(root string, n int) error {
+// writeTree writes n small files under root, width in each directory:
+// d0000/f000 and so on.
+func writeTree(root string, n, width int) error {
 	data := make([]byte, treeFileBytes)
 	dirs := make(chan int)
 	errs := make(chan error, 8)
@@ -268,7 +269,7 @@ func writeTree(root string, n int) error {
 	for range 8 {
 		wg.Go(func() {
 			for d := range dirs {
-				if err := writeDir(filepath.Join(root, fmt.Sprintf("d%04d", d)), min(1000, n-d*1000), data); err != nil {
+				if err := writeDir(filepath.Join(root, fmt.Sprintf("d%04d", d)), min(width, n-d*width), data); err != nil {
 					errs <- err
 					return
 				}
@@ -277,7 +278,7 @@ func writeTree(root string, n int) error {
 	}
 	var err error
 feed:
-	for d := range treeDirs(n) {
+	for d := range treeDirs(n, width) {
 		select {
 		case dirs <- d:
 		case err = <-errs:
@@ -303,7 +304,7 @@ func writeDir(dir string, files int, data []byte) error {
 	}
 	defer unix.Close(fd)
 	for i := range files {
-		f, err := unix.Openat(fd, fmt.Sprintf("f%03d", i), unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+		f, err := unix.Openat(fd, fmt.Sprintf("f%06d", i), unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
 		if err != nil {
 			return fmt.Errorf("create a file in %s: %w", dir, err)
 		}
