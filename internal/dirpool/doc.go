@@ -12,6 +12,8 @@
 //	<dir>/.filevol/volumes/<id>.json a volume's record (internal/recordstore)
 //	<dir>/.filevol/tmp/<id>         a subvolume being created
 //	<dir>/.filevol/trash/<id>.<n>   a deleted subvolume, destroyed in the background
+//	<dir>/.filevol/destroying/<id>.<n> one the collector took from the trash to destroy
+//	                                (delete.go: destroyTrashed says why)
 //	<dir>/.filevol/qgroups/<l>_<n>  a qgroup of a destroyed subvolume, due to go (qgroup.go)
 //	<dir>/<basePath>/<subPath>      a volume's subvolume (Params.Path)
 //
@@ -26,7 +28,8 @@
 //	tmp/<id>, no record              a create before its commit: destroyed
 //	tmp/<id>, record                 a create after its commit: renamed into place
 //	record, subvolume in trash       a delete after its rename: record removed
-//	trash/*                          destroyed (the garbage collector's job)
+//	  (or in destroying)
+//	trash/*, destroying/*            destroyed (the garbage collector's job)
 //
 // So nothing half-made counts against the pool after a restart.
 //
