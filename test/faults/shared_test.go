@@ -87,12 +87,6 @@ func newSharedPool(t *testing.T, backend string) *sharedPool {
 		sp.g = gluster.Start(t, sharedGluster)
 	}
 	sp.dir = testutil.Scratch(t, "faults-shared")
-	if sp.g != nil {
-		// Registered after gluster.Start, so it runs before the volume's
-		// teardown: a device or mount a failed round left on a client
-		// mount would keep the client busy.
-		t.Cleanup(sp.cleanKernel)
-	}
 	for _, name := range []string{"ctrl", "node-a", "node-b"} {
 		pool := filepath.Join(sp.dir, "pool")
 		if sp.g != nil {
@@ -102,6 +96,15 @@ func newSharedPool(t *testing.T, backend string) *sharedPool {
 			t.Fatal(err)
 		}
 		sp.pools[name] = pool
+	}
+	if sp.g != nil {
+		// Registered after the clients, so it runs before they go
+		// (cleanups run last first): a device or mount a failed round left
+		// on a client mount would keep the client busy, and a client's
+		// removal detaches the devices on its files, which would leave a
+		// bind of such a device's node under sp.dir naming a free device
+		// number that a test running beside this one attaches next.
+		t.Cleanup(sp.cleanKernel)
 	}
 	sp.pool, sp.storage = sp.pools["ctrl"], sp.pools["ctrl"]
 	if sp.g != nil {

@@ -129,6 +129,14 @@ func (c *cluster) poolFor(name string) string {
 	if err := os.MkdirAll(p, 0o750); err != nil {
 		c.t.Fatal(err)
 	}
+	// Runs before this node's client goes (cleanups run last first). Its
+	// removal detaches the loop devices on its files; a bind of such a
+	// device's node under c.dir (a fenced node's staging and target) left
+	// until cleanKernel would then name a free device number, which a test
+	// running beside this one attached next and took for its own volume's
+	// (sanity's NodeUnstageVolume refused: "still published at" this
+	// test's node-a, once in make test).
+	c.t.Cleanup(func() { c.unmountUnder(c.dir) })
 	return p
 }
 
