@@ -44,8 +44,8 @@ const LocksName = ".locks"
 // lockSpace bounds the offsets of the volumes' locks. Two volumes whose
 // IDs hash to one offset share a lock: one waits for the other's short
 // critical section, nothing worse (no caller holds two volumes' locks).
-// With 2^40 offsets that is a chance in about 2 million for a pair of
-// volumes attached at the same moment among a thousand.
+// With 2^40 offsets, among a thousand volumes the chance that any two
+// share one is about 1 in 2 million.
 const lockSpace = 1 << 40
 
 func lockOffset(volumeID string) int64 {
@@ -99,7 +99,14 @@ func (s *Store) lockLegacy(volumeID string) (*os.File, error) {
 			return nil, err
 		}
 		lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0}
-		if err := durable.IgnoringEINTR(func() error { return unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLKW, &lk) }); err != nil {
+		err = durable.IgnoringEINTR(func() error { return unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLKW, &lk) })
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESTALE) {
+			// GlusterFS's answer to a lock on a file an old replica's
+			// delete unlinked: look again.
+			f.Close()
+			continue
+		}
+		if err != nil {
 			f.Close()
 			return nil, err
 		}
