@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"strings"
@@ -300,38 +301,49 @@ func (p *Pool) destroySubvolumesIn(dir, depth int) error {
 		return err
 	}
 	f := os.NewFile(uintptr(dup), "nested")
-	ents, err := f.ReadDir(-1)
-	_ = f.Close()
+	defer f.Close()
+	var errs errList
+	for {
+		// In batches, as removeEntries: a directory can hold millions.
+		ents, err := f.ReadDir(removeBatch)
+		if errors.Is(err, unix.ENOENT) {
+			break // the directory itself is gone: nothing left in it
+		}
+		for _, e := range ents {
+			if e.IsDir() {
+				errs.add(p.destroySubvolumesUnder(dir, e.Name(), depth))
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			errs.add(err)
+			break
+		}
+	}
+	return errs.err("a tree holding subvolumes")
+}
+
+// destroySubvolumesUnder destroys the directory name in dir when it is a
+// subvolume, and the subvolumes under it when it is not.
+func (p *Pool) destroySubvolumesUnder(dir int, name string, depth int) error {
+	sub, err := openBeneath(dir, name)
 	if errors.Is(err, unix.ENOENT) {
-		return nil // the directory itself is gone: nothing left in it
+		// Gone since the listing: a nested subvolume destroyed a moment
+		// ago can still be listed by its parent directory.
+		return nil
 	}
 	if err != nil {
 		return err
 	}
-	var errs []error
-	for _, e := range ents {
-		if !e.IsDir() {
-			continue
-		}
-		sub, err := openBeneath(dir, e.Name())
-		if errors.Is(err, unix.ENOENT) {
-			// Gone since the listing: a nested subvolume destroyed a
-			// moment ago can still be listed by its parent directory.
-			continue
-		}
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		root, err := isSubvolumeRoot(sub)
-		if err == nil && !root {
-			err = p.destroySubvolumesIn(sub, depth+1)
-		}
-		_ = unix.Close(sub)
-		if err == nil && root {
-			err = p.destroyNested(dir, e.Name(), depth)
-		}
-		errs = append(errs, err)
+	root, err := isSubvolumeRoot(sub)
+	if err == nil && !root {
+		err = p.destroySubvolumesIn(sub, depth+1)
 	}
-	return errors.Join(errs...)
+	_ = unix.Close(sub)
+	if err == nil && root {
+		err = p.destroyNested(dir, name, depth)
+	}
+	return err
 }

@@ -3,6 +3,7 @@ package dirpool
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -264,6 +265,15 @@ func TestDeleteDestroysNestedSubvolumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := createSubvolume(inner, "innermost"); err != nil {
+		t.Fatal(err)
+	}
+	// And one behind more directories than one batch of the walk lists.
+	for i := range removeBatch + 3 {
+		if err := unix.Mkdirat(vfd, fmt.Sprintf("d%05d", i), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := createSubvolume(vfd, "last"); err != nil {
 		t.Fatal(err)
 	}
 	for _, fd := range []int{inner, deep, vfd} {

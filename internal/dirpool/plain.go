@@ -189,16 +189,12 @@ func removeTree(trash, parent int, name string, depth int) error {
 
 var errDeferred = errors.New("part of the tree moved to the top of the trash")
 
-// removeBatch is how many names removeEntries reads at a time. Listing a
+// removeBatch is how many names a walk over a volume's tree reads at a
+// time (removeEntries, destroySubvolumesIn). Listing a
 // directory whole held every name in memory at once: a flat directory of
 // a million files took the driver from 27 to 76 MiB of RSS (make
 // bench-tree-delete TREE_DELETE_ARGS="--tree-fs ext4 --tree-width 1000000").
 const removeBatch = 1024
-
-// maxRemoveErrors bounds the errors removeEntries keeps; the rest are
-// counted (a million entries that cannot be removed would otherwise be a
-// million errors in memory).
-const maxRemoveErrors = 8
 
 // removeEntries removes every entry of the directory fd (removeTree of
 // each, one level deeper), reading their names in batches. An entry the
@@ -212,29 +208,21 @@ func removeEntries(trash, fd int, name string, depth int) error {
 	}
 	f := os.NewFile(uintptr(dup), name)
 	defer f.Close()
-	var errs []error
-	more := 0
+	var errs errList
 	for {
 		names, rerr := f.Readdirnames(removeBatch)
 		for _, n := range names {
-			if err := removeTree(trash, fd, n, depth+1); err != nil && !errors.Is(err, errDeferred) {
-				if len(errs) < maxRemoveErrors {
-					errs = append(errs, err)
-				} else {
-					more++
-				}
+			if err := removeTree(trash, fd, n, depth+1); !errors.Is(err, errDeferred) {
+				errs.add(err)
 			}
 		}
 		if errors.Is(rerr, io.EOF) {
 			break
 		}
 		if rerr != nil {
-			errs = append(errs, rerr)
+			errs.add(rerr)
 			break
 		}
 	}
-	if more > 0 {
-		errs = append(errs, fmt.Errorf("and %d more entries of %s not removed", more, name))
-	}
-	return errors.Join(errs...)
+	return errs.err(name)
 }
