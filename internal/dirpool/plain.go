@@ -150,6 +150,10 @@ func (p *Pool) fsUsage() (used, total int64, err error) {
 // from there (a pod can make a tree of any depth).
 const maxRemoveDepth = 64
 
+// deepPrefix starts the name of a deep subtree moved to the top of the
+// trash.
+const deepPrefix = "deep."
+
 // removeTree removes the directory tree name in parent: each directory
 // opened beneath the last, following no symlink (a symlink is removed,
 // never followed) and crossing into no other mount (a mount point inside
@@ -164,7 +168,7 @@ func removeTree(trash, parent int, name string, depth int) error {
 		return fmt.Errorf("remove %s: %w", name, err)
 	}
 	if depth >= maxRemoveDepth {
-		if err := unix.Renameat2(parent, name, trash, "deep."+randomSuffix(), unix.RENAME_NOREPLACE); err != nil {
+		if err := unix.Renameat2(parent, name, trash, deepPrefix+randomSuffix(), unix.RENAME_NOREPLACE); err != nil {
 			return fmt.Errorf("move a deep directory to the top of the trash: %w", err)
 		}
 		return errDeferred

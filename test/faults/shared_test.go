@@ -72,12 +72,10 @@ var sharedBackends = []string{"local", "gluster"}
 // client.strict-locks, without which a client reopens a locked file
 // without its lock, and no caching of metadata, with which a controller
 // read a record another had replaced a moment before.
-var sharedGluster = gluster.Options{PingTimeout: 5 * time.Second, Set: [][2]string{
-	{"performance.stat-prefetch", "off"}, {"performance.quick-read", "off"}, {"client.strict-locks", "on"},
-}}
+var sharedGluster = gluster.Options{PingTimeout: 5 * time.Second, Set: gluster.SharedPoolSettings}
 
 // sharedClientArgs: no kernel entry or attribute cache in the clients.
-var sharedClientArgs = []string{"--entry-timeout=0", "--attribute-timeout=0"}
+var sharedClientArgs = gluster.CoherentClientArgs
 
 func newSharedPool(t *testing.T, backend string) *sharedPool {
 	testutil.RequireRoot(t)

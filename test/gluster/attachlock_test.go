@@ -29,10 +29,8 @@ import (
 // configured as a shared pool requires (no metadata caching: with it, a
 // record the other replica had just replaced read ESTALE here).
 func TestAttachmentLocksNeverHangOnGlusterFS(t *testing.T) {
-	g := gluster.Start(t, gluster.Options{Set: [][2]string{
-		{"performance.stat-prefetch", "off"}, {"performance.quick-read", "off"}, {"client.strict-locks", "on"},
-	}})
-	coherent := []string{"--entry-timeout=0", "--attribute-timeout=0"}
+	g := gluster.Start(t, gluster.Options{Set: gluster.SharedPoolSettings})
+	coherent := gluster.CoherentClientArgs
 	stores := []*attachment.Store{attachment.New(g.MountNode(t, "node-a", coherent...)), attachment.New(g.MountNode(t, "node-b", coherent...))}
 	run := 15 * time.Second
 	if long() {

@@ -26,7 +26,7 @@ import (
 func TestLoopDeviceOnADeadClientsFile(t *testing.T) {
 	testutil.RequireRoot(t)
 	g := gluster.Start(t, gluster.Options{PingTimeout: 2 * time.Second})
-	args := []string{"--entry-timeout=0", "--attribute-timeout=0"}
+	args := gluster.CoherentClientArgs
 	a := g.MountNode(t, "node-a", args...)
 	b := g.MountNode(t, "node-b", args...)
 	imgA, imgB := filepath.Join(a, "x.img"), filepath.Join(b, "y.img")

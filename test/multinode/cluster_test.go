@@ -360,4 +360,4 @@ func (c *cluster) unmountUnder(dir string) {
 // rename less than a second before: a detach not seen, ESTALE
 // (TestTwoControllersRaceForOneVolume failed at its first round, 3 runs
 // of 3). docs/shared-pools-glusterfs.md makes both a requirement.
-var clientArgs = []string{"--entry-timeout=0", "--attribute-timeout=0"}
+var clientArgs = gluster.CoherentClientArgs

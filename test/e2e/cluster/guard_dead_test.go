@@ -21,7 +21,7 @@ import (
 func TestDownDetachesDeadClientDevicesOfItsBrick(t *testing.T) {
 	h := newHarness(t)
 	g := gluster.Start(t)
-	args := []string{"--entry-timeout=0", "--attribute-timeout=0"}
+	args := gluster.CoherentClientArgs
 	mnt := g.MountNode(t, "n3", args...)
 	vols := filepath.Join(mnt, "volumes")
 	brick := filepath.Join(h.state, "gluster", "brick", "volumes")
