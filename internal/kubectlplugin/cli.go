@@ -42,7 +42,8 @@ type Options struct {
 	Via             string
 	Output          string
 	Timeout         time.Duration
-	// MinAge is how long a claim or pod may wait before doctor calls it stuck.
+	// MinAge is how long a claim or pod may wait before doctor calls it stuck,
+	// and how old a volume no PersistentVolume names must be before doctor names it.
 	MinAge time.Duration
 }
 
@@ -62,7 +63,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.Via, "via", viaPortForward, "how to reach the driver pods' /debug/volumes: port-forward, proxy (API server pod proxy; needs the endpoint on the pod IP) or none")
 	fs.StringVarP(&o.Output, "output", "o", "", "output format: json or yaml (volumes, doctor)")
 	fs.DurationVar(&o.Timeout, "node-timeout", 10*time.Second, "how long to wait for one node's driver")
-	fs.DurationVar(&o.MinAge, "min-age", time.Minute, "how long a claim or pod may wait before doctor calls it stuck")
+	fs.DurationVar(&o.MinAge, "min-age", time.Minute, "how long a claim or pod may wait before doctor calls it stuck, and how old a volume without a PersistentVolume must be before doctor names it")
 	help := fs.BoolP("help", "h", false, "show this help")
 	if err := fs.Parse(args); err != nil {
 		fmt.Fprintf(stderr, "kubectl-filevol: %v (see kubectl filevol --help)\n", err)

@@ -63,6 +63,7 @@ var checks = []check{
 	checkCapacity,
 	checkUnenforcedSizes,
 	checkDriverReports,
+	checkVolumesWithoutPV,
 }
 
 // diagnose runs every check.

@@ -325,3 +325,28 @@ func TestDoctorDownNode(t *testing.T) {
 		t.Errorf("a Ready node's volume reported unreachable:\n%s", out)
 	}
 }
+
+func TestDoctorVolumesWithoutPV(t *testing.T) {
+	vol := func(id string, made time.Duration, pv string) api.Volume {
+		return api.Volume{Record: api.Record{ID: id, CapacityBytes: 64 << 20, CreatedAt: now.Add(-made)}, PV: pv,
+			PVCNamespace: "app", PVCName: "old", State: api.StateIdle}
+	}
+	shared := vol("fv-shared", time.Hour, "")
+	views := fakeViewer{
+		"node-1": {Node: "node-1", Volumes: []api.Volume{vol("fv-1", time.Hour, "pvc-1"), vol("fv-kept", 2*time.Hour, "pvc-gone"), vol("fv-new", 10*time.Second, "pvc-new"), shared}},
+		"node-2": {Node: "node-2", Volumes: []api.Volume{shared}},
+	}
+	objs := append(base(), node("node-2"), csiNode("node-2"), pv("pvc-1", "fv-1", "node-1", "app", "data"), pvc("app", "data", "1Gi", "pvc-1"))
+	out := run(t, views, []string{"doctor"}, objs...)
+	mustContain(t, out,
+		"WARNING node/node-1: 2 volumes in the pool that no PersistentVolume names",
+		"cause: volume fv-kept (64Mi, made 2h ago, for PV pvc-gone of claim app/old, idle)",
+		"volume fv-shared (64Mi, made 1h ago of claim app/old, idle)",
+		"spec.csi.volumeHandle fv-kept, fv-shared (node affinity "+TopologyKey+"=node-1",
+		"persistentVolumeReclaimPolicy: Delete and a claimRef to a claim that no longer exists")
+	for _, quiet := range []string{"fv-1 ", "fv-new", "node/node-2"} {
+		if strings.Contains(out, quiet) {
+			t.Errorf("doctor names %q (a volume with its PV, one younger than --min-age, or a shared volume twice):\n%s", quiet, out)
+		}
+	}
+}

@@ -5,6 +5,7 @@ package doctor
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -135,6 +136,8 @@ func TestDoctorNamesAMissingImageFile(t *testing.T) {
 		id)
 }
 
+var errUnknownVolume = errors.New("no such volume")
+
 // driverView asks the driver's /debug/volumes for one volume.
 func driverView(ctx context.Context, id string) (*api.Volume, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, driverURL+api.Path+"?"+api.QueryVolume+"="+id, nil)
@@ -151,7 +154,7 @@ func driverView(ctx context.Context, id string) (*api.Volume, error) {
 		return nil, err
 	}
 	if len(r.Volumes) != 1 {
-		return nil, fmt.Errorf("driver at %s does not know volume %s", driverURL, id)
+		return nil, fmt.Errorf("%w: driver at %s does not know volume %s", errUnknownVolume, driverURL, id)
 	}
 	return &r.Volumes[0], nil
 }
