@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"strings"
@@ -296,31 +295,14 @@ func (p *Pool) destroySubvolumesIn(dir, depth int) error {
 	if depth >= maxNesting {
 		return fmt.Errorf("subvolumes nested deeper than %d directories", maxNesting)
 	}
-	dup, err := unix.Dup(dir)
-	if err != nil {
-		return err
-	}
-	f := os.NewFile(uintptr(dup), "nested")
-	defer f.Close()
-	var errs errList
-	for {
-		// In batches, as removeEntries: a directory can hold millions.
-		ents, err := f.ReadDir(removeBatch)
-		if errors.Is(err, unix.ENOENT) {
-			break // the directory itself is gone: nothing left in it
+	errs, err := eachEntry(dir, "a tree holding subvolumes", func(e os.DirEntry) error {
+		if !e.IsDir() {
+			return nil
 		}
-		for _, e := range ents {
-			if e.IsDir() {
-				errs.add(p.destroySubvolumesUnder(dir, e.Name(), depth))
-			}
-		}
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			errs.add(err)
-			break
-		}
+		return p.destroySubvolumesUnder(dir, e.Name(), depth)
+	})
+	if !errors.Is(err, unix.ENOENT) { // ENOENT: the directory itself is gone, nothing left in it
+		errs.add(err)
 	}
 	return errs.err("a tree holding subvolumes")
 }

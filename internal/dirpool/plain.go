@@ -3,7 +3,6 @@ package dirpool
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 
@@ -193,40 +192,18 @@ func removeTree(trash, parent int, name string, depth int) error {
 
 var errDeferred = errors.New("part of the tree moved to the top of the trash")
 
-// removeBatch is how many names a walk over a volume's tree reads at a
-// time (removeEntries, destroySubvolumesIn). Listing a
-// directory whole held every name in memory at once: a flat directory of
-// a million files took the driver from 27 to 76 MiB of RSS (make
-// bench-tree-delete TREE_DELETE_ARGS="--tree-fs ext4 --tree-width 1000000").
-const removeBatch = 1024
-
 // removeEntries removes every entry of the directory fd (removeTree of
 // each, one level deeper), reading their names in batches. An entry the
 // listing misses while the directory changes under it is left; the
 // caller's rmdir then fails with ENOTEMPTY and the next pass of the
 // collector finishes.
 func removeEntries(trash, fd int, name string, depth int) error {
-	dup, err := unix.Dup(fd)
-	if err != nil {
-		return err
-	}
-	f := os.NewFile(uintptr(dup), name)
-	defer f.Close()
-	var errs errList
-	for {
-		names, rerr := f.Readdirnames(removeBatch)
-		for _, n := range names {
-			if err := removeTree(trash, fd, n, depth+1); !errors.Is(err, errDeferred) {
-				errs.add(err)
-			}
+	errs, err := eachEntry(fd, name, func(e os.DirEntry) error {
+		if err := removeTree(trash, fd, e.Name(), depth+1); !errors.Is(err, errDeferred) {
+			return err
 		}
-		if errors.Is(rerr, io.EOF) {
-			break
-		}
-		if rerr != nil {
-			errs.add(rerr)
-			break
-		}
-	}
+		return nil
+	})
+	errs.add(err)
 	return errs.err(name)
 }

@@ -38,11 +38,16 @@ func createRequest(name string) *csipb.CreateVolumeRequest {
 }
 
 func create(ctx context.Context, c csipb.ControllerClient, name string) (string, error) {
+	return createFrom(ctx, c, createRequest(name))
+}
+
+// createFrom sends req, under callTimeout, and returns the new volume's ID.
+func createFrom(ctx context.Context, c csipb.ControllerClient, req *csipb.CreateVolumeRequest) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	resp, err := c.CreateVolume(ctx, createRequest(name))
+	resp, err := c.CreateVolume(ctx, req)
 	if err != nil {
-		return "", fmt.Errorf("CreateVolume %s: %w", name, err)
+		return "", fmt.Errorf("CreateVolume %s: %w", req.GetName(), err)
 	}
 	return resp.GetVolume().GetVolumeId(), nil
 }

@@ -22,14 +22,8 @@ var dirCapability = &csipb.VolumeCapability{
 }
 
 func createDir(ctx context.Context, c csipb.ControllerClient, name string, params map[string]string, size int64) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	resp, err := c.CreateVolume(ctx, &csipb.CreateVolumeRequest{Name: name, Parameters: params,
+	return createFrom(ctx, c, &csipb.CreateVolumeRequest{Name: name, Parameters: params,
 		VolumeCapabilities: []*csipb.VolumeCapability{dirCapability}, CapacityRange: &csipb.CapacityRange{RequiredBytes: size}})
-	if err != nil {
-		return "", fmt.Errorf("CreateVolume %s: %w", name, err)
-	}
-	return resp.GetVolume().GetVolumeId(), nil
 }
 
 // treeDirs is how many directories hold n files, width in each.
