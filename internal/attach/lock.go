@@ -61,7 +61,12 @@ func lockOffset(volumeID string) int64 {
 // wakes a waiter at an unlock, not at a downgrade), on a file never
 // unlinked.
 func (s *Store) withLock(volumeID string, fn func() error) error {
-	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+	// Another replica may make the directory between MkdirAll's look and
+	// its mkdir. Its EEXIST is then the answer: on GlusterFS, MkdirAll's
+	// own look after the EEXIST once still did not find the directory
+	// through this client (make test: "mkdir .../pool/attach: file
+	// exists"), and openLockFile looks again until it is there.
+	if err := os.MkdirAll(s.dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("attachments of volume %s: %w", volumeID, err)
 	}
 	f, err := openLockFile(filepath.Join(s.dir, LocksName))
