@@ -61,12 +61,7 @@ func lockOffset(volumeID string) int64 {
 // wakes a waiter at an unlock, not at a downgrade), on a file never
 // unlinked.
 func (s *Store) withLock(volumeID string, fn func() error) error {
-	// Another replica may make the directory between MkdirAll's look and
-	// its mkdir. Its EEXIST is then the answer: on GlusterFS, MkdirAll's
-	// own look after the EEXIST once still did not find the directory
-	// through this client (make test: "mkdir .../pool/attach: file
-	// exists"), and openLockFile looks again until it is there.
-	if err := os.MkdirAll(s.dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := s.makeDir(); err != nil {
 		return fmt.Errorf("attachments of volume %s: %w", volumeID, err)
 	}
 	f, err := openLockFile(filepath.Join(s.dir, LocksName))
@@ -122,6 +117,46 @@ func (s *Store) lockLegacy(volumeID string) (*os.File, error) {
 		}
 		f.Close()
 	}
+}
+
+// makeDir makes the store's directory, with its LocksName, unless it is
+// there. Replicas on several nodes may make it at once, at the first
+// attach of a pool, and on GlusterFS two clients' mkdir of one name
+// leaves the loser's client unable to make a file in the directory for a
+// minute and more (ENOENT; TestMkdirRaceAcrossClients; met by
+// TestTwoControllersRaceForOneVolume in make test). So each makes a
+// directory of its own name, with the lock file in it, and renames it into
+// place: a rename onto a directory that is not empty fails, and the loser
+// removes its own and uses the winner's, which it never made.
+func (s *Store) makeDir() error {
+	if _, err := os.Stat(s.dir); !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	parent := filepath.Dir(s.dir)
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(s.dir)+".new-")
+	if err != nil {
+		return err
+	}
+	locks := filepath.Join(tmp, LocksName)
+	f, err := os.OpenFile(locks, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err == nil {
+		err = f.Close()
+	}
+	if err == nil {
+		err = os.Rename(tmp, s.dir)
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) {
+			err = nil // another replica's is in place
+		}
+	}
+	_ = os.Remove(locks)
+	_ = os.Remove(tmp)
+	return err
 }
 
 // openLockFile opens the lock file at path, creating it if need be. On a
