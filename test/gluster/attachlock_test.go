@@ -29,9 +29,8 @@ import (
 // configured as a shared pool requires (no metadata caching: with it, a
 // record the other replica had just replaced read ESTALE here).
 func TestAttachmentLocksNeverHangOnGlusterFS(t *testing.T) {
-	g := gluster.Start(t, gluster.Options{Set: gluster.SharedPoolSettings})
-	coherent := gluster.CoherentClientArgs
-	stores := []*attachment.Store{attachment.New(g.MountNode(t, "node-a", coherent...)), attachment.New(g.MountNode(t, "node-b", coherent...))}
+	mnts := sharedPoolClients(t)
+	stores := []*attachment.Store{attachment.New(mnts[0]), attachment.New(mnts[1])}
 	run := 15 * time.Second
 	if long() {
 		run = 2 * time.Minute

@@ -25,11 +25,20 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/filevol/filevol/internal/hostos/loop"
+	"github.com/filevol/filevol/internal/testutil/gluster"
 )
 
 var longFlag = flag.Bool("long", false, "also run the long timing experiments (GlusterFS's default timeouts, larger I/O runs)")
 
 func long() bool { return *longFlag || os.Getenv("FILEVOL_GLUSTER_LONG") == "1" }
+
+// sharedPoolClients starts a volume configured as a shared pool requires
+// and mounts it on node-a and node-b as a shared pool's clients are.
+func sharedPoolClients(t *testing.T) [2]string {
+	g := gluster.Start(t, gluster.Options{Set: gluster.SharedPoolSettings})
+	coherent := gluster.CoherentClientArgs
+	return [2]string{g.MountNode(t, "node-a", coherent...), g.MountNode(t, "node-b", coherent...)}
+}
 
 func requireLong(t *testing.T) {
 	t.Helper()

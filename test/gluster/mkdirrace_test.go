@@ -11,7 +11,6 @@ import (
 	"time"
 
 	attachment "github.com/filevol/filevol/internal/attach"
-	"github.com/filevol/filevol/internal/testutil/gluster"
 )
 
 // Two controller replicas, each through its own client, attach at once on
@@ -23,9 +22,7 @@ import (
 // directory", after 5 s of looking. The volume and
 // clients are configured as a shared pool requires.
 func TestFirstAttachesRaceAcrossClients(t *testing.T) {
-	g := gluster.Start(t, gluster.Options{Set: gluster.SharedPoolSettings})
-	coherent := gluster.CoherentClientArgs
-	mnts := [2]string{g.MountNode(t, "node-a", coherent...), g.MountNode(t, "node-b", coherent...)}
+	mnts := sharedPoolClients(t)
 	const vol = "fv1-img-3f9a0c2e-0123456789abcdef0123456789abcdef"
 	for r := range 100 {
 		pool := fmt.Sprintf("pool%03d", r)
@@ -70,12 +67,8 @@ func TestFirstAttachesRaceAcrossClients(t *testing.T) {
 // a minute and more. Seen on 2026-11-27 in 6 of 12 runs of 200 rounds
 // with two CPU-bound loops beside them, in none of 3 on an idle machine.
 func TestMkdirRaceLeavesTheLoserUnableToCreate(t *testing.T) {
-	if !long() {
-		t.Skip("GlusterFS's own defect, shown with -long")
-	}
-	g := gluster.Start(t, gluster.Options{Set: gluster.SharedPoolSettings})
-	coherent := gluster.CoherentClientArgs
-	mnts := [2]string{g.MountNode(t, "node-a", coherent...), g.MountNode(t, "node-b", coherent...)}
+	requireLong(t)
+	mnts := sharedPoolClients(t)
 	for r := range 1000 {
 		name := fmt.Sprintf("d%03d", r)
 		var errs [2]error
