@@ -26,6 +26,10 @@ const (
 	// created because its class allowed it (allowUnenforcedSize): its
 	// size is a number only, and its usage is the pool filesystem's.
 	ReasonSizeNotEnforced = "SizeNotEnforced"
+	// ReasonQuotaEscapeRepaired: a process in the pod made a btrfs
+	// subvolume outside the directory volume's quota (or in another
+	// volume's); the pool's quota guard put it back (dirpool/guard.go).
+	ReasonQuotaEscapeRepaired = "QuotaEscapeRepaired"
 )
 
 // sizeNoter is a store or backend whose volumes' sizes may not be
@@ -41,6 +45,24 @@ func sizeHealth(x any, id string) []*csipb.VolumeHealth_VolumeHealthEntry {
 	if n, ok := x.(sizeNoter); ok {
 		if note := n.SizeNote(id); note != "" {
 			return []*csipb.VolumeHealth_VolumeHealthEntry{healthEntry(csipb.VolumeHealthErrorType_DEGRADED, ReasonSizeNotEnforced, note)}
+		}
+	}
+	return nil
+}
+
+// guardNoter is a store or backend whose volumes a pod may have tried
+// to take out of their quota: GuardNote says what was repaired, "" when
+// nothing was.
+type guardNoter interface {
+	GuardNote(id string) string
+}
+
+// guardHealth is the DEGRADED entry of a volume whose pod escaped its
+// quota and was put back; none for the others.
+func guardHealth(x any, id string) []*csipb.VolumeHealth_VolumeHealthEntry {
+	if n, ok := x.(guardNoter); ok {
+		if note := n.GuardNote(id); note != "" {
+			return []*csipb.VolumeHealth_VolumeHealthEntry{healthEntry(csipb.VolumeHealthErrorType_DEGRADED, ReasonQuotaEscapeRepaired, note)}
 		}
 	}
 	return nil

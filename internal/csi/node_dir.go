@@ -222,6 +222,10 @@ func (d *dirNode) Stats(_ context.Context, vol pool.Volume, path string) ([]*csi
 // without quota); NodeGetVolumeHealth reports it (sizeHealth).
 func (d *dirNode) SizeNote(id string) string { return d.pool.SizeNote(id) }
 
+// GuardNote says what the pool's quota guard repaired in the volume;
+// NodeGetVolumeHealth reports it (guardHealth).
+func (d *dirNode) GuardNote(id string) string { return d.pool.GuardNote(id) }
+
 // Expand has nothing to do on the node: the controller raised the quota,
 // online. A controller that deferred expansion to the node is not
 // supported for directory volumes (the controller serves their pool).
@@ -234,7 +238,7 @@ func (d *dirNode) Expand(_ context.Context, vol pool.Volume, r ExpandRequest) (i
 
 // Health reports a volume whose directory is gone or was replaced.
 func (d *dirNode) Health(_ context.Context, vol pool.Volume, _, _ string) ([]*csipb.VolumeHealth_VolumeHealthEntry, error) {
-	out := sizeHealth(d, vol.ID)
+	out := append(sizeHealth(d, vol.ID), guardHealth(d, vol.ID)...)
 	f, err := d.pool.OpenVolume(vol.ID)
 	if err != nil {
 		return append(out, healthEntry(csipb.VolumeHealthErrorType_DATA_LOSS, "DirectoryMissing", err.Error())), nil

@@ -208,11 +208,7 @@ func assignQgroup(fd int, src, dst uint64, assign bool) error {
 func qgroupUsage(uuid string, level, id uint64) (used, limit int64, err error) {
 	dir := fmt.Sprintf("/sys/fs/btrfs/%s/qgroups/%d_%d/", uuid, level, id)
 	read := func(name string) (int64, error) {
-		b, err := os.ReadFile(dir + name)
-		if err != nil {
-			return 0, err
-		}
-		v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+		v, err := readSysfsUint(dir + name)
 		return int64(v), err
 	}
 	if used, err = read("referenced"); err != nil {
@@ -222,6 +218,16 @@ func qgroupUsage(uuid string, level, id uint64) (used, limit int64, err error) {
 		return 0, 0, fmt.Errorf("qgroup limit: %w", err)
 	}
 	return used, limit, nil
+}
+
+// readSysfsUint reads a number from a sysfs file. (limit_flags is
+// printed in hex with a 0x prefix, the sizes in decimal.)
+func readSysfsUint(path string) (uint64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(strings.TrimSpace(string(b)), 0, 64)
 }
 
 // openBeneath opens the directory rel under root without following any

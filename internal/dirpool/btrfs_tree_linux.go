@@ -183,3 +183,17 @@ func openByHandle(mountFD int, tree, ino uint64) (int, error) {
 	}
 	return fd, nil
 }
+
+// inoPath is the path of directory ino inside subvolume tree, ending in
+// "/" (empty for the subvolume's root).
+func inoPath(fd int, tree, ino uint64) (string, error) {
+	a := inoLookupArgs{treeid: tree, objectid: ino}
+	if err := ioctl(fd, iocInoLookup, unsafe.Pointer(&a)); err != nil {
+		return "", err
+	}
+	n := 0
+	for n < len(a.name) && a.name[n] != 0 {
+		n++
+	}
+	return string(a.name[:n]), nil
+}

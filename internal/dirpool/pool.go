@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
@@ -64,6 +65,11 @@ type Options struct {
 	// controller's, and on a shared pool a node on another host would
 	// otherwise take a create in flight for a crash's leftover.
 	NodeOnly bool
+	// GuardInterval is how often the quota guard (guard.go) looks for
+	// subvolumes a pod made outside its volume's quota: 0 means
+	// DefaultGuardInterval, < 0 no guard (tests that call GuardPass).
+	// A NodeOnly process runs none: the controller's does.
+	GuardInterval time.Duration
 }
 
 // Pool is an open directory pool.
@@ -90,6 +96,11 @@ type Pool struct {
 	wake         chan struct{}
 	stop         chan struct{}
 	done         chan struct{}
+
+	guardMu     sync.Mutex
+	repairs     map[string][]Repair // volume ID → the guard's latest repairs
+	repairCount map[string]int
+	guardDone   chan struct{}
 }
 
 // Open opens (or makes) the directory pool in dir. On btrfs, quotas are
@@ -109,7 +120,8 @@ func Open(dir string, o Options) (_ *Pool, err error) {
 	}
 	p := &Pool{dir: dir, node: o.NodeID, root: -1, lockFD: -1, reserved: map[uint32]bool{},
 		plain: sfs.Type != unix.BTRFS_SUPER_MAGIC, fsType: fsName(int64(sfs.Type)),
-		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		repairs: map[string][]Repair{}, repairCount: map[string]int{}, guardDone: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			p.closeFDs()
@@ -170,10 +182,19 @@ func Open(dir string, o Options) (_ *Pool, err error) {
 	if o.NodeOnly {
 		p.collectorOff.Store(true)
 		close(p.done)
+		close(p.guardDone)
 		return p, nil
 	}
 	go p.collect()
 	p.kick()
+	switch interval := o.GuardInterval; {
+	case p.plain || interval < 0:
+		close(p.guardDone)
+	case interval == 0:
+		go p.runGuard(DefaultGuardInterval)
+	default:
+		go p.runGuard(interval)
+	}
 	return p, nil
 }
 
@@ -218,6 +239,7 @@ func validID(id string) error {
 func (p *Pool) Close() error {
 	close(p.stop)
 	<-p.done
+	<-p.guardDone
 	p.closeStores()
 	p.closeFDs()
 	return nil

@@ -24,9 +24,14 @@ import (
 //     data counts against the claim: writes past the size get EDQUOT
 //     there too.
 //   - full qgroups (a filesystem that had them before the pool, or an
-//     older kernel): the limit is on 0/<ID>. A nested subvolume's data is
-//     then NOT counted against the claim (the kernel does not inherit in
-//     this mode); NestedSubvolumesCounted says which case applies.
+//     older kernel): the limit is on 0/<ID>. A nested subvolume's data
+//     cannot be counted against the claim (the kernel does not inherit in
+//     this mode), so the quota guard (guard.go) limits every nested
+//     subvolume to 0 bytes: a pod may make one but not write into it.
+//     NestedSubvolumesCounted says which case applies.
+//
+// Either way a pod can make a subvolume that the kernel puts in no group,
+// or in another volume's (guard.go): the guard repairs that.
 //
 // Destroying a subvolume leaves its qgroups behind (full mode: 0/<ID>
 // stays, "<stale>"; both modes: the level-1 group). The pool records
@@ -57,7 +62,7 @@ func (p *Pool) setUpQuota() error {
 	}
 	p.simpleQuota = strings.TrimSpace(string(mode)) == "squota"
 	if !p.simpleQuota {
-		klog.InfoS("Directory pool on full btrfs qgroups: a subvolume a pod makes inside its volume is not counted against the volume's size (simple quotas count it)", "pool", p.dir)
+		klog.InfoS("Directory pool on full btrfs qgroups: a subvolume a pod makes inside its volume cannot count against the volume's size, so it is limited to 0 bytes (simple quotas count it)", "pool", p.dir)
 	}
 	return nil
 }
@@ -71,7 +76,7 @@ func (p *Pool) QuotaMode() string {
 	if p.simpleQuota {
 		return "btrfs simple quotas (squota): nested subvolumes count against the volume"
 	}
-	return "btrfs qgroups: nested subvolumes a pod makes are NOT counted against the volume"
+	return "btrfs qgroups: nested subvolumes a pod makes cannot count against the volume and are limited to 0 bytes"
 }
 
 // limitVolume sets the limit of the new volume whose root fd is open

@@ -179,6 +179,8 @@ func healthFix(causes, node string) string {
 		return "the data is gone (or goes when the device is detached): copy out what you can now, then restore a VolumeSnapshot into a new PVC, or delete the PVC"
 	case strings.Contains(causes, "LoopDeviceGone"):
 		return "the pod's device was detached underneath it: delete the pod so kubelet stages and publishes the volume again"
+	case strings.Contains(causes, "QuotaEscapeRepaired"):
+		return "a process in the pod made a btrfs subvolume outside its volume's quota; filevol put it back under the volume's limit (the volume may stand over its size until the pod deletes data). Find the workload that did it; to close the window entirely, deny the btrfs subvolume ioctls to pods with a seccomp profile (docs/security.md)"
 	case strings.Contains(causes, "FilesystemReadOnly"):
 		return "the kernel remounted the filesystem read-only after I/O errors: check the pool's disk on node " + node + " (dmesg), stop the pods, and let the next stage run fsck"
 	}

@@ -262,6 +262,17 @@ func TestDoctorDriverReports(t *testing.T) {
 			"fix:   the pod's device was detached underneath it: delete the pod",
 			"cause: 1 image(s) without a volume record in /var/lib/filevol/pool/quarantine: fv-9-20261122T110000.000000000Z.img")
 	})
+	t.Run("a repaired quota escape", func(t *testing.T) {
+		views := fakeViewer{"node-1": {Node: "node-1", PoolDir: "/var/lib/filevol/pool",
+			Volumes: []api.Volume{{Record: api.Record{ID: "fv-ro"}, Health: []api.Condition{{Status: "DEGRADED", Reason: "QuotaEscapeRepaired",
+				Message: "a process in the pod made a btrfs subvolume outside the volume's quota 1 time(s); the latest, at esc"}}}}}}
+		out := run(t, views, []string{"doctor"}, append(base(), p)...)
+		mustContain(t, out,
+			"ERROR   pv/pvc-ro: the driver on node node-1 reports the volume abnormal",
+			"cause: QuotaEscapeRepaired (DEGRADED): a process in the pod made a btrfs subvolume outside the volume's quota 1 time(s); the latest, at esc",
+			"fix:   a process in the pod made a btrfs subvolume outside its volume's quota; filevol put it back",
+			"seccomp profile (docs/security.md)")
+	})
 }
 
 func TestDoctorHealthyAndJSON(t *testing.T) {
