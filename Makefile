@@ -9,7 +9,7 @@ BIN := bin/filevol
 RUN_DIR := $(CURDIR)/_output/run
 TEST_TIMEOUT ?= 20m
 
-.PHONY: scale bench-tree-delete e2e e2e-multinode e2e-multinode-killed bench-snapshot chart-test deploy images chart-e2e help build run test unit sanity vet deps bench fuzz faults stress fulldisk clean e2e-doctor
+.PHONY: scale bench-tree-delete e2e e2e-multinode e2e-multinode-killed bench-snapshot bench-guard chart-test deploy images chart-e2e help build run test unit sanity vet deps bench fuzz faults stress fulldisk clean e2e-doctor
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -66,6 +66,9 @@ scale: build deps ## 1,000 volumes staged and published on one node: stage laten
 
 bench-tree-delete: build deps ## a directory volume of a million files deleted while other directory volumes are created and deleted, on btrfs and ext4 directory pools (report in _output/tree-delete)
 	./hack/bench.sh --only tree-delete --out _output/tree-delete/report.md $(TREE_DELETE_ARGS)
+
+bench-guard: deps ## the directory pool's quota guard: the window a pod's escaped subvolume has before it is counted (seconds to EDQUOT, MiB past the size) and one pass over 600 subvolumes (root; docs/security.md)
+	$(GO) test -count=1 -run '^$$' -bench 'BenchmarkGuard' -benchtime 5x ./internal/dirpool/
 
 bench-snapshot: build deps ## snapshot, restore and expansion timings on xfs (reflink), btrfs and ext4 pools
 	./hack/bench-snapshot.sh

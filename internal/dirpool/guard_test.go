@@ -36,7 +36,7 @@ func newUnguardedPool(t *testing.T, before []string) (*Pool, string) {
 // escape makes the subvolume name in the volume as a hostile pod does:
 // with a container's default capabilities, with the inherit list given
 // (nil: empty), a snapshot of the volume when snapshot is set.
-func escape(t *testing.T, p *Pool, v Volume, name string, inherit []uint64, snapshot bool) {
+func escape(t testing.TB, p *Pool, v Volume, name string, inherit []uint64, snapshot bool) {
 	t.Helper()
 	vfd, err := p.openVolume(v)
 	if err != nil {

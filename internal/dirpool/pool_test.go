@@ -45,7 +45,7 @@ func closeOnce(p *Pool) {
 	}
 }
 
-func create(t *testing.T, p *Pool, name string, size int64, params map[string]string) Volume {
+func create(t testing.TB, p *Pool, name string, size int64, params map[string]string) Volume {
 	t.Helper()
 	if _, err := p.Create(context.Background(), pool.CreateRequest{Name: name, CapacityBytes: size, Parameters: params}); err != nil {
 		t.Fatalf("create %s: %v", name, err)
