@@ -58,11 +58,12 @@ type CallObserver interface {
 	ObserveCall(fullMethod, code string, d time.Duration)
 }
 
-// NewGRPCServer returns a gRPC server whose every call is logged (secrets
-// stripped by protosanitizer), whose every error goes through toStatus and
-// whose every outcome is reported to the observers, if any are given.
+// NewGRPCServer returns a gRPC server whose every call, unary or
+// streaming, is logged (secrets stripped by protosanitizer), whose every
+// error goes through toStatus and whose every outcome is reported to the
+// observers, if any are given.
 func NewGRPCServer(observers ...CallObserver) *grpc.Server {
-	return grpc.NewServer(grpc.UnaryInterceptor(interceptor(observers)))
+	return grpc.NewServer(grpc.UnaryInterceptor(interceptor(observers)), grpc.StreamInterceptor(streamInterceptor(observers)))
 }
 
 func interceptor(observers []CallObserver) grpc.UnaryServerInterceptor {
@@ -70,20 +71,66 @@ func interceptor(observers []CallObserver) grpc.UnaryServerInterceptor {
 		start := time.Now()
 		klog.V(4).InfoS("call", "method", info.FullMethod, "request", protosanitizer.StripSecrets(req))
 		resp, err := handler(ctx, req)
-		err = toStatus(err)
-		took := time.Since(start)
-		st, _ := status.FromError(err) // nil err: codes.OK
-		if err != nil {
-			klog.ErrorS(nil, "call failed", "method", info.FullMethod, "code", st.Code(), "message", st.Message(), "duration", took)
-		} else {
-			klog.V(3).InfoS("call done", "method", info.FullMethod, "duration", took)
+		err = finish(info.FullMethod, start, err, observers)
+		if err == nil {
 			klog.V(5).InfoS("response", "method", info.FullMethod, "response", protosanitizer.StripSecrets(resp))
-		}
-		for _, o := range observers {
-			o.ObserveCall(info.FullMethod, st.Code().String(), took)
 		}
 		return resp, err
 	}
+}
+
+// streamInterceptor does for a streaming call what interceptor does for a
+// unary one: each message received is logged as a request, each sent as
+// a response, and the call's end goes through finish.
+func streamInterceptor(observers []CallObserver) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		start := time.Now()
+		klog.V(4).InfoS("stream", "method", info.FullMethod)
+		ls := &loggedStream{ServerStream: ss, method: info.FullMethod}
+		err := handler(srv, ls)
+		return finish(info.FullMethod, start, err, observers, "messagesSent", ls.sent)
+	}
+}
+
+// finish maps a call's error to its status (toStatus), logs the outcome
+// and tells the observers; it returns the mapped error.
+func finish(method string, start time.Time, err error, observers []CallObserver, kv ...any) error {
+	err = toStatus(err)
+	took := time.Since(start)
+	st, _ := status.FromError(err) // nil err: codes.OK
+	if err != nil {
+		klog.ErrorS(nil, "call failed", append([]any{"method", method, "code", st.Code(), "message", st.Message(), "duration", took}, kv...)...)
+	} else {
+		klog.V(3).InfoS("call done", append([]any{"method", method, "duration", took}, kv...)...)
+	}
+	for _, o := range observers {
+		o.ObserveCall(method, st.Code().String(), took)
+	}
+	return err
+}
+
+// loggedStream logs a streaming call's messages, secrets stripped.
+type loggedStream struct {
+	grpc.ServerStream
+	method string
+	sent   int
+}
+
+func (s *loggedStream) RecvMsg(m any) error {
+	err := s.ServerStream.RecvMsg(m)
+	if err == nil {
+		klog.V(4).InfoS("request", "method", s.method, "request", protosanitizer.StripSecrets(m))
+	}
+	return err
+}
+
+func (s *loggedStream) SendMsg(m any) error {
+	err := s.ServerStream.SendMsg(m)
+	if err == nil {
+		s.sent++
+		klog.V(5).InfoS("response", "method", s.method, "response", protosanitizer.StripSecrets(m))
+	}
+	return err
 }
 
 // Serve serves s on lis until ctx is done, then stops accepting, lets
