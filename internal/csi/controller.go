@@ -84,7 +84,7 @@ func (s *ControllerService) CreateVolume(ctx context.Context, req *csipb.CreateV
 	}
 	vol, err := st.Create(ctx, pool.CreateRequest{
 		Name: name, CapacityBytes: size, RequestedBytes: requested(req.GetCapacityRange()), FSType: p.fsType,
-		Provisioning: p.provisioning, Parameters: req.GetParameters(), QoS: &p.qos,
+		Provisioning: p.provisioning, Parameters: req.GetParameters(), QoS: &p.qos, Secrets: req.GetSecrets(),
 	})
 	if errors.Is(err, pool.ErrAlreadyExists) {
 		if resp, gerr := s.existing(st, name, req, p); resp != nil || gerr != nil {

@@ -61,7 +61,7 @@ func (s *ControllerService) createFromSource(ctx context.Context, st *poolStore,
 		vol, err = st.Create(ctx, pool.CreateRequest{
 			Name: name, CapacityBytes: size, RequestedBytes: requested(req.GetCapacityRange()),
 			FSType: p.fsType, Provisioning: p.provisioning,
-			Parameters: req.GetParameters(), Source: &src, QoS: &p.qos,
+			Parameters: req.GetParameters(), Source: &src, QoS: &p.qos, Secrets: req.GetSecrets(),
 		})
 		return err
 	}

@@ -94,7 +94,7 @@ func (s *ControllerService) CreateSnapshot(ctx context.Context, req *csipb.Creat
 	}
 	var snap pool.Snapshot
 	err = s.withFrozen(ctx, st, src, func() (err error) {
-		snap, err = st.CreateSnapshot(ctx, pool.SnapshotRequest{Name: name, SourceVolumeID: src, Parameters: req.GetParameters()})
+		snap, err = st.CreateSnapshot(ctx, pool.SnapshotRequest{Name: name, SourceVolumeID: src, Parameters: req.GetParameters(), Secrets: req.GetSecrets()})
 		return err
 	})
 	if err != nil {

@@ -88,7 +88,7 @@ func (g *GroupControllerService) CreateVolumeGroupSnapshot(ctx context.Context, 
 		return nil, err
 	}
 	t0 := time.Now()
-	snaps, err := cutMembers(ctx, st, gs, gid, srcs, req.GetParameters(), targets)
+	snaps, err := cutMembers(ctx, st, gs, gid, srcs, req.GetParameters(), req.GetSecrets(), targets)
 	if err != nil {
 		return nil, err
 	}

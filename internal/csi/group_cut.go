@@ -111,7 +111,7 @@ func freezeTargets(st *poolStore, srcs []string) ([]freeze.Target, error) {
 // gid while the freezer holds every target frozen: the clones run side by
 // side (a reflink is a metadata copy; their fsyncs share the directory's).
 // On an error, members already cut are deleted again.
-func cutMembers(ctx context.Context, st *poolStore, gs GroupStore, gid string, srcs []string, params map[string]string, targets []freeze.Target) ([]pool.Snapshot, error) {
+func cutMembers(ctx context.Context, st *poolStore, gs GroupStore, gid string, srcs []string, params map[string]string, secrets pool.Secrets, targets []freeze.Target) ([]pool.Snapshot, error) {
 	snaps := make([]pool.Snapshot, len(srcs))
 	err := st.freezer.HoldAll(ctx, targets, func() error {
 		errs := make([]error, len(srcs))
@@ -121,7 +121,7 @@ func cutMembers(ctx context.Context, st *poolStore, gs GroupStore, gid string, s
 			go func() {
 				defer wg.Done()
 				snaps[i], errs[i] = st.CreateSnapshot(ctx, pool.SnapshotRequest{
-					Name: pool.GroupMemberName(gid, src), SourceVolumeID: src, Parameters: params, GroupSnapshotID: gid})
+					Name: pool.GroupMemberName(gid, src), SourceVolumeID: src, Parameters: params, GroupSnapshotID: gid, Secrets: secrets})
 			}()
 		}
 		wg.Wait()

@@ -46,6 +46,14 @@ func (l *fakeLog) took(prefix string) bool {
 	return slices.ContainsFunc(l.calls, func(c string) bool { return strings.HasPrefix(c, prefix) })
 }
 
+// addSecrets logs each secret a call received, as "secret <call> k=v":
+// what reached the backend, for the tests of their way there.
+func (l *fakeLog) addSecrets(call string, s pool.Secrets) {
+	for _, k := range slices.Sorted(maps.Keys(s)) {
+		l.add("secret %s %s=%s", call, k, s[k])
+	}
+}
+
 func (l *fakeLog) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -92,6 +100,7 @@ func (f *fakeNode) InUse(id string) (bool, error) { return f.staged[id], nil }
 
 func (f *fakeNode) Stage(_ context.Context, vol pool.Volume, r StageRequest) (string, error) {
 	f.add("stage %s %+v", vol.ID, r)
+	f.addSecrets("stage", r.Secrets)
 	if f.stageErr != nil {
 		f.staged[vol.ID] = f.leftover
 		return "", f.stageErr
@@ -108,6 +117,7 @@ func (f *fakeNode) Unstage(_ context.Context, id, staging string) error {
 
 func (f *fakeNode) Publish(_ context.Context, vol pool.Volume, r PublishRequest) error {
 	f.add("publish %s %+v", vol.ID, r)
+	f.addSecrets("publish", r.Secrets)
 	return os.MkdirAll(r.TargetPath, 0o750)
 }
 
@@ -123,6 +133,7 @@ func (f *fakeNode) Stats(_ context.Context, vol pool.Volume, path string) ([]*cs
 
 func (f *fakeNode) Expand(_ context.Context, vol pool.Volume, r ExpandRequest) (int64, error) {
 	f.add("expand %s %+v", vol.ID, r)
+	f.addSecrets("expand", r.Secrets)
 	return r.RequiredBytes, nil
 }
 
@@ -163,6 +174,7 @@ func (f *fakeStore) GetByName(name string) (pool.Volume, error) { return f.Get(f
 
 func (f *fakeStore) Create(_ context.Context, req pool.CreateRequest) (pool.Volume, error) {
 	f.add("create %s", req.Name)
+	f.addSecrets("create", req.Secrets)
 	v := pool.Volume{ID: f.VolumeID(req.Name), Name: req.Name, CapacityBytes: req.CapacityBytes, FSType: req.FSType,
 		Provisioning: req.Provisioning, Parameters: req.Parameters}
 	f.vols[v.ID] = v
@@ -200,6 +212,7 @@ func (f *fakeStore) ImageLost(id string) bool { return false }
 
 func (f *fakeStore) CreateSnapshot(_ context.Context, req pool.SnapshotRequest) (pool.Snapshot, error) {
 	f.add("snapshot %s of %s", req.Name, req.SourceVolumeID)
+	f.addSecrets("snapshot", req.Secrets)
 	s := pool.Snapshot{ID: f.SnapshotID(req.Name), Name: req.Name, SourceVolumeID: req.SourceVolumeID, SizeBytes: f.vols[req.SourceVolumeID].CapacityBytes}
 	f.snaps[s.ID] = s
 	return s, nil

@@ -31,7 +31,7 @@ func TestNodeRoutesToSecondKind(t *testing.T) {
 	staging, target := e.staging("x"), e.target("x")
 	// Paths reach the backend cleaned by the path policy.
 	e.mustStage(id, staging+"/.", capMount("xfs", ro))
-	if want := "stage " + id + " {StagingPath:" + staging + " Block:false FSType:xfs MountFlags:[] ReadOnly:true Unrecorded:true}"; !f.took(want) {
+	if want := "stage " + id + " {StagingPath:" + staging + " Block:false FSType:xfs MountFlags:[] ReadOnly:true Unrecorded:true Secrets:<0 secret(s), redacted>}"; !f.took(want) {
 		t.Errorf("calls %s, want %q", f, want)
 	}
 	if recs := inUseIn(t, f.dir, id); len(recs) != 1 || recs[0].Node != "n1" || recs[0].StagingPath != staging || !recs[0].ReadOnly {
@@ -41,7 +41,7 @@ func TestNodeRoutesToSecondKind(t *testing.T) {
 		t.Errorf("the image pool holds in-use records of the fake kind's volume: %+v", recs)
 	}
 	e.mustPublish(id, staging, target, capBlock(single), true)
-	if want := "publish " + id + " {StagingPath:" + staging + " TargetPath:" + target + " Block:true MountFlags:[] ReadOnly:true SingleWriter:true}"; !f.took(want) {
+	if want := "publish " + id + " {StagingPath:" + staging + " TargetPath:" + target + " Block:true MountFlags:[] ReadOnly:true SingleWriter:true Secrets:<0 secret(s), redacted>}"; !f.took(want) {
 		t.Errorf("calls %s, want %q", f, want)
 	}
 	stats, err := e.node.NodeGetVolumeStats(ctx, &csipb.NodeGetVolumeStatsRequest{VolumeId: id, VolumePath: target})

@@ -58,7 +58,7 @@ func (s *NodeService) NodeStageVolume(ctx context.Context, req *csipb.NodeStageV
 	}
 	defer unlock()
 	r := StageRequest{StagingPath: staging, Block: c.GetBlock() != nil, FSType: fsType,
-		MountFlags: c.GetMount().GetMountFlags(), ReadOnly: readerOnly(c)}
+		MountFlags: c.GetMount().GetMountFlags(), ReadOnly: readerOnly(c), Secrets: req.GetSecrets()}
 	if err := s.checkAttached(nv, id, req.GetPublishContext()); err != nil {
 		return nil, err
 	}

@@ -81,6 +81,8 @@ type StageRequest struct {
 	// one whose detach the kernel deferred (another process holds it
 	// open), which a lock probe finds (imageNode.ensureLoop).
 	Unrecorded bool
+	// Secrets are NodeStageVolume's (the node-stage Secret).
+	Secrets pool.Secrets
 }
 
 // PublishRequest is a validated NodePublishVolume.
@@ -93,12 +95,16 @@ type PublishRequest struct {
 	// SingleWriter: SINGLE_NODE_SINGLE_WRITER, so no other target may
 	// have the volume published.
 	SingleWriter bool
+	// Secrets are NodePublishVolume's (the node-publish Secret).
+	Secrets pool.Secrets
 }
 
 // ExpandRequest is a validated NodeExpandVolume; StagingPath may be "".
 type ExpandRequest struct {
 	VolumePath, StagingPath   string
 	RequiredBytes, LimitBytes int64
+	// Secrets are NodeExpandVolume's (the node-expand Secret).
+	Secrets pool.Secrets
 }
 
 // Optional parts of a backend, for kinds that have them.

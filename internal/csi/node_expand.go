@@ -34,7 +34,7 @@ func (s *NodeService) NodeExpandVolume(ctx context.Context, req *csipb.NodeExpan
 	}
 	cr := req.GetCapacityRange()
 	size, err := nv.Expand(ctx, vol, ExpandRequest{VolumePath: path, StagingPath: staging,
-		RequiredBytes: cr.GetRequiredBytes(), LimitBytes: cr.GetLimitBytes()})
+		RequiredBytes: cr.GetRequiredBytes(), LimitBytes: cr.GetLimitBytes(), Secrets: req.GetSecrets()})
 	if err != nil {
 		return nil, err
 	}

@@ -24,7 +24,8 @@ func (s *NodeService) NodePublishVolume(ctx context.Context, req *csipb.NodePubl
 	}
 	r := PublishRequest{StagingPath: staging, TargetPath: target, Block: c.GetBlock() != nil,
 		MountFlags: c.GetMount().GetMountFlags(), ReadOnly: req.GetReadonly() || readerOnly(c),
-		SingleWriter: c.GetAccessMode().GetMode() == csipb.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER}
+		SingleWriter: c.GetAccessMode().GetMode() == csipb.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER,
+		Secrets:      req.GetSecrets()}
 	if err := nv.Publish(ctx, vol, r); err != nil {
 		return nil, err
 	}

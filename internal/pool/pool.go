@@ -179,6 +179,9 @@ type CreateRequest struct {
 	Source *ContentSource
 	// QoS are the volume's I/O limits (nil or zero: none).
 	QoS *QoS
+	// Secrets are CreateVolume's (the provisioner Secret), for a backend
+	// that needs key material to make the volume.
+	Secrets Secrets
 }
 
 // Capacity is what the pool can still hold.

@@ -62,6 +62,8 @@ type SnapshotRequest struct {
 	// GroupSnapshotID makes the snapshot a member of that group
 	// (GroupMemberName names it).
 	GroupSnapshotID string
+	// Secrets are CreateSnapshot's (or CreateVolumeGroupSnapshot's).
+	Secrets Secrets
 }
 
 // RestoreSize is the smallest request a restore of the snapshot honours
