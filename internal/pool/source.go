@@ -45,13 +45,6 @@ func cloneSource(src *ContentSource) *ContentSource {
 	return &c
 }
 
-func sameSource(a, b *ContentSource) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return *a == *b
-}
-
 // sourceImage checks a create's content source and returns the path of
 // the image to clone ("" for none): it must be a snapshot or volume of
 // this node's pool, with its image present and no larger than size.
