@@ -74,6 +74,67 @@ securityContext:
     type: RuntimeDefault
 {{- end }}
 
+{{/* Snapshots. snapshots.enabled and sharedPool.snapshots.enabled are true,
+false or auto (the default). What needs the snapshot CRDs (a
+VolumeSnapshotClass, a VolumeGroupSnapshotClass, csi-snapshotter and its
+RBAC, the provisioner's rules to restore from a VolumeSnapshot) renders where
+these helpers say "true", and only there. true: always (helm template
+offline, GitOps). false: never. auto: when the API server serves the kind,
+which helm install and upgrade read from its discovery (.Capabilities); so
+a cluster without the CRDs installs without snapshots, and a helm upgrade
+after the CRDs are installed adds them. helm template has no cluster to ask:
+there auto renders none of it unless --api-versions names the kinds.
+
+filevol.snapshotsOn: (dict "root" $ "pool" "local"|"shared") -> "true" when
+that driver's snapshot objects render, else "". */}}
+{{- define "filevol.snapshotsOn" -}}
+{{- $s := ternary .root.Values.sharedPool.snapshots .root.Values.snapshots (eq .pool "shared") }}
+{{- if eq (toString $s.enabled) "auto" }}
+{{- if .root.Capabilities.APIVersions.Has "snapshot.storage.k8s.io/v1/VolumeSnapshotClass" }}true{{ end }}
+{{- else if $s.enabled }}true{{ end }}
+{{- end }}
+
+{{/* filevol.groupSnapshotsOn: (dict "root" $ "pool" "local"|"shared") ->
+"true" when volume snapshots are on and, with auto, the API server also
+serves groupsnapshot.storage.k8s.io/v1 VolumeGroupSnapshotClass (a separate
+set of CRDs: a cluster may have the one and not the other). Where it is ""
+no VolumeGroupSnapshotClass renders; csi-snapshotter is started with no
+group flag either way (v8.7.0 has group snapshots on by default and turns
+them off itself, at start, when their CRDs are not served: see
+filevol.podAnnotations). */}}
+{{- define "filevol.groupSnapshotsOn" -}}
+{{- if include "filevol.snapshotsOn" . }}
+{{- $s := ternary .root.Values.sharedPool.snapshots .root.Values.snapshots (eq .pool "shared") }}
+{{- if ne (toString $s.enabled) "auto" }}true
+{{- else if .root.Capabilities.APIVersions.Has "groupsnapshot.storage.k8s.io/v1/VolumeGroupSnapshotClass" }}true{{ end }}
+{{- end }}
+{{- end }}
+
+{{/* filevol.snapshotsLeftOut: (dict "root" $ "pool" "local"|"shared") -> what
+auto left out because the API server does not serve it: "snapshots"
+(everything of filevol.snapshotsOn), "groups" (group snapshots only), or "". */}}
+{{- define "filevol.snapshotsLeftOut" -}}
+{{- $s := ternary .root.Values.sharedPool.snapshots .root.Values.snapshots (eq .pool "shared") }}
+{{- if eq (toString $s.enabled) "auto" }}
+{{- if not (include "filevol.snapshotsOn" .) }}snapshots
+{{- else if not (include "filevol.groupSnapshotsOn" .) }}groups{{ end }}
+{{- end }}
+{{- end }}
+
+{{/* filevol.podAnnotations: (dict "root" $ "pool" "local"|"shared"
+"annotations" <podAnnotations> "groups" <whether this pod's csi-snapshotter
+serves groups>) -> the pod template's annotations (YAML, "" for none).
+csi-snapshotter looks for the group snapshot CRDs once, at start: while auto
+leaves group snapshots out, its pod carries an annotation saying so, and
+the helm upgrade that turns them on removes it, which restarts the pod. */}}
+{{- define "filevol.podAnnotations" -}}
+{{- $a := deepCopy (.annotations | default dict) }}
+{{- if and .groups (eq (include "filevol.snapshotsLeftOut" .) "groups") }}
+{{- $_ := set $a "filevol.csi.io/group-snapshots" "off: groupsnapshot.storage.k8s.io/v1 not served at install (snapshots enabled: auto)" }}
+{{- end }}
+{{- with $a }}{{ toYaml . }}{{ end }}
+{{- end }}
+
 {{/* Refuse combinations that cannot work, with a message that says what to change. */}}
 {{- define "filevol.validate" -}}
 {{- if and .Values.apiServer.host (hasPrefix "127." .Values.apiServer.host) }}
@@ -100,7 +161,10 @@ securityContext:
 {{- fail "sharedPool.hostPath must differ from pool.hostPath: one directory cannot be a node-local pool and a shared one" }}
 {{- end }}
 {{- end }}
-{{- if and $local .Values.snapshots.enabled (eq .Values.snapshots.snapshotter "controller") }}
+{{- /* Checked whether or not auto finds the CRDs now: an install that works
+only until they are installed would fail at the helm upgrade that turns
+snapshots on. */}}
+{{- if and $local (ne (toString .Values.snapshots.enabled) "false") (eq .Values.snapshots.snapshotter "controller") }}
 {{- if not .Values.controller.enabled }}
 {{- fail "snapshots.snapshotter=controller runs csi-snapshotter in the controller Deployment: set controller.enabled=true" }}
 {{- end }}

@@ -19,15 +19,24 @@ const (
 	sharedName    = "fv-filevol-shared-controller"
 )
 
+// render renders values for a cluster with the snapshot CRDs (SnapshotAPIs,
+// as the e2e cluster and any cluster a snapshot test means): with
+// snapshots.enabled=auto everything renders, as with true. renderOn chooses
+// the cluster's extra APIs (nil: none, plain `helm template`).
 func render(t *testing.T, values string) *Result {
+	t.Helper()
+	return renderOn(t, values, SnapshotAPIs)
+}
+
+func renderOn(t *testing.T, values string, apiVersions []string) *Result {
 	t.Helper()
 	dir, err := ChartDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Render(dir, testRelease, testNamespace, values)
+	r, err := RenderOn(dir, testRelease, testNamespace, values, apiVersions)
 	if err != nil {
-		t.Fatalf("render with values %q: %v", values, err)
+		t.Fatalf("render with values %q and APIs %v: %v", values, apiVersions, err)
 	}
 	return r
 }
@@ -38,7 +47,7 @@ func renderErr(t *testing.T, values string) error {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = Render(dir, testRelease, testNamespace, values)
+	_, err = RenderOn(dir, testRelease, testNamespace, values, SnapshotAPIs)
 	return err
 }
 

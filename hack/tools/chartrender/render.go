@@ -65,14 +65,40 @@ func ChartDir() (string, error) {
 	}
 }
 
+// SnapshotAPIs are the API versions a cluster with external-snapshotter's
+// CRDs adds to its discovery for the classes the chart makes, as `helm
+// template --api-versions` takes them: the VolumeSnapshot ones and the
+// VolumeGroupSnapshot ones. The chart's snapshots.enabled=auto renders the
+// snapshot objects only where they are listed (SnapshotAPIs[:2]: volume
+// snapshots without group snapshots).
+var SnapshotAPIs = []string{
+	"snapshot.storage.k8s.io/v1",
+	"snapshot.storage.k8s.io/v1/VolumeSnapshotClass",
+	"groupsnapshot.storage.k8s.io/v1",
+	"groupsnapshot.storage.k8s.io/v1/VolumeGroupSnapshotClass",
+}
+
 // Render renders the chart in chartDir as release name in namespace with the
-// given values (YAML, merged over values.yaml like `helm install -f`).
+// given values (YAML, merged over values.yaml like `helm install -f`), as
+// `helm template` does: no cluster, so no API beyond Helm's built-in list
+// (snapshots.enabled=auto renders no snapshot object).
 func Render(chartDir, name, namespace, valuesYAML string) (*Result, error) {
+	return RenderOn(chartDir, name, namespace, valuesYAML, nil)
+}
+
+// RenderOn renders like Render for a cluster that also serves apiVersions
+// (`helm template --api-versions`: "group/version" and
+// "group/version/Kind" entries), which the chart sees in
+// .Capabilities.APIVersions.
+func RenderOn(chartDir, name, namespace, valuesYAML string, apiVersions []string) (*Result, error) {
 	kv, err := chartutil.ParseKubeVersion(KubeVersion)
 	if err != nil {
 		return nil, err
 	}
-	return renderWith(chartDir, name, namespace, valuesYAML, nil, func(i *action.Install) { i.KubeVersion = kv })
+	return renderWith(chartDir, name, namespace, valuesYAML, nil, func(i *action.Install) {
+		i.KubeVersion = kv
+		i.APIVersions = apiVersions
+	})
 }
 
 // renderWith renders like Render with cfg (nil: an empty one) and the

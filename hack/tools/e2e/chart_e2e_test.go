@@ -107,6 +107,12 @@ func TestChartUpgradeAndUninstall(t *testing.T) {
 	const ns = "default"
 	run(t, "install")
 
+	// snapshots.enabled is auto (values-e2e.yaml leaves it): helm read the
+	// cluster's APIs, found the snapshot CRDs up.sh applied and rendered the
+	// classes (a helm that saw none would have left them out silently).
+	kubectl(t, "get", "volumesnapshotclass", "filevol", "-o", "name")
+	kubectl(t, "get", "volumegroupsnapshotclass", "filevol", "filevol-shared", "-o", "name")
+
 	// A pod writing to a volume while the driver is replaced under it.
 	apply(t, ns, "upgrade-data", "echo before > /data/f && sleep 86400")
 	uid := kubectl(t, "-n", ns, "get", "pod", "upgrade-data", "-o", "jsonpath={.metadata.uid}")
