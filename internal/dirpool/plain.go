@@ -158,23 +158,46 @@ const deepPrefix = "deep."
 // never followed) and crossing into no other mount (a mount point inside
 // is an error, left for the operator). Hard links are unlinked: the
 // files they share with other directories keep their other names.
+//
+// The immutable and append-only flags a privileged pod may have set are
+// cleared where they stand in the way (protect_linux.go): a directory's
+// as it is opened (they forbid removing its entries, and removing or
+// moving it), a file's when its unlink is refused (EPERM).
 func removeTree(trash, parent int, name string, depth int) error {
 	err := unix.Unlinkat(parent, name, 0)
+	if errors.Is(err, unix.EPERM) {
+		// Flags on the entry itself (its directory's went when it was
+		// opened); a flagged directory says EPERM, not EISDIR.
+		isDir, uerr := unprotectEntry(parent, name)
+		switch {
+		case uerr != nil:
+			err = errors.Join(err, uerr)
+		case isDir:
+			err = unix.EISDIR
+		default:
+			err = unix.Unlinkat(parent, name, 0)
+		}
+	}
 	if err == nil || errors.Is(err, unix.ENOENT) {
 		return nil
 	}
 	if !errors.Is(err, unix.EISDIR) {
 		return fmt.Errorf("remove %s: %w", name, err)
 	}
+	fd, err := openBeneath(parent, name)
+	if err != nil {
+		return err
+	}
+	if err := clearProtection(fd); err != nil {
+		_ = unix.Close(fd)
+		return fmt.Errorf("unprotect directory %s: %w", name, err)
+	}
 	if depth >= maxRemoveDepth {
+		_ = unix.Close(fd)
 		if err := unix.Renameat2(parent, name, trash, deepPrefix+randomSuffix(), unix.RENAME_NOREPLACE); err != nil {
 			return fmt.Errorf("move a deep directory to the top of the trash: %w", err)
 		}
 		return errDeferred
-	}
-	fd, err := openBeneath(parent, name)
-	if err != nil {
-		return err
 	}
 	err = removeEntries(trash, fd, name, depth)
 	_ = unix.Close(fd)
