@@ -42,6 +42,11 @@ func (p *Pool) destroyNested(parent int, name string) error {
 	if err != nil {
 		return fmt.Errorf("unprotect %s: %w", name, err)
 	}
+	// A full volume's nested subvolumes cannot be destroyed under its
+	// limit (EDQUOT: the kernel reserves space for the deletion).
+	if err := p.releaseQgroups(id); err != nil {
+		return err
+	}
 	// A pod still at work may make another meanwhile (ENOTEMPTY): look
 	// again, a bounded number of times.
 	for range destroyAttempts {
