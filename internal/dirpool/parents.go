@@ -36,6 +36,7 @@ func (p *Pool) makeParents(rel string) (fd int, last string, err error) {
 		if !errors.Is(err, unix.ENOENT) {
 			break
 		}
+		klog.V(4).InfoS("A delete removed a parent of a volume being created; making it again", "pool", p.dir, "path", rel)
 	}
 	return fd, last, err
 }
@@ -89,6 +90,7 @@ func (p *Pool) placeAt(from int, name string, dir int, rel string) error {
 	_, last := path.Split(rel)
 	err := unix.Renameat2(from, name, dir, last, unix.RENAME_NOREPLACE)
 	for i := 0; errors.Is(err, unix.ENOENT) && i < parentAttempts; i++ {
+		klog.V(4).InfoS("A delete removed the parent of a volume being placed; making it again", "pool", p.dir, "path", rel)
 		d, _, merr := p.makeParents(rel)
 		if merr != nil {
 			return merr
