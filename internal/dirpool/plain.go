@@ -160,14 +160,17 @@ const deepPrefix = "deep."
 // files they share with other directories keep their other names.
 //
 // The immutable and append-only flags a privileged pod may have set are
-// cleared where they stand in the way (protect_linux.go): a directory's
-// as it is opened (they forbid removing its entries, and removing or
-// moving it), a file's when its unlink is refused (EPERM).
+// cleared where they stand in the way (protect_linux.go): on an entry
+// whose unlink is refused (EPERM), file or directory. A flagged
+// directory's unlink is refused so too (the kernel looks at the flags
+// before it says EISDIR), so its flags are off before its entries are
+// removed, before it is moved to the top of the trash and before it is
+// removed itself: one ioctl per flagged entry, none for the others.
 func removeTree(trash, parent int, name string, depth int) error {
 	err := unix.Unlinkat(parent, name, 0)
 	if errors.Is(err, unix.EPERM) {
-		// Flags on the entry itself (its directory's went when it was
-		// opened); a flagged directory says EPERM, not EISDIR.
+		// Flags on the entry itself (its directory's went before it was
+		// opened).
 		isDir, uerr := unprotectEntry(parent, name)
 		switch {
 		case uerr != nil:
@@ -184,20 +187,15 @@ func removeTree(trash, parent int, name string, depth int) error {
 	if !errors.Is(err, unix.EISDIR) {
 		return fmt.Errorf("remove %s: %w", name, err)
 	}
-	fd, err := openBeneath(parent, name)
-	if err != nil {
-		return err
-	}
-	if err := clearProtection(fd); err != nil {
-		_ = unix.Close(fd)
-		return fmt.Errorf("unprotect directory %s: %w", name, err)
-	}
 	if depth >= maxRemoveDepth {
-		_ = unix.Close(fd)
 		if err := unix.Renameat2(parent, name, trash, deepPrefix+randomSuffix(), unix.RENAME_NOREPLACE); err != nil {
 			return fmt.Errorf("move a deep directory to the top of the trash: %w", err)
 		}
 		return errDeferred
+	}
+	fd, err := openBeneath(parent, name)
+	if err != nil {
+		return err
 	}
 	err = removeEntries(trash, fd, name, depth)
 	_ = unix.Close(fd)
