@@ -71,7 +71,7 @@ func (p *Pool) trash(rel string, v Volume) error {
 	if err == nil {
 		// A pod's read-only or immutable volume cannot be moved (its ".."
 		// changes): the protection goes first (protect_linux.go).
-		err = unprotectRoot(fd, !v.Unenforced)
+		err = unprotectRoot(fd, !v.Unenforced, true)
 	}
 	_ = unix.Close(fd)
 	if err != nil {
@@ -230,7 +230,7 @@ func (p *Pool) destroyTrashed(trash, aside int, name string) error {
 	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EROFS) {
 		// Protected again after the delete moved it (a pod that still
 		// had it mounted): unprotected, as the delete did.
-		if uerr := unprotectAt(trash, name); uerr != nil {
+		if uerr := p.unprotectAt(trash, name); uerr != nil {
 			return errors.Join(err, uerr)
 		}
 		err = unix.Renameat2(trash, name, aside, name, unix.RENAME_NOREPLACE)
@@ -244,18 +244,20 @@ func (p *Pool) destroyTrashed(trash, aside int, name string) error {
 	return p.destroyTree(aside, name)
 }
 
-// unprotectAt unprotects the subvolume root name in dir (unprotectRoot).
-func unprotectAt(dir int, name string) error {
+// unprotectAt unprotects the volume's root name in dir (unprotectRoot).
+func (p *Pool) unprotectAt(dir int, name string) error {
 	fd, err := openBeneath(dir, name)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
-	root, err := isSubvolumeRoot(fd)
-	if err != nil {
-		return err
+	root := false
+	if !p.plain {
+		if root, err = isSubvolumeRoot(fd); err != nil {
+			return err
+		}
 	}
-	return unprotectRoot(fd, root)
+	return unprotectRoot(fd, root, true)
 }
 
 // destroyTree destroys the subvolume name in parent, with the subvolumes

@@ -15,10 +15,11 @@ import (
 // root tree (subvolumeRefs), and each one's directory is opened by file
 // handle (openByHandle): no directory of the pod's is walked or resolved
 // by path, so no depth (past PATH_MAX), width or rename of the pod's
-// stops it. What the pod protected is unprotected first (protect_linux.go):
-// read-only subvolumes, the volume's included, are made writable, and
-// the immutable and append-only flags come off the subvolume roots and
-// the directories holding them. The innermost go first.
+// stops it. What the pod protected is unprotected first
+// (protect_linux.go): the immutable and append-only flags come off the
+// subvolume roots and the directories holding them, and the subvolumes
+// that hold others, the volume included, are made writable. The
+// innermost go first.
 func (p *Pool) destroyNested(parent int, name string) error {
 	fd, err := openBeneath(parent, name)
 	if errors.Is(err, unix.ENOENT) {
@@ -29,36 +30,30 @@ func (p *Pool) destroyNested(parent int, name string) error {
 	}
 	root, rerr := isSubvolumeRoot(fd)
 	id, ierr := subvolumeID(fd)
-	if err := errors.Join(rerr, ierr); err != nil || !root {
-		_ = unix.Close(fd)
-		if err != nil {
-			return err
-		}
-		// Not a subvolume: destroyOne reports it, leaving it for the operator.
-		return p.destroyOne(parent, name)
+	err = errors.Join(rerr, ierr)
+	if err == nil && root {
+		// The flags forbid destroying it (EPERM).
+		err = unprotectRoot(fd, true, false)
 	}
-	err = unprotectRoot(fd, true)
 	_ = unix.Close(fd)
 	if err != nil {
 		return fmt.Errorf("unprotect %s: %w", name, err)
 	}
-	// A full volume's nested subvolumes cannot be destroyed under its
-	// limit (EDQUOT: the kernel reserves space for the deletion).
-	if err := p.releaseQgroups(id); err != nil {
-		return err
-	}
-	// A pod still at work may make another meanwhile (ENOTEMPTY): look
-	// again, a bounded number of times.
+	// Not a subvolume: destroyOne reports it, leaving it for the operator.
+	// One that holds none goes at once, as most do; the first try also
+	// lifts its limit, which its nested ones count against (a full
+	// volume's cannot be destroyed under it: EDQUOT). A pod still at work
+	// may make another meanwhile: look again, a bounded number of times.
 	for range destroyAttempts {
-		if err = p.destroyInside(id); err != nil {
-			return err
-		}
 		err = p.destroyOne(parent, name)
 		if err == nil || errors.Is(err, unix.ENOENT) {
 			return nil
 		}
-		if !errors.Is(err, unix.ENOTEMPTY) {
+		if !root || !errors.Is(err, unix.ENOTEMPTY) {
 			return err
+		}
+		if ierr := p.destroyInside(id); ierr != nil {
+			return errors.Join(err, ierr)
 		}
 	}
 	return err
@@ -75,13 +70,19 @@ func (p *Pool) destroyInside(top uint64) error {
 		return err
 	}
 	inside := nestedIn(refs, top)
-	if len(inside) == 0 {
-		return nil
-	}
-	// Every one writable and unflagged before any is destroyed: a
-	// subvolume's entry is unlinked from its parent, which must be.
+	// Every one unprotected before any is destroyed: a subvolume's entry
+	// is unlinked from its parent, which must be writable (a subvolume
+	// that holds none may stay read-only: making it writable commits a
+	// transaction), and its root must not be flagged.
+	holds := map[uint64]bool{}
 	for _, r := range inside {
-		if err := p.unprotectSubvolume(r.id); err != nil {
+		holds[r.parent] = true
+	}
+	if err := p.unprotectSubvolume(top, true); err != nil {
+		return err
+	}
+	for _, r := range inside {
+		if err := p.unprotectSubvolume(r.id, holds[r.id]); err != nil {
 			return err
 		}
 	}
@@ -133,9 +134,9 @@ func nestedIn(refs []subvolRef, top uint64) []subvolRef {
 	return out
 }
 
-// unprotectSubvolume makes subvolume id writable and clears its root's
-// flags, reaching its root by handle.
-func (p *Pool) unprotectSubvolume(id uint64) error {
+// unprotectSubvolume clears the flags of subvolume id's root, reached by
+// handle, and makes the subvolume writable if it holds others.
+func (p *Pool) unprotectSubvolume(id uint64, holds bool) error {
 	fd, err := openByHandle(p.root, id, firstFreeObjectID)
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESTALE) {
 		return nil // destroyed meanwhile
@@ -144,7 +145,7 @@ func (p *Pool) unprotectSubvolume(id uint64) error {
 		return err
 	}
 	defer unix.Close(fd)
-	if err := unprotectRoot(fd, true); err != nil {
+	if err := unprotectRoot(fd, true, holds); err != nil {
 		return fmt.Errorf("unprotect subvolume %d: %w", id, err)
 	}
 	return nil

@@ -36,21 +36,27 @@ const (
 // inode (a file or directory opened by the caller without following a
 // link). A filesystem without inode flags has none to clear.
 func clearProtection(fd int) error {
-	// The kernel reads and writes an int, whatever the ioctl's number says.
-	flags, err := unix.IoctlGetUint32(fd, unix.FS_IOC_GETFLAGS)
-	if errors.Is(err, unix.ENOTTY) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read inode flags: %w", err)
-	}
-	if flags&protectFlags == 0 {
-		return nil
+	flags, err := inodeFlags(fd)
+	if err != nil || flags&protectFlags == 0 {
+		return err
 	}
 	if err := unix.IoctlSetPointerInt(fd, unix.FS_IOC_SETFLAGS, int(flags&^protectFlags)); err != nil {
 		return fmt.Errorf("clear the immutable and append-only flags: %w", err)
 	}
 	return nil
+}
+
+// inodeFlags reads fd's inode flags (0 on a filesystem without them).
+func inodeFlags(fd int) (uint32, error) {
+	// The kernel reads and writes an int, whatever the ioctl's number says.
+	flags, err := unix.IoctlGetUint32(fd, unix.FS_IOC_GETFLAGS)
+	if errors.Is(err, unix.ENOTTY) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read inode flags: %w", err)
+	}
+	return flags, nil
 }
 
 // makeWritable clears the read-only flag of the subvolume whose root fd
@@ -71,10 +77,17 @@ func makeWritable(fd int) error {
 }
 
 // unprotectRoot readies the root of a volume (or of a subvolume inside
-// one) to be moved or destroyed: on btrfs (subvolume) writable, and
-// without the inode flags.
-func unprotectRoot(fd int, subvolume bool) error {
-	if subvolume {
+// one) to be moved or destroyed: without the inode flags and, for a
+// subvolume, writable when writable is set (a volume to be moved; a
+// subvolume that holds others) or when its flags must come off (a
+// read-only subvolume's cannot: EROFS). Making a subvolume writable
+// commits a transaction: only where it is needed.
+func unprotectRoot(fd int, subvolume, writable bool) error {
+	flags, err := inodeFlags(fd)
+	if err != nil {
+		return err
+	}
+	if subvolume && (writable || flags&protectFlags != 0) {
 		if err := makeWritable(fd); err != nil {
 			return err
 		}

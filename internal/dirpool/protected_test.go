@@ -175,9 +175,10 @@ func nestReadOnly(vfd int) error {
 }
 
 // Immutable and append-only flags (a privileged pod's chattr; a default
-// one is refused) on the volume's root, on a nested subvolume's root, on
-// the directories holding it and on files: the delete clears them and
-// finishes (the rename into the trash failed EPERM before).
+// one is refused) on the volume's root, on nested subvolumes' roots (one
+// of them read-only), on the directories holding them and on files: the
+// delete clears them and finishes (the rename into the trash failed EPERM
+// before).
 func TestDeleteFinishesThroughImmutableFlags(t *testing.T) {
 	p, dir := newPool(t)
 	base := qgroups(t, p)
@@ -191,6 +192,19 @@ func TestDeleteFinishesThroughImmutableFlags(t *testing.T) {
 	chattr(t, filepath.Join(root, "a/b/sub/inner/f"), podImmutable)
 	chattr(t, filepath.Join(root, "a/b/sub/inner"), podImmutable)
 	chattr(t, filepath.Join(root, "a/b/sub"), podAppendOnly)
+	// A read-only one with a flagged root: its flag cannot come off
+	// until it is writable.
+	nestSubvolume(t, dir, v, "a/b/frozen")
+	chattr(t, filepath.Join(root, "a/b/frozen"), podImmutable)
+	frozen, err := unix.Open(filepath.Join(root, "a/b/frozen"), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = setReadOnly(frozen)
+	unix.Close(frozen)
+	if err != nil {
+		t.Fatal(err)
+	}
 	chattr(t, filepath.Join(root, "a/b"), podImmutable)
 	chattr(t, filepath.Join(root, "a"), podAppendOnly)
 	chattr(t, root, podImmutable)

@@ -127,24 +127,14 @@ func (p *Pool) destroyOne(parent int, name string) error {
 			return err // likewise: not destroyed before it is recorded
 		}
 		if root {
-			if err := p.releaseQgroups(id); err != nil {
+			if err := p.markQgroups(id); err != nil {
 				return err
 			}
+			_ = limitQgroup(p.root, qgroupID(1, id), -1) // none: ENOENT
+			_ = limitQgroup(p.root, qgroupID(0, id), -1)
 		}
 	}
 	return destroySubvolume(parent, name)
-}
-
-// releaseQgroups records subvolume id's qgroups as due to go and lifts
-// their limits, before it is destroyed (and, for a volume, before the
-// subvolumes inside it are: they count against its limit).
-func (p *Pool) releaseQgroups(id uint64) error {
-	if err := p.markQgroups(id); err != nil {
-		return err
-	}
-	_ = limitQgroup(p.root, qgroupID(1, id), -1) // none: ENOENT
-	_ = limitQgroup(p.root, qgroupID(0, id), -1)
-	return nil
 }
 
 // markQgroups records 0/id and 1/id as due to go, durably.
