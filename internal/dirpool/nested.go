@@ -37,24 +37,22 @@ func (p *Pool) destroyNested(parent int, name string) error {
 	}
 	_ = unix.Close(fd)
 	if err != nil {
-		return fmt.Errorf("unprotect %s: %w", name, err)
+		return fmt.Errorf("ready %s to be destroyed: %w", name, err)
 	}
 	// Not a subvolume: destroyOne reports it, leaving it for the operator.
 	// One that holds none goes at once, as most do; the first try also
 	// lifts its limit, which its nested ones count against (a full
 	// volume's cannot be destroyed under it: EDQUOT). A pod still at work
 	// may make another meanwhile: look again, a bounded number of times.
-	for range destroyAttempts {
-		err = p.destroyOne(parent, name)
-		if err == nil || errors.Is(err, unix.ENOENT) {
-			return nil
-		}
-		if !root || !errors.Is(err, unix.ENOTEMPTY) {
-			return err
-		}
+	err = p.destroyOne(parent, name)
+	for i := 0; root && errors.Is(err, unix.ENOTEMPTY) && i < destroyAttempts; i++ {
 		if ierr := p.destroyInside(id); ierr != nil {
 			return errors.Join(err, ierr)
 		}
+		err = p.destroyOne(parent, name)
+	}
+	if errors.Is(err, unix.ENOENT) {
+		return nil
 	}
 	return err
 }
