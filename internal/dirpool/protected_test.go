@@ -238,7 +238,10 @@ func TestPlainDeleteFinishesThroughImmutableFlags(t *testing.T) {
 			flagged = append(flagged, filepath.Join(rel, "f"), rel)
 		}
 	}
-	for i := len(flagged) - 1; i >= 0; i-- { // innermost first: a flagged directory takes no flag below it
+	// Innermost first: a flagged directory takes no flag below it. The
+	// files named append and the directory a get +a, the deep ones +i
+	// and +a by turns, the rest +i.
+	for i := len(flagged) - 1; i >= 0; i-- {
 		flag := uint32(podImmutable)
 		if filepath.Base(flagged[i]) == "append" || flagged[i] == "a" || i%4 == 0 {
 			flag = podAppendOnly
