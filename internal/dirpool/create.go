@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -72,12 +71,13 @@ func (p *Pool) create(ctx context.Context, v *Volume) (err error) {
 			if derr := p.destroyTree(tmp, v.ID); derr != nil {
 				klog.ErrorS(derr, "Failed create left a subvolume; the next open destroys it", "volumeID", v.ID)
 			}
+			p.removeParents(v.Path) // those it made, if empty (parents.go)
 		}
 	}()
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	parent, last, err := p.makeParents(v.Path)
+	parent, _, err := p.makeParents(v.Path)
 	if err != nil {
 		return err
 	}
@@ -94,7 +94,7 @@ func (p *Pool) create(ctx context.Context, v *Volume) (err error) {
 		draft.Abandon()
 		return err
 	}
-	if err := unix.Renameat2(tmp, v.ID, parent, last, unix.RENAME_NOREPLACE); err != nil {
+	if err := p.placeAt(tmp, v.ID, parent, v.Path); err != nil {
 		draft.Abandon()
 		if errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("%w: %s is taken: another volume or something else is there (set %s to true, or choose another %s)",
@@ -147,39 +147,6 @@ func (p *Pool) makeSubvolume(tmp int, v *Volume) error {
 		return fmt.Errorf("chmod the volume's directory to %o: %w", v.Mode, err)
 	}
 	return nil
-}
-
-// makeParents makes the directories above rel, each beneath the last and
-// in the pool's own subvolume (never inside a volume), and returns the
-// last one open with the name rel has in it.
-func (p *Pool) makeParents(rel string) (int, string, error) {
-	comps := strings.Split(rel, "/")
-	fd, err := unix.Dup(p.root)
-	if err != nil {
-		return -1, "", err
-	}
-	for _, c := range comps[:len(comps)-1] {
-		if err := unix.Mkdirat(fd, c, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
-			_ = unix.Close(fd)
-			return -1, "", fmt.Errorf("make directory %s of %s: %w", c, rel, err)
-		}
-		next, err := openBeneath(fd, c)
-		_ = unix.Close(fd)
-		if err != nil {
-			return -1, "", fmt.Errorf("%w: %s of %s: %v", ErrInvalidPath, c, rel, err)
-		}
-		fd = next
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil {
-			_ = unix.Close(fd)
-			return -1, "", err
-		}
-		if st.Dev != p.rootDev {
-			_ = unix.Close(fd)
-			return -1, "", fmt.Errorf("%w: %s of %s is inside another subvolume (a volume): volumes are never nested", ErrInvalidPath, c, rel)
-		}
-	}
-	return fd, comps[len(comps)-1], nil
 }
 
 // openSource opens the root of a clone's source: a snapshot or a volume.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path"
 	"strings"
 	"time"
@@ -21,7 +20,8 @@ import (
 // at the volume's path is checked to be its subvolume first: a directory
 // that replaced it is refused (ErrNotVolume), never deleted. A volume
 // of a class with deleteDirectory: "false" keeps its directory instead
-// (retain.go): only its record, gid and quota are released.
+// (retain.go): only its record, gid and quota are released. The
+// directories the volume's create made above it go once empty.
 func (p *Pool) Delete(_ context.Context, id string) error {
 	v, err := p.Record(id)
 	if errors.Is(err, pool.ErrNotFound) {
@@ -30,8 +30,9 @@ func (p *Pool) Delete(_ context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	retained := false
 	if params, perr := Parameters(v.Parameters); perr == nil && params.Retain {
-		err = p.retain(v, params)
+		retained, err = true, p.retain(v, params)
 	} else {
 		err = p.trash(v.Path, v)
 	}
@@ -44,6 +45,9 @@ func (p *Pool) Delete(_ context.Context, id string) error {
 	}
 	if err := p.vols.Synced(mark); err != nil {
 		return err
+	}
+	if !retained {
+		p.removeParents(v.Path) // the directories its create made, once empty (parents.go)
 	}
 	p.kick()
 	klog.V(2).InfoS("directory volume deleted", "volumeID", id, "path", v.Path)
@@ -64,6 +68,11 @@ func (p *Pool) trash(rel string, v Volume) error {
 		return err
 	}
 	err = p.checkSubvolume(fd, v)
+	if err == nil {
+		// A pod's read-only or immutable volume cannot be moved (its ".."
+		// changes): the protection goes first (protect_linux.go).
+		err = unprotectRoot(fd, !v.Unenforced, true)
+	}
 	_ = unix.Close(fd)
 	if err != nil {
 		return err
@@ -217,7 +226,16 @@ func (p *Pool) destroyTrashed(trash, aside int, name string) error {
 	if p.plain {
 		return p.destroyTree(trash, name)
 	}
-	if err := unix.Renameat2(trash, name, aside, name, unix.RENAME_NOREPLACE); err != nil {
+	err := unix.Renameat2(trash, name, aside, name, unix.RENAME_NOREPLACE)
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EROFS) {
+		// Protected again after the delete moved it (a pod that still
+		// had it mounted): unprotected, as the delete did.
+		if uerr := p.unprotectAt(trash, name); uerr != nil {
+			return errors.Join(err, uerr)
+		}
+		err = unix.Renameat2(trash, name, aside, name, unix.RENAME_NOREPLACE)
+	}
+	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return nil
 		}
@@ -226,11 +244,28 @@ func (p *Pool) destroyTrashed(trash, aside int, name string) error {
 	return p.destroyTree(aside, name)
 }
 
+// unprotectAt unprotects the volume's root name in dir (unprotectRoot).
+func (p *Pool) unprotectAt(dir int, name string) error {
+	fd, err := openBeneath(dir, name)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	root := false
+	if !p.plain {
+		if root, err = isSubvolumeRoot(fd); err != nil {
+			return err
+		}
+	}
+	return unprotectRoot(fd, root, true)
+}
+
 // destroyTree destroys the subvolume name in parent, with the subvolumes
-// a pod may have made inside it (btrfs lets any user create one where it
-// can write; the kernel refuses to destroy a subvolume that holds one,
-// ENOTEMPTY). A plain directory (never made by the pool, but possible
-// after an operator's move) is left for the operator and reported.
+// a pod may have made inside it and whatever the pod protected
+// (destroyNested); in a plain pool it removes the directory tree
+// (removeTree). On btrfs a plain directory (never made by the pool, but
+// possible after an operator's move) is left for the operator and
+// reported.
 func (p *Pool) destroyTree(parent int, name string) error {
 	if p.plain {
 		trash, err := p.metaFD(trashDir)
@@ -243,89 +278,5 @@ func (p *Pool) destroyTree(parent int, name string) error {
 		}
 		return nil
 	}
-	return p.destroyNested(parent, name, 0)
-}
-
-// maxNesting bounds how deep destroyNested looks for nested subvolumes: a
-// pod's directory tree can be arbitrarily deep.
-const maxNesting = 64
-
-func (p *Pool) destroyNested(parent int, name string, depth int) error {
-	err := p.destroyOne(parent, name)
-	if err == nil || errors.Is(err, unix.ENOENT) {
-		return nil
-	}
-	if !errors.Is(err, unix.ENOTEMPTY) || depth >= maxNesting {
-		return err
-	}
-	// The kernel frees a destroyed subvolume's directory entries a moment
-	// after the call: a walk may still meet one (ENOENT, skipped) and the
-	// parent's destroy may still find it not empty, so walk and retry a
-	// few times before giving up.
-	for range destroyAttempts {
-		fd, oerr := openBeneath(parent, name)
-		if errors.Is(oerr, unix.ENOENT) {
-			return nil
-		}
-		if oerr != nil {
-			return errors.Join(err, oerr)
-		}
-		werr := p.destroySubvolumesIn(fd, depth+1)
-		_ = unix.Close(fd)
-		if werr != nil {
-			return errors.Join(err, werr)
-		}
-		err = p.destroyOne(parent, name)
-		if err == nil || errors.Is(err, unix.ENOENT) {
-			return nil
-		}
-		if !errors.Is(err, unix.ENOTEMPTY) {
-			return err
-		}
-	}
-	return err
-}
-
-// destroyAttempts bounds destroyNested's walks of one subvolume.
-const destroyAttempts = 5
-
-// destroySubvolumesIn destroys every subvolume under the directory dir,
-// opening each directory beneath the last without following links.
-func (p *Pool) destroySubvolumesIn(dir, depth int) error {
-	if depth >= maxNesting {
-		return fmt.Errorf("subvolumes nested deeper than %d directories", maxNesting)
-	}
-	errs, err := eachEntry(dir, "a tree holding subvolumes", func(e os.DirEntry) error {
-		if !e.IsDir() {
-			return nil
-		}
-		return p.destroySubvolumesUnder(dir, e.Name(), depth)
-	})
-	if !errors.Is(err, unix.ENOENT) { // ENOENT: the directory itself is gone, nothing left in it
-		errs.add(err)
-	}
-	return errs.err("a tree holding subvolumes")
-}
-
-// destroySubvolumesUnder destroys the directory name in dir when it is a
-// subvolume, and the subvolumes under it when it is not.
-func (p *Pool) destroySubvolumesUnder(dir int, name string, depth int) error {
-	sub, err := openBeneath(dir, name)
-	if errors.Is(err, unix.ENOENT) {
-		// Gone since the listing: a nested subvolume destroyed a moment
-		// ago can still be listed by its parent directory.
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	root, err := isSubvolumeRoot(sub)
-	if err == nil && !root {
-		err = p.destroySubvolumesIn(sub, depth+1)
-	}
-	_ = unix.Close(sub)
-	if err == nil && root {
-		err = p.destroyNested(dir, name, depth)
-	}
-	return err
+	return p.destroyNested(parent, name) // nested.go
 }

@@ -15,14 +15,17 @@
 //	<dir>/.filevol/destroying/<id>.<n> one the collector took from the trash to destroy
 //	                                (delete.go: destroyTrashed says why)
 //	<dir>/.filevol/qgroups/<l>_<n>  a qgroup of a destroyed subvolume, due to go (qgroup.go)
-//	<dir>/<basePath>/<subPath>      a volume's subvolume (Params.Path)
+//	<dir>/<basePath>/<subPath>      a volume's subvolume (Params.Path); the
+//	                                directories above it that a create made carry
+//	                                trusted.filevol.made=<pool ID> (parents.go)
 //
 // Create makes the subvolume as tmp/<id>, sets its qgroup limit, owner and
 // mode, commits the transaction (syncfs), commits the record (the commit
 // point), then renames the subvolume to its path, never over anything.
 // Delete renames the subvolume into trash (durably), then removes the
 // record (the commit point), then destroys the subvolume in the
-// background. A crash at any instant leaves one of these, which Open
+// background (nested.go: whatever the pod nested or protected inside).
+// A crash at any instant leaves one of these, which Open
 // resolves when it holds the pool alone:
 //
 //	tmp/<id>, no record              a create before its commit: destroyed

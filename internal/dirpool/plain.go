@@ -158,8 +158,29 @@ const deepPrefix = "deep."
 // never followed) and crossing into no other mount (a mount point inside
 // is an error, left for the operator). Hard links are unlinked: the
 // files they share with other directories keep their other names.
+//
+// The immutable and append-only flags a privileged pod may have set are
+// cleared where they stand in the way (protect_linux.go): on an entry
+// whose unlink is refused (EPERM), file or directory. A flagged
+// directory's unlink is refused so too (the kernel looks at the flags
+// before it says EISDIR), so its flags are off before its entries are
+// removed, before it is moved to the top of the trash and before it is
+// removed itself: one ioctl per flagged entry, none for the others.
 func removeTree(trash, parent int, name string, depth int) error {
 	err := unix.Unlinkat(parent, name, 0)
+	if errors.Is(err, unix.EPERM) {
+		// Flags on the entry itself (its directory's went before it was
+		// opened).
+		isDir, uerr := unprotectEntry(parent, name)
+		switch {
+		case uerr != nil:
+			err = errors.Join(err, uerr)
+		case isDir:
+			err = unix.EISDIR
+		default:
+			err = unix.Unlinkat(parent, name, 0)
+		}
+	}
 	if err == nil || errors.Is(err, unix.ENOENT) {
 		return nil
 	}

@@ -30,11 +30,11 @@ func (p *Pool) repair() error {
 			}
 			continue
 		}
-		parent, last, err := p.makeParents(v.Path)
+		parent, _, err := p.makeParents(v.Path)
 		if err != nil {
 			return err
 		}
-		err = unix.Renameat2(tmp, id, parent, last, unix.RENAME_NOREPLACE)
+		err = p.placeAt(tmp, id, parent, v.Path)
 		_ = unix.Close(parent)
 		if err != nil {
 			return fmt.Errorf("roll create of %s forward to %s: %w", id, v.Path, err)

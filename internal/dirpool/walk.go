@@ -9,7 +9,7 @@ import (
 )
 
 // removeBatch is how many names a walk over a volume's tree reads at a
-// time (removeEntries, destroySubvolumesIn). Listing a
+// time (removeEntries). Listing a
 // directory whole held every name in memory at once: a flat directory of
 // a million files took the driver from 27 to 76 MiB of RSS (make
 // bench-tree-delete TREE_DELETE_ARGS="--tree-fs ext4 --tree-width 1000000").

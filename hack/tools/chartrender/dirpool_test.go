@@ -47,7 +47,7 @@ func TestSharedDirPool(t *testing.T) {
 	sc := fv.SecurityContext
 	if sc == nil || sc.Privileged != nil && *sc.Privileged || sc.Capabilities == nil ||
 		!slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) ||
-		!slices.Equal(sc.Capabilities.Add, []corev1.Capability{"SYS_ADMIN", "CHOWN", "FOWNER", "DAC_OVERRIDE", "DAC_READ_SEARCH"}) {
+		!slices.Equal(sc.Capabilities.Add, []corev1.Capability{"SYS_ADMIN", "CHOWN", "FOWNER", "DAC_OVERRIDE", "DAC_READ_SEARCH", "LINUX_IMMUTABLE"}) {
 		t.Errorf("controller filevol security context %+v", sc)
 	}
 
