@@ -22,7 +22,16 @@ import (
 //     (performance.quick-read) are translators there when on, absent
 //     when off. A `gluster volume set` reaches it at once (a new graph).
 //   - .meta/graphs/active/<volume>-client-N/options/strict-locks: "on" or
-//     "off", per client translator (one per brick).
+//     "off", per client translator (one per brick), as the graph was
+//     built. A `gluster volume set` of client.strict-locks alone makes no
+//     new graph: running clients take it in place (their log says "option
+//     strict-locks using set value on") and .meta keeps showing the value
+//     they were built with, until the next new graph (a remount, or a
+//     change that adds or removes a translator). Nothing else a client
+//     shows holds the live value (its private dump has no strict_locks),
+//     so a change on running clients is seen only after a remount: one
+//     that turns it on is refused until then, one that turns it off is
+//     not seen. The fix says to remount.
 //   - .meta/root/private: the FUSE translator's state, with the effective
 //     "entry_timeout = 0.000000" and "attribute_timeout = ..." (seconds;
 //     1 when the mount did not set them). .meta/root/options/entry-timeout
@@ -99,7 +108,7 @@ func glusterSettings(r *Report, fsys fs.FS, why error, mnt string) []*Unmet {
 	}{
 		{SettingStrictLocks, "on",
 			"without it a client that reconnects (a healed partition, a brick restart) reopens a locked image without its lock, and a cut-off node's buffered writes land in an image another node holds",
-			setFix("client.strict-locks", "on"), func() (string, bool, error) { return strictLocks(fsys, mnt) }},
+			setFix("client.strict-locks", "on") + ", then remount the volume on every node (a running client takes the option in place but shows the value it was mounted with, which is what filevol reads)", func() (string, bool, error) { return strictLocks(fsys, mnt) }},
 		{SettingStatPrefetch, "off",
 			"md-cache serves metadata up to 1 s old: a controller reads an attachment record another replica replaced",
 			setFix("performance.stat-prefetch", "off"), func() (string, bool, error) { return translatorOff(fsys, mnt, "performance/md-cache") }},

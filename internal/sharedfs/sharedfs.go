@@ -109,9 +109,14 @@ type Unmet struct {
 	Fix string
 }
 
+// Error is Describe and the override that accepts the risk.
 func (u *Unmet) Error() string {
-	return fmt.Sprintf("%s: %s, want %s (%s); fix: %s; or accept the risk with --shared-pool-unsafe-allow=%s",
-		u.Setting, u.Found, u.Want, u.Why, u.Fix, u.Setting)
+	return fmt.Sprintf("%s; or accept the risk with --shared-pool-unsafe-allow=%s", u.Describe(), u.Setting)
+}
+
+// Describe says what is missing, why it matters and the fix.
+func (u *Unmet) Describe() string {
+	return fmt.Sprintf("%s: %s, want %s (%s); fix: %s", u.Setting, u.Found, u.Want, u.Why, u.Fix)
 }
 
 // Check tells the kind of the filesystem holding dir (or, while dir does

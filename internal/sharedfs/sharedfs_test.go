@@ -106,7 +106,7 @@ func TestGlusterFSDefaults(t *testing.T) {
 		t.Fatalf("unmet %v, want %v", got, Settings())
 	}
 	wants := []string{
-		"strict-locks: off in fvgl-client-0 (/mnt/shared/.meta/graphs/active/fvgl-client-0/options/strict-locks), want on (", "fix: gluster volume set fvgl client.strict-locks on;",
+		"strict-locks: off in fvgl-client-0 (/mnt/shared/.meta/graphs/active/fvgl-client-0/options/strict-locks), want on (", "fix: gluster volume set fvgl client.strict-locks on, then remount the volume on every node",
 		"stat-prefetch: on (translator fvgl-md-cache, type performance/md-cache, in /mnt/shared/.meta/graphs/active/volfile), want off", "fix: gluster volume set fvgl performance.stat-prefetch off;",
 		"quick-read: on (translator fvgl-quick-read", "fix: gluster volume set fvgl performance.quick-read off;",
 		"entry-timeout: 1 s (/mnt/shared/.meta/root/private), want 0", "attribute-timeout: 1 s (/mnt/shared/.meta/root/private), want 0",
