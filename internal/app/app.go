@@ -22,6 +22,7 @@ import (
 	"github.com/filevol/filevol/internal/options"
 	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/registration"
+	"github.com/filevol/filevol/internal/sharedfs"
 	"github.com/filevol/filevol/internal/version"
 )
 
@@ -31,7 +32,18 @@ const shutdownGrace = 30 * time.Second
 
 // Run serves until ctx is cancelled, then stops accepting, finishes
 // in-flight calls and removes the socket.
+//
+// A shared pool is opened only on a filesystem that meets its kind's
+// requirements (checkSharedFS), or whose missing ones
+// --shared-pool-unsafe-allow names.
 func Run(ctx context.Context, o options.Options) error {
+	var risks sharedRisks
+	if o.PoolShared {
+		var err error
+		if risks, err = checkSharedFS(o, sharedfs.Check); err != nil {
+			return err
+		}
+	}
 	p, err := pool.Open(o.PoolDir, poolOptions(o))
 	if err != nil {
 		return fmt.Errorf("open pool %s: %w", o.PoolDir, err)
@@ -53,6 +65,7 @@ func Run(ctx context.Context, o options.Options) error {
 		Node:              o.Mode == options.ModeAll || o.Mode == options.ModeNode,
 		Shared:            o.PoolShared,
 		PoolName:          poolName(o, p),
+		SharedUnsafe:      risks.allowed,
 	}, p, host)
 	defer d.Close()
 	var dp *dirpool.Pool
@@ -65,7 +78,7 @@ func Run(ctx context.Context, o options.Options) error {
 		d.ServeDirPool(dp)
 	}
 	view := &nodeview.Builder{Node: o.NodeID, Driver: o.DriverName, Version: version.Version,
-		Pool: p, Kernel: host, Health: volumeHealth(d)}
+		Pool: p, Kernel: host, Health: volumeHealth(d), Warnings: risks.warnings}
 	if d.Node != nil {
 		view.Share = d.Node.WithReading
 	}

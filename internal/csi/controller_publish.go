@@ -84,6 +84,10 @@ func (s *ControllerService) ControllerPublishVolume(ctx context.Context, req *cs
 		return nil, err
 	}
 	klog.InfoS("volume attached", "volumeID", id, "node", node, "epoch", a.Epoch, "readOnly", a.ReadOnly)
+	if s.cfg.SharedUnsafe != "" {
+		klog.Warningf("volume %s attached to node %s on a shared pool whose filesystem lacks what fencing and coherence need, allowed by --shared-pool-unsafe-allow: %s",
+			id, node, s.cfg.SharedUnsafe)
+	}
 	return &csipb.ControllerPublishVolumeResponse{PublishContext: map[string]string{
 		publishNodeKey:  node,
 		publishEpochKey: strconv.FormatUint(a.Epoch, 10),

@@ -42,6 +42,11 @@ type Config struct {
 	// (PoolTopologyKey=PoolName), not a node's.
 	Shared   bool
 	PoolName string
+	// SharedUnsafe, when set, says which requirements the shared pool's
+	// filesystem lacks and the operator accepted
+	// (--shared-pool-unsafe-allow, internal/sharedfs): every attach logs
+	// it as a warning.
+	SharedUnsafe string
 	// CgroupRoots are the cgroup hierarchies searched for pods' cgroups,
 	// to enforce volumes' I/O limits (qos.go); none: limits are recorded
 	// but not enforced.

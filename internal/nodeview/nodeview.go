@@ -68,13 +68,16 @@ type Builder struct {
 	// them (the driver's NodeService.WithReading), instead of a reading of
 	// every loop device and the whole mount table per volume.
 	Share func(ctx context.Context, devs []loop.Device, table mount.Table) context.Context
+	// Warnings are copied into every Report (api.Report.Warnings).
+	Warnings []string
 }
 
 // Build returns the current view. With health false it skips the health
 // checks (the metrics collector does not need them). Problems reading one
 // source are recorded in Report.Errors; the rest is still filled.
 func (b *Builder) Build(ctx context.Context, health bool) api.Report {
-	r := api.Report{Node: b.Node, Driver: b.Driver, Version: b.Version, Time: time.Now().UTC(), PoolDir: b.Pool.Dir()}
+	r := api.Report{Node: b.Node, Driver: b.Driver, Version: b.Version, Time: time.Now().UTC(), PoolDir: b.Pool.Dir(),
+		Warnings: b.Warnings}
 	fail := func(what string, err error) { r.Errors = append(r.Errors, what+": "+err.Error()) }
 	if c, err := b.Pool.Capacity(); err != nil {
 		fail("pool capacity", err)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -23,6 +24,11 @@ const (
 
 // DefaultDriverName is the CSI driver name (CSIDriver object, StorageClass provisioner).
 const DefaultDriverName = "filevol.csi.io"
+
+// UnsafeSharedSettings are the names --shared-pool-unsafe-allow takes:
+// internal/sharedfs's settings (a test in internal/app keeps them equal;
+// this package imports nothing of the project).
+var UnsafeSharedSettings = []string{"strict-locks", "stat-prefetch", "quick-read", "entry-timeout", "attribute-timeout"}
 
 // Options are the settings of one filevol process. Flag names are a
 // contract: manifests and tools rely on them, so a rename breaks installs.
@@ -52,6 +58,13 @@ type Options struct {
 	// Default false: a node-local pool, repaired whole by the process that
 	// holds it alone. A pool once opened shared refuses node-local opens.
 	PoolShared bool
+	// SharedPoolUnsafeAllow names requirements of a shared pool's
+	// filesystem (internal/sharedfs) that this process may start without:
+	// a shared pool whose filesystem misses one it does not name is
+	// refused at start, with the setting and its fix. Each missing one it
+	// names is logged as a warning at start, on every attach, and shown
+	// in the node view. Names: UnsafeSharedSettings.
+	SharedPoolUnsafeAllow []string
 	// PoolName names a shared pool in its volumes' topology
 	// (topology.filevol.csi.io/pool=<name>): every node and the
 	// controller of one pool give the same. Empty: the pool's ID.
@@ -121,6 +134,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Mode, "mode", ModeAll, "services to serve: all, controller or node")
 	fs.StringVar(&o.DirPoolDir, "dir-pool-dir", "", "a directory to serve as a directory pool (provisioningMode: directory): on btrfs a subvolume with a quota per volume, elsewhere plain directories whose size is not enforced; with --pool-shared it is shared too, mounted by every node at this path (default: none)")
 	fs.BoolVar(&o.PoolShared, "pool-shared", false, "the pool directory is shared by several hosts: each process repairs, collects and thaws only what it made (default: node-local)")
+	fs.Var((*pathList)(&o.SharedPoolUnsafeAllow), "shared-pool-unsafe-allow", "with --pool-shared: comma-separated settings the shared filesystem may lack, each a risk accepted ("+strings.Join(UnsafeSharedSettings, ", ")+"; default: none, a shared pool lacking one is refused at start)")
 	fs.StringVar(&o.PoolName, "pool-name", "", "with --pool-shared: the pool's name in its volumes' topology, topology.filevol.csi.io/pool=<name>, the same on every node (default: the pool's ID)")
 	fs.StringVar(&o.ControllerID, "controller-id", "controller", "with --mode controller on a shared pool: this controller's name among the pool's owners, the same for every replica")
 	fs.Int64Var(&o.MaxVolumesPerNode, "max-volumes-per-node", 0, "maximum volumes per node reported to the CO (0: no limit)")
@@ -184,6 +198,14 @@ func (o *Options) Validate() error {
 	if o.PoolName != "" && !o.PoolShared {
 		return fmt.Errorf("--pool-name %q names a shared pool's topology: it needs --pool-shared", o.PoolName)
 	}
+	for _, a := range o.SharedPoolUnsafeAllow {
+		if !slices.Contains(UnsafeSharedSettings, a) {
+			return fmt.Errorf("--shared-pool-unsafe-allow: %q is none of %s", a, strings.Join(UnsafeSharedSettings, ", "))
+		}
+	}
+	if len(o.SharedPoolUnsafeAllow) > 0 && !o.PoolShared {
+		return fmt.Errorf("--shared-pool-unsafe-allow accepts risks of a shared pool: it needs --pool-shared")
+	}
 	if strings.TrimSpace(o.ControllerID) == "" || len(o.ControllerID) > 253 {
 		return fmt.Errorf("--controller-id %q must be 1 to 253 characters", o.ControllerID)
 	}
@@ -238,7 +260,8 @@ func ParseEndpoint(ep string) (network, addr string, err error) {
 // labelValue is a Kubernetes label value (the topology segment's value).
 var labelValue = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$`)
 
-// pathList is a comma-separated list of paths as a flag.Value; "" is none.
+// pathList is a comma-separated list (of paths, or of names) as a
+// flag.Value; "" is none.
 type pathList []string
 
 // String implements flag.Value.

@@ -34,6 +34,8 @@ func TestValidate(t *testing.T) {
 		"unix no path": func(o *Options) { o.Endpoint = "unix://" },
 		"monitor":      func(o *Options) { o.MonitorInterval = -1 },
 		"controller":   func(o *Options) { o.ControllerID = " " },
+		"unsafe name":  func(o *Options) { o.PoolShared, o.SharedPoolUnsafeAllow = true, []string{"strict-locks", "locks"} },
+		"unsafe alone": func(o *Options) { o.SharedPoolUnsafeAllow = []string{"strict-locks"} },
 	}
 	for name, mutate := range bad {
 		o := base()
@@ -41,6 +43,16 @@ func TestValidate(t *testing.T) {
 		if o.Validate() == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+	o := base()
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse([]string{"--pool-shared", "--shared-pool-unsafe-allow=strict-locks, entry-timeout"}); err != nil {
+		t.Fatal(err)
+	}
+	o.NodeID = "node-1"
+	if err := o.Validate(); err != nil || strings.Join(o.SharedPoolUnsafeAllow, "|") != "strict-locks|entry-timeout" {
+		t.Errorf("--shared-pool-unsafe-allow: %q, %v", o.SharedPoolUnsafeAllow, err)
 	}
 	for in, want := range map[string]Quantity{"1Gi": 1 << 30, "500Mi": 500 << 20, "2G": 2e9, "42": 42} {
 		if q, err := ParseQuantity(in); err != nil || q != want {

@@ -80,6 +80,9 @@ type cluster struct {
 	ctrlPool string
 	ctrl     csipb.ControllerClient
 	nodes    map[string]*node
+	// unsafe are the processes' extra flags: on a volume without
+	// client.strict-locks, filevol starts only when told to accept it.
+	unsafe []string
 }
 
 // node is one filevol node process and its kubelet paths for one volume.
@@ -97,6 +100,9 @@ func newCluster(t *testing.T, backend string, strict bool, nodes ...string) *clu
 	t.Helper()
 	testutil.RequireRoot(t)
 	c := &cluster{t: t, backend: backend, nodes: map[string]*node{}}
+	if backend == "gluster" && !strict {
+		c.unsafe = []string{"--shared-pool-unsafe-allow=strict-locks"}
+	}
 	if backend == "gluster" {
 		c.g = gluster.Start(t, quickStrict(strict))
 		c.storage = filepath.Join(c.g.BrickDir(), "pool")
@@ -149,8 +155,8 @@ func (c *cluster) start(name, mode, pool, kubelet string) *proc.Proc {
 func (c *cluster) startAs(name, nodeID, mode, pool, kubelet string) *proc.Proc {
 	c.t.Helper()
 	// proc.Start passes --pool-dir <dir>/pool; the later flag wins.
-	return proc.Start(c.t, c.bin, c.dir, name, "--mode", mode, "--pool-shared", "--pool-name", poolName,
-		"--node-id", nodeID, "--kubelet-dir", kubelet, "--pool-dir", pool)
+	return proc.Start(c.t, c.bin, c.dir, name, append([]string{"--mode", mode, "--pool-shared", "--pool-name", poolName,
+		"--node-id", nodeID, "--kubelet-dir", kubelet, "--pool-dir", pool}, c.unsafe...)...)
 }
 
 func (c *cluster) addNode(name string) *node {

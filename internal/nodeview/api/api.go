@@ -47,6 +47,11 @@ type Report struct {
 	// LoopDevices is the number of loop devices backed by files in the pool.
 	LoopDevices int      `json:"loopDevices"`
 	Volumes     []Volume `json:"volumes"`
+	// Warnings are standing risks of this process's setup: on a shared
+	// pool, requirements its filesystem lacks that
+	// --shared-pool-unsafe-allow accepted, or a filesystem filevol does
+	// not know (internal/sharedfs).
+	Warnings []string `json:"warnings,omitempty"`
 	// Errors are problems met while building the report (an unreadable
 	// mount table, a failed statfs); the rest of the report is still valid.
 	Errors []string `json:"errors,omitempty"`

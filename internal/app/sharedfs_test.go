@@ -1,0 +1,78 @@
+package app
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/filevol/filevol/internal/options"
+	"github.com/filevol/filevol/internal/sharedfs"
+)
+
+// The flag's names are sharedfs's settings.
+func TestUnsafeSettingsAreSharedfsSettings(t *testing.T) {
+	if !slices.Equal(options.UnsafeSharedSettings, sharedfs.Settings()) {
+		t.Errorf("options.UnsafeSharedSettings %v, sharedfs.Settings() %v", options.UnsafeSharedSettings, sharedfs.Settings())
+	}
+}
+
+// fakeGluster answers Check for every directory as a GlusterFS client
+// lacking the named settings.
+func fakeGluster(missing ...string) func(string) (sharedfs.Report, error) {
+	return func(dir string) (sharedfs.Report, error) {
+		r := sharedfs.Report{Dir: dir, Kind: sharedfs.KindGlusterFS, FSType: "fuse.glusterfs", Source: "srv:vol", MountPoint: "/mnt/shared", Volume: "vol"}
+		var errs []error
+		for _, s := range missing {
+			errs = append(errs, &sharedfs.Unmet{Setting: s, Want: "on", Found: "off", Why: "why", Fix: "gluster volume set vol " + s + " on"})
+		}
+		return r, errors.Join(errs...)
+	}
+}
+
+// Every directory of a shared pool is checked; a missing requirement not
+// allowed refuses the start, naming the setting, its fix and the
+// override; allowed ones become warnings and the attach warning.
+func TestCheckSharedFS(t *testing.T) {
+	o := options.Options{PoolShared: true, PoolDir: "/mnt/shared/pool", DirPoolDir: "/mnt/dirs"}
+	var checked []string
+	risks, err := checkSharedFS(o, func(dir string) (sharedfs.Report, error) {
+		checked = append(checked, dir)
+		return sharedfs.Report{Dir: dir, Kind: sharedfs.KindLocal}, nil
+	})
+	if err != nil || len(risks.warnings) != 0 || risks.allowed != "" || !slices.Equal(checked, []string{o.PoolDir, o.DirPoolDir}) {
+		t.Errorf("all met: %+v, %v, checked %v", risks, err, checked)
+	}
+
+	_, err = checkSharedFS(o, fakeGluster("strict-locks", "entry-timeout"))
+	for _, want := range []string{"shared pool /mnt/shared/pool (--pool-dir) is on GlusterFS volume vol (srv:vol mounted at /mnt/shared)", "not started",
+		"strict-locks: off, want on (why); fix: gluster volume set vol strict-locks on; or accept the risk with --shared-pool-unsafe-allow=strict-locks",
+		"--shared-pool-unsafe-allow=entry-timeout"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal lacks %q: %v", want, err)
+		}
+	}
+
+	o.SharedPoolUnsafeAllow = []string{"entry-timeout"}
+	_, err = checkSharedFS(o, fakeGluster("strict-locks", "entry-timeout"))
+	if err == nil || strings.Contains(err.Error(), "entry-timeout") || !strings.Contains(err.Error(), "strict-locks") {
+		t.Errorf("entry-timeout allowed, strict-locks not: %v", err)
+	}
+
+	o.SharedPoolUnsafeAllow = []string{"strict-locks", "entry-timeout"}
+	risks, err = checkSharedFS(o, fakeGluster("strict-locks", "entry-timeout"))
+	if err != nil || len(risks.warnings) != 4 || risks.allowed != "strict-locks on /mnt/shared/pool, entry-timeout on /mnt/shared/pool, strict-locks on /mnt/dirs, entry-timeout on /mnt/dirs" {
+		t.Fatalf("both allowed: %+v, %v", risks, err)
+	}
+	if w := risks.warnings[0]; !strings.HasPrefix(w, "shared pool /mnt/shared/pool is UNSAFE, allowed by --shared-pool-unsafe-allow=strict-locks: strict-locks: off, want on") ||
+		strings.Contains(w, "or accept the risk") {
+		t.Errorf("warning %q", w)
+	}
+
+	_, err = checkSharedFS(o, func(dir string) (sharedfs.Report, error) {
+		return sharedfs.Report{Dir: dir}, errors.New("statfs: input/output error")
+	})
+	if err == nil || !strings.Contains(err.Error(), "cannot tell its filesystem: statfs") {
+		t.Errorf("unidentified: %v", err)
+	}
+}
