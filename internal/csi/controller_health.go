@@ -50,7 +50,7 @@ func (s *ControllerService) ControllerListVolumeHealth(ctx context.Context, req 
 
 // health is what the store says of a volume: its data must be there.
 func (st *poolStore) health(id string) []*csipb.VolumeHealth_VolumeHealthEntry {
-	out := append(sizeHealth(st.VolumeStore, id), guardHealth(st.VolumeStore, id)...)
+	out := notedHealth(st.VolumeStore, id)
 	if !st.ImageLost(id) {
 		return out
 	}

@@ -32,40 +32,30 @@ const (
 	ReasonQuotaEscapeRepaired = "QuotaEscapeRepaired"
 )
 
-// sizeNoter is a store or backend whose volumes' sizes may not be
-// enforced (directory volumes of a pool without quota): SizeNote says
-// so, "" when the size is enforced.
-type sizeNoter interface {
-	SizeNote(id string) string
-}
+// What a directory pool (or its node half) notes of a volume, for
+// people: SizeNote when its size is not enforced (a pool without quota),
+// GuardNote when the pool's quota guard repaired a pod's escape from it;
+// "" when there is nothing to say.
+type (
+	sizeNoter  interface{ SizeNote(id string) string }
+	guardNoter interface{ GuardNote(id string) string }
+)
 
-// sizeHealth is the DEGRADED entry of a volume whose size is not
-// enforced; none for one whose size is.
-func sizeHealth(x any, id string) []*csipb.VolumeHealth_VolumeHealthEntry {
+// notedHealth is a DEGRADED entry for each note x has of the volume.
+func notedHealth(x any, id string) []*csipb.VolumeHealth_VolumeHealthEntry {
+	var out []*csipb.VolumeHealth_VolumeHealthEntry
+	add := func(reason, note string) {
+		if note != "" {
+			out = append(out, healthEntry(csipb.VolumeHealthErrorType_DEGRADED, reason, note))
+		}
+	}
 	if n, ok := x.(sizeNoter); ok {
-		if note := n.SizeNote(id); note != "" {
-			return []*csipb.VolumeHealth_VolumeHealthEntry{healthEntry(csipb.VolumeHealthErrorType_DEGRADED, ReasonSizeNotEnforced, note)}
-		}
+		add(ReasonSizeNotEnforced, n.SizeNote(id))
 	}
-	return nil
-}
-
-// guardNoter is a store or backend whose volumes a pod may have tried
-// to take out of their quota: GuardNote says what was repaired, "" when
-// nothing was.
-type guardNoter interface {
-	GuardNote(id string) string
-}
-
-// guardHealth is the DEGRADED entry of a volume whose pod escaped its
-// quota and was put back; none for the others.
-func guardHealth(x any, id string) []*csipb.VolumeHealth_VolumeHealthEntry {
 	if n, ok := x.(guardNoter); ok {
-		if note := n.GuardNote(id); note != "" {
-			return []*csipb.VolumeHealth_VolumeHealthEntry{healthEntry(csipb.VolumeHealthErrorType_DEGRADED, ReasonQuotaEscapeRepaired, note)}
-		}
+		add(ReasonQuotaEscapeRepaired, n.GuardNote(id))
 	}
-	return nil
+	return out
 }
 
 func healthEntry(t csipb.VolumeHealthErrorType, reason, msg string) *csipb.VolumeHealth_VolumeHealthEntry {

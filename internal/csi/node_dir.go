@@ -219,11 +219,11 @@ func (d *dirNode) Stats(_ context.Context, vol pool.Volume, path string) ([]*csi
 }
 
 // SizeNote says whether the volume's size is not enforced (a pool
-// without quota); NodeGetVolumeHealth reports it (sizeHealth).
+// without quota); NodeGetVolumeHealth reports it (notedHealth).
 func (d *dirNode) SizeNote(id string) string { return d.pool.SizeNote(id) }
 
 // GuardNote says what the pool's quota guard repaired in the volume;
-// NodeGetVolumeHealth reports it (guardHealth).
+// NodeGetVolumeHealth reports it (notedHealth).
 func (d *dirNode) GuardNote(id string) string { return d.pool.GuardNote(id) }
 
 // Expand has nothing to do on the node: the controller raised the quota,
@@ -238,7 +238,7 @@ func (d *dirNode) Expand(_ context.Context, vol pool.Volume, r ExpandRequest) (i
 
 // Health reports a volume whose directory is gone or was replaced.
 func (d *dirNode) Health(_ context.Context, vol pool.Volume, _, _ string) ([]*csipb.VolumeHealth_VolumeHealthEntry, error) {
-	out := append(sizeHealth(d, vol.ID), guardHealth(d, vol.ID)...)
+	out := notedHealth(d, vol.ID)
 	f, err := d.pool.OpenVolume(vol.ID)
 	if err != nil {
 		return append(out, healthEntry(csipb.VolumeHealthErrorType_DATA_LOSS, "DirectoryMissing", err.Error())), nil

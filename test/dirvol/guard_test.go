@@ -41,12 +41,7 @@ func TestPodsQuotaEscapeIsRepairedAndReported(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(target), 0o750); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Node.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{VolumeId: id, StagingTargetPath: staging, VolumeCapability: rw}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.Node.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{VolumeId: id, StagingTargetPath: staging, TargetPath: target, VolumeCapability: rw}); err != nil {
-		t.Fatal(err)
-	}
+	stageAndPublish(t, d, id, staging, target, rw)
 	fd, err := unix.Open(target, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -89,16 +84,5 @@ func TestPodsQuotaEscapeIsRepairedAndReported(t *testing.T) {
 	if w, err := fill(filepath.Join(target, "esc", "g"), 64*mib); !errors.Is(err, syscall.EDQUOT) || w > 32*mib {
 		t.Errorf("after the repair the pod wrote %d bytes more: %v, want EDQUOT within the 32 MiB", w, err)
 	}
-	if _, err := d.Node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: target}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.Node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.Controller.DeleteVolume(ctx, &csipb.DeleteVolumeRequest{VolumeId: id}); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.DirPool.EmptyTrash(); err != nil {
-		t.Errorf("the trash keeps the volume the pod escaped from: %v", err)
-	}
+	unpublishAndDelete(t, d, id, staging, target)
 }

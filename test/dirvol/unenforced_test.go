@@ -50,12 +50,7 @@ func TestUnenforcedSizeSaidEverywhere(t *testing.T) {
 	}
 	id := resp.GetVolume().GetVolumeId()
 	staging, target := filepath.Join(dir, "staging"), filepath.Join(dir, "target")
-	if _, err := d.Node.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{VolumeId: id, StagingTargetPath: staging, VolumeCapability: rw}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.Node.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{VolumeId: id, StagingTargetPath: staging, TargetPath: target, VolumeCapability: rw}); err != nil {
-		t.Fatal(err)
-	}
+	stageAndPublish(t, d, id, staging, target, rw)
 	if n, err := fill(filepath.Join(target, "past"), 16*mib); err != nil {
 		t.Errorf("wrote %d of 16 MiB into an 8 MiB unenforced claim: %v", n, err)
 	}
@@ -81,18 +76,7 @@ func TestUnenforcedSizeSaidEverywhere(t *testing.T) {
 	}
 	_, err = d.Controller.CreateSnapshot(ctx, &csipb.CreateSnapshotRequest{Name: "snap", SourceVolumeId: id})
 	wantCode(t, "CreateSnapshot of a directory volume on ext4", err, codes.FailedPrecondition)
-	if _, err := d.Node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: target}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.Node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.Controller.DeleteVolume(ctx, &csipb.DeleteVolumeRequest{VolumeId: id}); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.DirPool.EmptyTrash(); err != nil {
-		t.Fatal(err)
-	}
+	unpublishAndDelete(t, d, id, staging, target)
 	if ents, _ := os.ReadDir(filepath.Join(ext4, ".filevol", "trash")); len(ents) != 0 {
 		t.Errorf("left in the trash: %v", ents)
 	}
