@@ -120,7 +120,8 @@ func (b *imageNode) ensureLoop(ctx context.Context, image string, readOnly, lock
 			// An earlier detach is waiting for another process to close the
 			// device. A second device on the same image would be a double
 			// attach: let the CO retry once the kernel has finished.
-			return loop.Device{}, false, aborted("loop device %s of %s is still being detached (another process holds it open); retry", d.Path, image)
+			return loop.Device{}, false, aborted("loop device %s of %s is still being detached: its detach waits for the last holder to let go (%s); retry once it has",
+				d.Path, image, b.host.Loops.Holders(d.Path))
 		}
 	}
 	d, err := b.host.Loops.Attach(ctx, image, loop.Options{ReadOnly: readOnly, DirectIO: true, BlockSize: deviceBlockSize, Lock: lock, Mark: !lock,

@@ -273,7 +273,11 @@ func TestNodeStageWaitsForDetachingDevice(t *testing.T) {
 			if err := e.k.Detach(d.Path); !errors.Is(err, loop.ErrBusy) {
 				t.Fatalf("detach of a held device: %v", err)
 			}
-			wantCode(t, "stage while the device detaches", e.stage(id, e.staging("a"), capMount("ext4", rw)), codes.Aborted)
+			err = e.stage(id, e.staging("a"), capMount("ext4", rw))
+			wantCode(t, "stage while the device detaches", err, codes.Aborted)
+			if !strings.Contains(err.Error(), "open by 1 process(es)") {
+				t.Errorf("the refusal does not say what holds the device: %v", err)
+			}
 			if devs := e.devices(id); len(devs) != 1 {
 				t.Errorf("devices %v: a second device on the image", devs)
 			}

@@ -38,6 +38,9 @@ type Loops interface {
 	BackedBy(d loop.Device, path string) bool
 	// Owner is the Options.Owner the device was attached with (loop.Owner).
 	Owner(d loop.Device) string
+	// Holders says what keeps the device open: mounts, processes, stacked
+	// devices (loop.Holders), for the message of a refused call.
+	Holders(dev string) string
 	// Named returns the devices whose backing path names the file, by
 	// the path string alone (loop.Named).
 	Named(path string) ([]loop.Device, error)

@@ -47,6 +47,7 @@ func (OSLoops) SetCapacity(dev string) (int64, error) { return loop.SetCapacity(
 func (OSLoops) BackedBy(d loop.Device, p string) bool { return loop.BackedBy(d, p) }
 func (OSLoops) Locked(p string) (bool, error)         { return loop.Locked(p) }
 func (OSLoops) Owner(d loop.Device) string            { return loop.Owner(d) }
+func (OSLoops) Holders(dev string) string             { return loop.Holders(dev) }
 func (OSLoops) Named(p string) ([]loop.Device, error) { return loop.Named(p) }
 func (OSLoops) Unreachable(d loop.Device) bool        { return loop.Unreachable(d) }
 func (OSLoops) DetachUnreachable(d loop.Device) error { return loop.DetachUnreachable(d) }

@@ -225,6 +225,17 @@ func (h *Host) Locked(backingFile string) (bool, error) {
 	return false, nil
 }
 
+// Holders implements hostos.Loops: the fake knows only how many
+// HoldOpen calls hold the device.
+func (h *Host) Holders(dev string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if d, err := h.device(dev); err == nil && d.holders > 0 {
+		return fmt.Sprintf("open by %d process(es) (HoldOpen)", d.holders)
+	}
+	return "nothing this host can see holds it"
+}
+
 // Owner implements hostos.Loops.
 func (h *Host) Owner(d loop.Device) string {
 	h.mu.Lock()

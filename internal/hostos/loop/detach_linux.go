@@ -99,8 +99,8 @@ func detachNode(devPath string, keep func(Device) bool, mayCreate bool) error {
 			return nil
 		}
 		if i == pendingPolls {
-			return fmt.Errorf("loop: detach %s (%s): %w: held open; the kernel detaches it at the last close",
-				devPath, before.BackingFile, ErrBusy)
+			return fmt.Errorf("loop: detach %s (%s): %w: held open (%s); the kernel detaches it at the last close",
+				devPath, before.BackingFile, ErrBusy, Holders(devPath))
 		}
 		time.Sleep(pendingPoll)
 	}
