@@ -82,6 +82,9 @@ func Run(ctx context.Context, o options.Options) error {
 	if d.Node != nil {
 		view.Share = d.Node.WithReading
 	}
+	if dp != nil {
+		view.DirPool, view.DirHealth = dp, dirVolumeHealth(volumeHealth(d))
+	}
 	m := metrics.New(metrics.Config{View: view, Snapshots: func() (int, error) { return len(p.ListSnapshots()), nil }})
 
 	lis, err := csi.Listen(o.Endpoint)

@@ -16,6 +16,22 @@ import (
 	"github.com/filevol/filevol/internal/version"
 )
 
+// dirVolumeHealth is volumeHealth for directory volumes, without the
+// unenforced size: the volume's context and doctor already say that, and
+// it is a choice of the class, not a condition to warn of again.
+func dirVolumeHealth(health nodeview.HealthFunc) nodeview.HealthFunc {
+	return func(ctx context.Context, id, staging, target string) ([]api.Condition, error) {
+		conds, err := health(ctx, id, staging, target)
+		out := conds[:0]
+		for _, c := range conds {
+			if c.Reason != csi.ReasonSizeNotEnforced {
+				out = append(out, c)
+			}
+		}
+		return out, err
+	}
+}
+
 // volumeHealth gives the node view the driver's own health RPCs, so
 // /debug/volumes, Events and NodeGetVolumeHealth never disagree. A
 // controller-only process knows the pool side only.

@@ -196,9 +196,11 @@ func (c *cluster) viewVolume(node, volumeID string) *api.Volume {
 	if r == nil {
 		return nil
 	}
-	for i := range r.Volumes {
-		if r.Volumes[i].Record.ID == volumeID {
-			return &r.Volumes[i]
+	for _, vols := range [][]api.Volume{r.Volumes, r.DirVolumes} {
+		for i := range vols {
+			if vols[i].Record.ID == volumeID {
+				return &vols[i]
+			}
 		}
 	}
 	return nil

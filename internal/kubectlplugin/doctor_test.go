@@ -263,8 +263,9 @@ func TestDoctorDriverReports(t *testing.T) {
 			"cause: 1 image(s) without a volume record in /var/lib/filevol/pool/quarantine: fv-9-20261122T110000.000000000Z.img")
 	})
 	t.Run("a repaired quota escape", func(t *testing.T) {
+		// Directory volumes are in the view only with a condition.
 		views := fakeViewer{"node-1": {Node: "node-1", PoolDir: "/var/lib/filevol/pool",
-			Volumes: []api.Volume{{Record: api.Record{ID: "fv-ro"}, Health: []api.Condition{{Status: "DEGRADED", Reason: "QuotaEscapeRepaired",
+			DirVolumes: []api.Volume{{Record: api.Record{ID: "fv-ro"}, Health: []api.Condition{{Status: "DEGRADED", Reason: "QuotaEscapeRepaired",
 				Message: "a process in the pod made a btrfs subvolume outside the volume's quota 1 time(s); the latest, at esc"}}}}}}
 		out := run(t, views, []string{"doctor"}, append(base(), p)...)
 		mustContain(t, out,

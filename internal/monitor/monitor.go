@@ -101,7 +101,7 @@ func (m *Monitor) Check(ctx context.Context) {
 
 func (m *Monitor) checkVolumes(r api.Report) {
 	present := map[string]bool{}
-	for _, v := range r.Volumes {
+	for _, v := range slices.Concat(r.Volumes, r.DirVolumes) {
 		id := v.Record.ID
 		present[id] = true
 		var reasons []string

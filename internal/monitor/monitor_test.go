@@ -72,3 +72,22 @@ func TestMonitorSpeaksOnChangeOnly(t *testing.T) {
 		t.Fatalf("recovery events = %+v", ev)
 	}
 }
+
+// A directory volume's repaired quota escape is said once, on its PV.
+func TestMonitorSpeaksOfDirectoryVolumes(t *testing.T) {
+	v := &fakeView{r: api.Report{PoolDir: "/pool", Pool: api.Pool{TotalBytes: 100, FreeBytes: 50},
+		DirVolumes: []api.Volume{{Record: api.Record{ID: "fv1-dir-0000000a-02"}, PV: "pv-esc", PVCNamespace: "ns", PVCName: "esc",
+			Health: []api.Condition{{Status: "DEGRADED", Reason: "QuotaEscapeRepaired", Message: "at esc"}}}}}}
+	sink := &recorded{}
+	m := New("n1", v, sink)
+	m.Check(context.Background())
+	ev := sink.take()
+	if len(ev) != 1 || ev[0].Kind != KindPV || ev[0].Name != "pv-esc" || ev[0].Reason != ReasonVolumeAbnormal ||
+		!strings.Contains(ev[0].Message, "QuotaEscapeRepaired (DEGRADED): at esc") {
+		t.Fatalf("events %+v, want one VolumeConditionAbnormal on pv-esc", ev)
+	}
+	m.Check(context.Background())
+	if ev := sink.take(); len(ev) != 0 {
+		t.Errorf("said again: %+v", ev)
+	}
+}

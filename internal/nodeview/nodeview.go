@@ -70,6 +70,12 @@ type Builder struct {
 	Share func(ctx context.Context, devs []loop.Device, table mount.Table) context.Context
 	// Warnings are copied into every Report (api.Report.Warnings).
 	Warnings []string
+	// DirPool, when set, lists the directory volumes this process serves;
+	// DirHealth says which conditions of one a person must hear of (the
+	// driver leaves out an unenforced size, which the volume's context
+	// already says). Those with any are Report.DirVolumes.
+	DirPool   interface{ List() []pool.Volume }
+	DirHealth HealthFunc
 }
 
 // Build returns the current view. With health false it skips the health
@@ -148,6 +154,19 @@ func (b *Builder) Build(ctx context.Context, health bool) api.Report {
 			}
 		}
 		r.Volumes = append(r.Volumes, v)
+	}
+	if health && b.DirPool != nil && b.DirHealth != nil {
+		for _, rec := range b.DirPool.List() {
+			conds, err := b.DirHealth(ctx, rec.ID, "", "")
+			if err != nil {
+				fail("health of "+rec.ID, err)
+			}
+			if len(conds) > 0 {
+				v := volume(rec, "", volview.Usage{})
+				v.Image, v.Health = api.Image{}, conds
+				r.DirVolumes = append(r.DirVolumes, v)
+			}
+		}
 	}
 	return r
 }

@@ -213,3 +213,35 @@ func TestBuildLeavesAnotherNodesDevices(t *testing.T) {
 		}
 	}
 }
+
+type dirList []pool.Volume
+
+func (d dirList) List() []pool.Volume { return d }
+
+// Directory volumes appear in the view only with an abnormal condition
+// (a pod's quota escape the pool repaired), with their claim, so that the
+// monitor's events and doctor carry it.
+func TestBuildListsAbnormalDirectoryVolumes(t *testing.T) {
+	b, _ := setup(t)
+	b.DirPool = dirList{
+		{ID: "fv1-dir-0000000a-01", Name: "quiet"},
+		{ID: "fv1-dir-0000000a-02", Name: "escaped", Parameters: map[string]string{ParamPVName: "pv-esc"}},
+	}
+	b.DirHealth = func(_ context.Context, id, _, _ string) ([]api.Condition, error) {
+		if id == "fv1-dir-0000000a-02" {
+			return []api.Condition{{Status: "DEGRADED", Reason: "QuotaEscapeRepaired", Message: "esc"}}, nil
+		}
+		return nil, nil
+	}
+	r := b.Build(context.Background(), true)
+	if len(r.DirVolumes) != 1 || r.DirVolumes[0].Record.ID != "fv1-dir-0000000a-02" || r.DirVolumes[0].PV != "pv-esc" ||
+		len(r.DirVolumes[0].Health) != 1 || r.DirVolumes[0].Health[0].Reason != "QuotaEscapeRepaired" {
+		t.Errorf("DirVolumes = %+v, want the escaped one only, with its PV and condition", r.DirVolumes)
+	}
+	if len(r.Volumes) != 3 {
+		t.Errorf("%d image volumes, want the 3 of the pool: directory volumes stay apart", len(r.Volumes))
+	}
+	if r := b.Build(context.Background(), false); len(r.DirVolumes) != 0 {
+		t.Errorf("without health the view asked it anyway: %+v", r.DirVolumes)
+	}
+}

@@ -47,6 +47,11 @@ type Report struct {
 	// LoopDevices is the number of loop devices backed by files in the pool.
 	LoopDevices int      `json:"loopDevices"`
 	Volumes     []Volume `json:"volumes"`
+	// DirVolumes are the directory volumes (a directory pool's) with an
+	// abnormal condition, such as a pod's escape from its quota that the
+	// pool repaired; healthy ones are left out (a shared directory pool's
+	// volumes are every node's, and have no image or device to show).
+	DirVolumes []Volume `json:"dirVolumes,omitempty"`
 	// Warnings are standing risks of this process's setup: on a shared
 	// pool, requirements its filesystem lacks that
 	// --shared-pool-unsafe-allow accepted, or a filesystem filevol does
