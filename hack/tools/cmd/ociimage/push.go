@@ -50,6 +50,12 @@ func push(args []string, stdout io.Writer) error {
 		fs.Usage()
 		return errors.New("need a tarball and at least one reference")
 	}
+	if *digests != "" {
+		// A failed push leaves no digests of an earlier one behind.
+		if err := os.Remove(*digests); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	lines, err := pushTarball(ctx, fs.Arg(0), fs.Args()[1:], *insecure, stdout)
@@ -125,7 +131,7 @@ func pushTarball(ctx context.Context, tarPath string, refs []string, insecure bo
 			platforms = im.Manifests
 			err = remote.WriteIndex(tag, idx, opts...)
 			if err != nil {
-				return nil, pushError(tag, err)
+				return nil, pushError(tag, insecure, err)
 			}
 		case desc.MediaType.IsImage():
 			img, err := top.Image(desc.Digest)
@@ -133,7 +139,7 @@ func pushTarball(ctx context.Context, tarPath string, refs []string, insecure bo
 				return nil, err
 			}
 			if err := remote.Write(tag, img, opts...); err != nil {
-				return nil, pushError(tag, err)
+				return nil, pushError(tag, insecure, err)
 			}
 		default:
 			return nil, fmt.Errorf("%s: %s is neither an image nor an index", tarPath, desc.MediaType)
@@ -162,13 +168,16 @@ func pushTarball(ctx context.Context, tarPath string, refs []string, insecure bo
 
 // pushError says which push failed and, when the registry could not be
 // reached, what to check.
-func pushError(tag name.Tag, err error) error {
+func pushError(tag name.Tag, insecure bool, err error) error {
 	msg := fmt.Sprintf("push to %s failed: %v", tag, err)
 	var terr interface{ Temporary() bool }
 	if strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "no such host") ||
 		strings.Contains(err.Error(), "server gave HTTP response to HTTPS client") || errors.As(err, &terr) {
-		msg += fmt.Sprintf(" (is the registry %s up and reachable? a plain-HTTP registry not on localhost needs -insecure, INSECURE=1 with make push)",
-			tag.Context().RegistryStr())
+		msg += fmt.Sprintf(" (is the registry %s up and reachable?", tag.Context().RegistryStr())
+		if !insecure {
+			msg += " a plain-HTTP registry not on localhost needs -insecure, INSECURE=1 with make push"
+		}
+		msg += ")"
 	}
 	return errors.New(msg)
 }
