@@ -183,6 +183,15 @@ func TestReleaseWorkflow(t *testing.T) {
 		t.Fatalf("job release: %+v", j)
 	}
 
+	// GitHub has no runner context (runner.temp, runner.os) at the workflow's or a job's env.
+	for _, env := range []map[string]string{w.Env, j.Env} {
+		for k, v := range env {
+			if strings.Contains(v, "runner.") {
+				t.Errorf("env %s: %s: the runner context exists only in steps", k, v)
+			}
+		}
+	}
+
 	targets := makefileTargets(t)
 	var order []string // what the steps do, in order
 	var pushes []makeCall
