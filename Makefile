@@ -8,8 +8,17 @@ LDFLAGS := -X github.com/filevol/filevol/internal/version.Version=$(VERSION)
 BIN := bin/filevol
 RUN_DIR := $(CURDIR)/_output/run
 TEST_TIMEOUT ?= 20m
+# The platforms of the published driver image (make image, make push, the release
+# workflow .github/workflows/release.yaml: one list, here).
+PLATFORMS ?= linux/amd64 linux/arm64
+APP_VERSION := $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$$/\1/p' charts/filevol/Chart.yaml)
+# make push: REGISTRY is a repository (host[:port]/path: the chart's image.filevol.repository);
+# TAG defaults to the chart's default tag, so that repository alone is the one value to set.
+REGISTRY ?=
+TAG ?= v$(APP_VERSION)
+MULTIARCH_TAR := _output/images/filevol-multiarch.tar
 
-.PHONY: scale bench-tree-delete e2e e2e-multinode e2e-multinode-killed bench-snapshot bench-guard chart-test deploy images chart-e2e help build run test unit sanity vet deps bench fuzz faults stress fulldisk clean e2e-doctor
+.PHONY: image push build-arch print-version print-app-version print-platforms chart-package scale bench-tree-delete e2e e2e-multinode e2e-multinode-killed bench-snapshot bench-guard chart-test deploy images chart-e2e help build run test unit sanity vet deps bench fuzz faults stress fulldisk clean e2e-doctor
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -18,6 +27,19 @@ help: ## list the targets
 build: ## build bin/filevol and bin/kubectl-filevol (the `kubectl filevol` plugin)
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/filevol
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/kubectl-filevol ./cmd/kubectl-filevol
+
+build-arch: ## bin/filevol-linux-$(ARCH) (ARCH=amd64|arm64): filevol for an image of that platform (CGO_ENABLED=0, static; no DWARF); make image runs it
+	@test -n "$(ARCH)" || { echo "make build-arch ARCH=amd64|arm64"; exit 1; }
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(ARCH) $(GO) build -ldflags "-w $(LDFLAGS)" -o bin/filevol-linux-$(ARCH) ./cmd/filevol
+
+print-version:
+	@echo $(VERSION)
+
+print-app-version:
+	@echo $(APP_VERSION)
+
+print-platforms:
+	@echo $(PLATFORMS)
 
 run: build ## run the driver on an embedded pool in _output/run (Ctrl-C stops it)
 	@mkdir -p $(RUN_DIR)
@@ -90,11 +112,24 @@ fuzz: ## run every fuzz target for FUZZTIME (default 30s) each; report in _outpu
 chart-test: ## chart tests with the Helm SDK (values matrix, RBAC, schema, deploy/ drift); no cluster
 	cd hack/tools && $(GO) test -count=1 ./...
 
-deploy: ## regenerate deploy/ from charts/filevol
-	./hack/render-deploy.sh
+deploy: ## regenerate deploy/ from charts/filevol; IMAGE=REPOSITORY[:TAG]: write _output/deploy/ with that driver image instead (deploy/ keeps the default)
+	./hack/render-deploy.sh $(if $(IMAGE),-image $(IMAGE))
 
 images: ## OCI image tarballs in _output/images (root; make e2e-tools first for the sidecars)
 	./hack/images.sh
+
+image: ## the driver image for PLATFORMS (linux/amd64 linux/arm64): one multi-platform OCI index, _output/images/filevol-multiarch.tar (no Docker; root adds the chroot checks of the host's platform)
+	FILEVOL_PLATFORMS="$(PLATFORMS)" ./hack/images.sh --multiarch
+
+push: ## push _output/images/filevol-multiarch.tar (make image) to REGISTRY=host[:port]/repository as TAG (default v<appVersion>); INSECURE=1: plain HTTP beyond localhost; digests in _output/images/digests.txt
+	@test -n "$(REGISTRY)" || { echo "usage: make push REGISTRY=host[:port]/repository [TAG=$(TAG)] [INSECURE=1]"; exit 2; }
+	@test -s $(MULTIARCH_TAR) || { echo "$(MULTIARCH_TAR) missing: run make image first"; exit 2; }
+	cd hack/tools && $(GO) run ./cmd/ociimage push $(if $(INSECURE),-insecure) -digests $(CURDIR)/_output/images/digests.txt \
+		$(CURDIR)/$(MULTIARCH_TAR) $(REGISTRY):$(TAG)
+
+chart-package: ## helm package charts/filevol into _output/chart (the project's helm, hack/tools)
+	@mkdir -p _output/chart
+	cd hack/tools && $(GO) tool helm package $(CURDIR)/charts/filevol --destination $(CURDIR)/_output/chart
 
 chart-e2e: ## helm install/upgrade/uninstall on the e2e cluster (make cluster-up first)
 	cd hack/tools && $(GO) test -tags e2e -count=1 -v -timeout 30m ./e2e/

@@ -8,11 +8,29 @@
 # need GNU tools). The lists are fetched when missing or a day old.
 #
 # FILEVOL_DEBIAN_MIRROR overrides http://deb.debian.org (e.g. a local mirror).
+#
+# --arch ARCH (e.g. arm64, for hack/images.sh --multiarch): apt sees bookworm's ARCH
+# packages instead of the host's, download only (apt-get download, apt-cache show: no
+# dpkg --add-architecture, nothing is installed). That configuration has its own
+# directory, CACHE_DIR/apt-bookworm-ARCH, with APT::Architecture set in its apt.conf; the
+# host's (CACHE_DIR/apt-bookworm, no --arch) stays what it was.
 
-# bookworm_apt CACHE_DIR [--if-missing]: export APT_CONFIG. --if-missing fetches the lists
-# only when there are none (the e2e build: its cache check must work offline).
+# bookworm_apt CACHE_DIR [--if-missing] [--arch ARCH]: export APT_CONFIG. --if-missing
+# fetches the lists only when there are none (the e2e build: its cache check must work
+# offline).
 bookworm_apt() {
   local d=$1/apt-bookworm m=${FILEVOL_DEBIAN_MIRROR:-http://deb.debian.org}
+  local if_missing= arch=
+  shift
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --if-missing) if_missing=1 ;;
+      --arch) arch=$2; shift ;;
+      *) echo "bookworm_apt: unknown argument $1" >&2; return 2 ;;
+    esac
+    shift
+  done
+  [ -z "$arch" ] || d=$d-$arch
   local kr=/usr/share/keyrings/debian-archive-keyring.gpg
   [ -s "$kr" ] || { echo "bookworm_apt: $kr missing (apt-get install debian-archive-keyring)" >&2; return 1; }
   mkdir -p "$d"/{lists/partial,cache/archives/partial,sources.list.d,preferences.d}
@@ -33,10 +51,11 @@ Dir::State::status "$d/status";
 Dir::Cache "$d/cache";
 Acquire::Languages "none";
 EOF
+  [ -z "$arch" ] || printf 'APT::Architecture "%s";\nAPT::Architectures { "%s"; };\n' "$arch" "$arch" >> "$d/apt.conf.new"
   mv -f "$d/apt.conf.new" "$d/apt.conf"
   export APT_CONFIG=$d/apt.conf
   local age=(-mtime -1)
-  [ "${2:-}" = --if-missing ] && age=()
+  [ -n "$if_missing" ] && age=()
   if [ -z "$(find "$d/lists" -maxdepth 1 -name '*_bookworm_InRelease' "${age[@]}" 2>/dev/null)" ]; then
     # Our own lists lock; the host's apt is never locked or touched.
     flock "$d/.lock" apt-get -q update >"$d/update.log" 2>&1 ||

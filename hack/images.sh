@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # hack/images.sh [OUT_DIR]: build the container images as OCI image tarballs,
-# without Docker or a registry (default OUT_DIR: _output/images).
+# without Docker or a registry (default OUT_DIR: _output/images), for this host's
+# architecture: what `make images` and the e2e harness (hack/tools/e2e/chart.sh) import.
+# hack/images.sh --multiarch [OUT_DIR]: the multi-platform driver image instead, what
+# `make image` builds and `make push` sends to a registry (below).
 #
 #   filevol.tar          ghcr.io/filevol/filevol:v<chart appVersion> and :<git version>
 #                        layer 1: Debian bookworm packages (dpkg-deb -x, no maintainer
@@ -19,8 +22,27 @@
 # Needs root (chroot), apt-get, dpkg-deb, GNU tar and Go. .deb files and the unpacked
 # rootfs (per package lists and code, see below) are cached in
 # ${FILEVOL_IMAGES_CACHE:-/var/cache/filevol-images}.
+#
+# --multiarch: filevol-multiarch.tar, one OCI image index named like filevol.tar
+# (ghcr.io/filevol/filevol:v<appVersion> and :<git version>) with an image per platform
+# of FILEVOL_PLATFORMS (default "linux/amd64 linux/arm64"; the Makefile's PLATFORMS):
+# the same Debian packages, of that architecture (apt download-only through
+# hack/debian-bookworm.sh --arch, debroot -arch), and filevol built with GOARCH and
+# CGO_ENABLED=0 (a static binary; DWARF left out with -w). The host's architecture is
+# checked as above when run as root; every architecture is checked statically (debroot
+# -check: each ELF file is of that machine, and its interpreter and DT_NEEDED libraries
+# resolve inside the rootfs), since this host cannot execute arm64 programs (no qemu).
+# No sidecar image is built there: the chart's sidecars (csi-provisioner, -resizer,
+# -snapshotter, -attacher, node-driver-registrar, livenessprobe) are the official
+# multi-platform images on registry.k8s.io at the tags charts/filevol/values.yaml pins,
+# and registrar/livenessProbe=builtin needs neither of the last two. The rootfs of each
+# architecture is cached like the host's (rootfs.ARCH-KEY.tar). Writes
+# filevol-multiarch.txt (tarball, platforms, names) and per platform the package and
+# file lists. Runs without root too, with the static checks only.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+MULTIARCH=
+if [ "${1:-}" = --multiarch ]; then MULTIARCH=1; shift; fi
 OUT=$(realpath -m "${1:-$ROOT/_output/images}")
 CACHE=${FILEVOL_IMAGES_CACHE:-/var/cache/filevol-images}
 FILEVOL_REPO=${FILEVOL_IMAGE:-ghcr.io/filevol/filevol}
@@ -31,7 +53,7 @@ SLIM=(usr/share/man usr/share/info usr/share/groff usr/share/lintian usr/share/l
 
 log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*"; }
 die() { log "ERROR: $*" >&2; exit 1; }
-[ "$(id -u)" = 0 ] || die "hack/images.sh needs root (chroot checks of the rootfs)"
+[ -n "$MULTIARCH" ] || [ "$(id -u)" = 0 ] || die "hack/images.sh needs root (chroot checks of the rootfs)"
 for c in apt-get apt-cache dpkg-deb tar chroot jq readelf objcopy go; do command -v "$c" >/dev/null || die "$c missing"; done
 
 W=$(mktemp -d /tmp/filevol-images.XXXXXX); trap 'rm -rf "$W"' EXIT
@@ -39,11 +61,144 @@ mkdir -p "$OUT" "$CACHE/debs"
 TAR=(tar --numeric-owner --owner=0 --group=0 --sort=name --mtime=2025-01-01 --format=posix
      --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime)
 
+# rootfs ARCH DIR LIST: the Debian bookworm rootfs of ARCH at DIR, its package list at LIST.
+rootfs() {
+  local arch=$1 R=$2 list=$3 key cached apt=() name=rootfs
+  log "Debian bookworm rootfs ($arch): ${PACKAGES[*]} + their libraries"
+  # apt (and debroot, through it) sees bookworm only: its own sources, lists and status.
+  source "$ROOT/hack/debian-bookworm.sh"
+  if [ "$arch" != "$HOST_ARCH" ]; then apt=(--arch "$arch"); name=rootfs.$arch; fi
+  bookworm_apt "$CACHE" "${apt[@]}"
+  # The rootfs is a function of the package lists apt fetched (refreshed once a day), the
+  # packages asked for and this script's and debroot's code: made once per such key and
+  # kept in the cache (resolving and unpacking took ~35 s of every build).
+  key=$( { cat "$(dirname "$APT_CONFIG")"/lists/*InRelease; printf '%s\n' "${PACKAGES[@]}" "${SLIM[@]}"
+           [ "$arch" = "$HOST_ARCH" ] || echo "$arch"
+           cat "$ROOT"/hack/images.sh "$ROOT"/hack/tools/cmd/debroot/*.go; } | sha256sum | cut -c1-16)
+  cached=$CACHE/$name-$key.tar
+  if [ -s "$cached" ] && [ -s "$cached.packages.txt" ]; then
+    log "  cached: $cached"
+    mkdir "$R" && tar -xf "$cached" -C "$R" && cp "$cached.packages.txt" "$list"
+  else
+    "$W/debroot" -arch "$arch" -debs "$CACHE/debs" -out "$R" -list "$list" "${PACKAGES[@]}"
+    for d in "${SLIM[@]}"; do rm -rf "${R:?}/$d"; done
+    find "$R/usr/share/doc" -type f ! -name copyright -delete 2>/dev/null || true
+    find "$R/usr/share/doc" -depth -type d -empty -delete 2>/dev/null || true
+    ln -s ../proc/self/mounts "$R/etc/mtab"        # mount(8) and e2fsprogs look here
+    install -d -m 1777 "$R/tmp"
+    # Older keys go: one rootfs per architecture is kept.
+    rm -f "$CACHE/$name"-*.tar "$CACHE/$name"-*.tar.packages.txt
+    "${TAR[@]}" -C "$R" -cf "$cached.new" . && mv "$cached.new" "$cached"
+    cp "$list" "$cached.packages.txt"
+  fi
+}
+
+# chroot_check R: every program's libraries resolve (the image's own ld.so --list) and the
+# programs filevol runs start, in a chroot (host architecture, root). R holds
+# /usr/local/bin/filevol.
+chroot_check() {
+  local R=$1 fail=0 f rel out cmd
+  # For the checks only (removed below): /dev/null that e2fsck opens (the container
+  # runtime provides /dev).
+  mkdir "$R/dev" && mknod -m 666 "$R/dev/null" c 1 3
+  log "checking the rootfs in a chroot"
+  while IFS= read -r f; do
+    rel=/${f#"$R"/}
+    head -c4 "$f" | grep -q 'ELF' || continue
+    readelf -h "$f" 2>/dev/null | grep -qE 'Type: +(EXEC|DYN)' || continue
+    readelf -l "$f" 2>/dev/null | grep -q 'INTERP' || continue     # shared libraries: covered by their users
+    if out=$(chroot "$R" /lib64/ld-linux-x86-64.so.2 --list "$rel" 2>&1) && ! grep -q 'not found' <<<"$out"; then :; else
+      echo "  $rel: $(grep 'not found' <<<"$out" | tr -s '\t ' ' ' | tr '\n' ';')"; fail=1
+    fi
+  done < <(find "$R"/{bin,sbin,usr/bin,usr/sbin,usr/local/bin} -type f 2>/dev/null | sort)
+  [ "$fail" = 0 ] || die "programs with unresolved libraries (above)"
+  for cmd in "mkfs.ext4 -V" "mkfs.xfs -V" "mkfs.btrfs --version" "resize2fs -P /dev/null" "xfs_growfs -V" \
+             "btrfs --version" "blkid -V" "e2fsck -V" "mount -V" "umount -V" "losetup -V" "filevol --help"; do
+    set -- $cmd
+    out=$(env -i PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C chroot "$R" "$@" 2>&1 || true)
+    grep -qiE 'not found|error while loading|No such file' <<<"$out" && die "$cmd in the image: $out"
+    printf '  %-22s %s\n' "$1" "$(head -1 <<<"$out")"
+  done
+  rm -r "$R/dev"
+}
+
+# image_files LAYOUT_DIR MANIFEST_HEX: every file of the image whose manifest is that
+# blob of the extracted layout, listed.
+image_files() {
+  local V=$1 manifest=$2 l
+  for l in $(jq -r '.layers[].digest | sub("sha256:"; "")' "$V/blobs/sha256/$manifest"); do
+    tar -tzf "$V/blobs/sha256/$l"
+  done | sed 's|^\./||; /^$/d' | sort
+}
+
+HOST_ARCH=$(dpkg --print-architecture)
+
+# multiarch: filevol-multiarch.tar, the multi-platform driver image (the header says what).
+multiarch() {
+  local plats=() p arch R V version top idx m layers=() names
+  read -r -a plats <<<"${FILEVOL_PLATFORMS:-linux/amd64 linux/arm64}"
+  version=$(make -s -C "$ROOT" print-version)
+  rm -f "$OUT"/filevol-multiarch.*
+  for p in "${plats[@]}"; do
+    arch=${p#linux/}
+    [[ $p == linux/* && " amd64 arm64 " == *" $arch "* ]] || die "platform $p: only linux/amd64 and linux/arm64 are built"
+    log "filevol binary for $p (make build-arch ARCH=$arch: CGO_ENABLED=0, no DWARF)"
+    make -s -C "$ROOT" build-arch ARCH="$arch"
+    R=$W/rootfs-$arch
+    rootfs "$arch" "$R" "$OUT/filevol-multiarch.$arch.packages.txt"
+    install -D -m 0755 "$ROOT/bin/filevol-linux-$arch" "$R/usr/local/bin/filevol"
+    log "checking the $arch rootfs statically (no program of it runs here)"
+    "$W/debroot" -arch "$arch" -check "$R"
+    if [ "$arch" = "$HOST_ARCH" ] && [ "$(id -u)" = 0 ]; then
+      chroot_check "$R"
+    elif [ "$arch" = "$HOST_ARCH" ]; then
+      log "  not root: no chroot check of the $arch rootfs (the static check above only)"
+    fi
+    rm -r "$R/usr/local/bin/filevol"; rmdir "$R/usr/local/bin" "$R/usr/local" 2>/dev/null || true
+    log "$arch rootfs ok: $(du -sh "$R" | cut -f1), $(find "$R" -type f | wc -l) files"
+    "${TAR[@]}" -C "$R" -cf "$W/debian-$arch.tar" .
+    mkdir -p "$W/app-$arch/usr/local/bin" && install -m 0755 "$ROOT/bin/filevol-linux-$arch" "$W/app-$arch/usr/local/bin/filevol"
+    "${TAR[@]}" -C "$W/app-$arch" -cf "$W/filevol-$arch.tar" .
+    layers+=(-platform "$p" -layer "$W/debian-$arch.tar" -layer "$W/filevol-$arch.tar")
+    rm -rf "$R"
+  done
+  "$W/ociimage" -o "$OUT/filevol-multiarch.tar" "${layers[@]}" \
+    -entrypoint '["/usr/local/bin/filevol"]' -label "org.opencontainers.image.version=$version" \
+    -label "org.opencontainers.image.source=https://github.com/filevol/filevol" \
+    -tag "$FILEVOL_REPO:v$app" -tag "$FILEVOL_REPO:$version"
+
+  # What the tarball really holds: one index, each platform's files listed and checked.
+  V=$W/verify-multiarch; mkdir "$V" && tar -xf "$OUT/filevol-multiarch.tar" -C "$V"
+  top=$(jq -r '[.manifests[].digest] | unique | if length == 1 then .[0] else error("not one image") end | sub("sha256:"; "")' "$V/index.json")
+  idx=$V/blobs/sha256/$top
+  [ "$(jq -r .mediaType "$idx")" = application/vnd.oci.image.index.v1+json ] || die "filevol-multiarch.tar: not an image index"
+  [ "$(jq -r '[.manifests[].platform | "\(.os)/\(.architecture)"] | join(" ")' "$idx")" = "${plats[*]}" ] ||
+    die "filevol-multiarch.tar: platforms $(jq -c '[.manifests[].platform]' "$idx"), want ${plats[*]}"
+  for p in "${plats[@]}"; do
+    arch=${p#linux/}
+    m=$(jq -r --arg a "$arch" '.manifests[] | select(.platform.architecture == $a) | .digest | sub("sha256:"; "")' "$idx")
+    image_files "$V" "$m" > "$OUT/filevol-multiarch.$arch.files.txt"
+    local triplet=x86_64-linux-gnu loader=lib64/ld-linux-x86-64.so.2
+    [ "$arch" = arm64 ] && triplet=aarch64-linux-gnu loader=lib/ld-linux-aarch64.so.1
+    for f in sbin/mkfs.ext4 sbin/mke2fs sbin/e2fsck sbin/resize2fs sbin/mkfs.xfs usr/sbin/xfs_growfs sbin/mkfs.btrfs \
+             bin/btrfs sbin/blkid bin/mount bin/umount sbin/losetup "$loader" \
+             "lib/$triplet/libc.so.6" "lib/$triplet/libext2fs.so.2" usr/local/bin/filevol; do
+      grep -qx "$f" "$OUT/filevol-multiarch.$arch.files.txt" || die "$f is not in the $p image of filevol-multiarch.tar"
+    done
+    log "$p image: $(wc -l < "$OUT/filevol-multiarch.$arch.files.txt") entries (list: $OUT/filevol-multiarch.$arch.files.txt)"
+  done
+  names="$FILEVOL_REPO:v$app $FILEVOL_REPO:$version"
+  echo "filevol-multiarch.tar $(tr ' ' , <<<"${plats[*]}") $names" > "$OUT/filevol-multiarch.txt"
+  log "done: $OUT/filevol-multiarch.tar ($(du -m "$OUT/filevol-multiarch.tar" | cut -f1) MB): ${plats[*]}; $names"
+}
+
 log "tools (hack/tools module)"
 (cd "$ROOT/hack/tools" && go build -o "$W/ociimage" ./cmd/ociimage && go build -o "$W/debroot" ./cmd/debroot)
 
 app=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$ROOT/charts/filevol/Chart.yaml")
 [ -n "$app" ] || die "no appVersion in charts/filevol/Chart.yaml"
+if [ -n "$MULTIARCH" ]; then multiarch; exit 0; fi
+
 log "filevol binary (make build)"
 make -s -C "$ROOT" build
 # The image carries bin/filevol without its DWARF (symbols stay: panics keep
@@ -52,57 +207,12 @@ objcopy --strip-debug "$ROOT/bin/filevol" "$W/filevol"
 version=$("$ROOT/bin/filevol" --version 2>/dev/null | awk '{print $NF}' || true)
 [ -n "$version" ] || version=$(cd "$ROOT" && git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-log "Debian bookworm rootfs: ${PACKAGES[*]} + their libraries"
-# apt (and debroot, through it) sees bookworm only: its own sources, lists and status.
-source "$ROOT/hack/debian-bookworm.sh"
-bookworm_apt "$CACHE"
 R=$W/rootfs
-# The rootfs is a function of the package lists apt fetched (refreshed once a day), the
-# packages asked for and this script's and debroot's code: made once per such key and
-# kept in the cache (resolving and unpacking took ~35 s of every build).
-key=$( { cat "$CACHE"/apt-bookworm/lists/*InRelease; printf '%s\n' "${PACKAGES[@]}" "${SLIM[@]}"
-         cat "$ROOT"/hack/images.sh "$ROOT"/hack/tools/cmd/debroot/*.go; } | sha256sum | cut -c1-16)
-cached=$CACHE/rootfs-$key.tar
-if [ -s "$cached" ] && [ -s "$cached.packages.txt" ]; then
-  log "  cached: $cached"
-  mkdir "$R" && tar -xf "$cached" -C "$R" && cp "$cached.packages.txt" "$OUT/filevol.packages.txt"
-else
-  "$W/debroot" -debs "$CACHE/debs" -out "$R" -list "$OUT/filevol.packages.txt" "${PACKAGES[@]}"
-  for d in "${SLIM[@]}"; do rm -rf "${R:?}/$d"; done
-  find "$R/usr/share/doc" -type f ! -name copyright -delete 2>/dev/null || true
-  find "$R/usr/share/doc" -depth -type d -empty -delete 2>/dev/null || true
-  ln -s ../proc/self/mounts "$R/etc/mtab"        # mount(8) and e2fsprogs look here
-  install -d -m 1777 "$R/tmp"
-  # Older keys go: one rootfs is kept.
-  rm -f "$CACHE"/rootfs-*.tar "$CACHE"/rootfs-*.tar.packages.txt
-  "${TAR[@]}" -C "$R" -cf "$cached.new" . && mv "$cached.new" "$cached"
-  cp "$OUT/filevol.packages.txt" "$cached.packages.txt"
-fi
-# For the checks only (removed below): the binary, and /dev/null that e2fsck opens
-# (the container runtime provides /dev).
+rootfs "$HOST_ARCH" "$R" "$OUT/filevol.packages.txt"
+# For the checks only (removed below): the binary.
 install -D -m 0755 "$W/filevol" "$R/usr/local/bin/filevol"
-mkdir "$R/dev" && mknod -m 666 "$R/dev/null" c 1 3
-
-log "checking the rootfs in a chroot"
-fail=0
-while IFS= read -r f; do
-  rel=/${f#"$R"/}
-  head -c4 "$f" | grep -q 'ELF' || continue
-  readelf -h "$f" 2>/dev/null | grep -qE 'Type: +(EXEC|DYN)' || continue
-  readelf -l "$f" 2>/dev/null | grep -q 'INTERP' || continue     # shared libraries: covered by their users
-  if out=$(chroot "$R" /lib64/ld-linux-x86-64.so.2 --list "$rel" 2>&1) && ! grep -q 'not found' <<<"$out"; then :; else
-    echo "  $rel: $(grep 'not found' <<<"$out" | tr -s '\t ' ' ' | tr '\n' ';')"; fail=1
-  fi
-done < <(find "$R"/{bin,sbin,usr/bin,usr/sbin,usr/local/bin} -type f 2>/dev/null | sort)
-[ "$fail" = 0 ] || die "programs with unresolved libraries (above)"
-for cmd in "mkfs.ext4 -V" "mkfs.xfs -V" "mkfs.btrfs --version" "resize2fs -P /dev/null" "xfs_growfs -V" \
-           "btrfs --version" "blkid -V" "e2fsck -V" "mount -V" "umount -V" "losetup -V" "filevol --help"; do
-  set -- $cmd
-  out=$(env -i PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C chroot "$R" "$@" 2>&1 || true)
-  grep -qiE 'not found|error while loading|No such file' <<<"$out" && die "$cmd in the image: $out"
-  printf '  %-22s %s\n' "$1" "$(head -1 <<<"$out")"
-done
-rm -r "$R/dev" "$R/usr/local/bin/filevol"; rmdir "$R/usr/local/bin" "$R/usr/local" 2>/dev/null || true
+chroot_check "$R"
+rm -r "$R/usr/local/bin/filevol"; rmdir "$R/usr/local/bin" "$R/usr/local" 2>/dev/null || true
 elfs=$(find "$R" -type f -exec sh -c 'head -c4 "$1" | grep -q ELF' _ {} \; -print | wc -l)
 log "rootfs ok: $(du -sh "$R" | cut -f1), $(find "$R" -type f | wc -l) files ($elfs ELF)"
 
@@ -118,9 +228,7 @@ echo "filevol.tar $FILEVOL_REPO:v$app $FILEVOL_REPO:$version" > "$OUT/images.txt
 # What the tarball really holds: every layer of the image, listed.
 V=$W/verify; mkdir "$V" && tar -xf "$OUT/filevol.tar" -C "$V"
 manifest=$(jq -r '.manifests[0].digest | sub("sha256:"; "")' "$V/index.json")
-for l in $(jq -r '.layers[].digest | sub("sha256:"; "")' "$V/blobs/sha256/$manifest"); do
-  tar -tzf "$V/blobs/sha256/$l"
-done | sed 's|^\./||; /^$/d' | sort > "$OUT/filevol.files.txt"
+image_files "$V" "$manifest" > "$OUT/filevol.files.txt"
 for f in sbin/mkfs.ext4 sbin/mke2fs sbin/e2fsck sbin/resize2fs sbin/mkfs.xfs usr/sbin/xfs_growfs sbin/mkfs.btrfs \
          bin/btrfs sbin/blkid bin/mount bin/umount sbin/losetup lib64/ld-linux-x86-64.so.2 \
          lib/x86_64-linux-gnu/libc.so.6 lib/x86_64-linux-gnu/libext2fs.so.2 usr/local/bin/filevol; do

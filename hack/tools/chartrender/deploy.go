@@ -61,9 +61,29 @@ func namespaceDoc() map[string]any {
 // cluster with the snapshot CRDs (SnapshotAPIs): snapshots.enabled=auto
 // includes the snapshot objects, as true does, and the header says so.
 func RenderDeploy(chartDir string) (map[string][]byte, error) {
+	return RenderDeployImage(chartDir, "")
+}
+
+// RenderDeployImage is RenderDeploy with the driver image image
+// (REPOSITORY or REPOSITORY:TAG: image.filevol.repository and .tag; the tag
+// defaults to the chart's, v<appVersion>) instead of the chart's default:
+// `make deploy IMAGE=...` for an image the user pushed (`make push`). ""
+// is the chart's default, what deploy/ holds.
+func RenderDeployImage(chartDir, image string) (map[string][]byte, error) {
+	imageValues := ""
+	if image != "" {
+		repo, tag := image, ""
+		if i := strings.LastIndex(image, ":"); i > strings.LastIndex(image, "/") {
+			repo, tag = image[:i], image[i+1:]
+		}
+		if repo == "" || strings.ContainsAny(image, " \t\n\"'@") {
+			return nil, fmt.Errorf("image %q: want REPOSITORY[:TAG]", image)
+		}
+		imageValues = fmt.Sprintf("image:\n  filevol:\n    repository: %q\n    tag: %q\n", repo, tag)
+	}
 	out := map[string][]byte{}
 	for _, v := range DeployVariants {
-		r, err := RenderOn(chartDir, DeployRelease, DeployNamespace, v.Values, SnapshotAPIs)
+		r, err := RenderOn(chartDir, DeployRelease, DeployNamespace, v.Values+imageValues, SnapshotAPIs)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", v.File, err)
 		}
@@ -72,6 +92,9 @@ func RenderDeploy(chartDir string) (map[string][]byte, error) {
 		fmt.Fprintf(&b, "# %s.\n", v.About)
 		if v.Values != "" {
 			fmt.Fprintf(&b, "# Values: %s.\n", strings.ReplaceAll(strings.TrimSpace(v.Values), "\n", ", "))
+		}
+		if image != "" {
+			fmt.Fprintf(&b, "# Driver image: %s (make deploy IMAGE=%s).\n", image, image)
 		}
 		b.WriteString("# Rendered with snapshots, as for a cluster that serves the VolumeSnapshot and VolumeGroupSnapshot\n")
 		b.WriteString("# CRDs: install external-snapshotter's CRDs and snapshot-controller first (deploy/README.md).\n")

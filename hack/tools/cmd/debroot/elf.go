@@ -9,10 +9,30 @@ import (
 	"strings"
 )
 
-// libDirs are where the dynamic loader looks on Debian amd64 (merged /usr).
-// gconv modules find their helper libraries next to themselves.
-var libDirs = []string{"lib/x86_64-linux-gnu", "usr/lib/x86_64-linux-gnu", "lib64", "usr/lib64", "lib", "usr/lib",
-	"usr/lib/x86_64-linux-gnu/gconv"}
+// archInfo is what differs between the Debian architectures an image is
+// built for: the multiarch triplet of the library directories, the ELF
+// machine, the dynamic loader.
+type archInfo struct {
+	name, triplet string
+	machine       elf.Machine
+	loader        string // PT_INTERP of the programs
+}
+
+var arches = map[string]archInfo{
+	"amd64": {"amd64", "x86_64-linux-gnu", elf.EM_X86_64, "/lib64/ld-linux-x86-64.so.2"},
+	"arm64": {"arm64", "aarch64-linux-gnu", elf.EM_AARCH64, "/lib/ld-linux-aarch64.so.1"},
+}
+
+// arch is the architecture of this run (-arch).
+var arch = arches["amd64"]
+
+// libDirs are where packages put shared objects on Debian for a (multiarch
+// directories first). gconv modules find their helper libraries next to
+// themselves.
+func libDirs(a archInfo) []string {
+	return []string{"lib/" + a.triplet, "usr/lib/" + a.triplet, "lib64", "usr/lib64", "lib", "usr/lib",
+		"usr/lib/" + a.triplet + "/gconv"}
+}
 
 // closure returns the packages to keep: the wanted ones, and every library
 // package that owns a shared object one of their ELF files needs (directly
@@ -20,7 +40,7 @@ var libDirs = []string{"lib/x86_64-linux-gnu", "usr/lib/x86_64-linux-gnu", "lib6
 func closure(pkgs map[string]*pkg, wanted []string) (map[string]bool, error) {
 	owner := map[string]string{} // soname (base name) -> package
 	for name, p := range pkgs {
-		for _, d := range libDirs {
+		for _, d := range libDirs(arch) {
 			entries, _ := filepath.Glob(filepath.Join(p.dir, d, "*.so*"))
 			for _, e := range entries {
 				if _, dup := owner[filepath.Base(e)]; !dup {

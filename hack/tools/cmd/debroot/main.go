@@ -5,7 +5,16 @@
 // no program loads is left out, and a DT_NEEDED that no candidate provides
 // is an error. Used by hack/images.sh for the filevol image.
 //
-//	debroot -debs CACHE -out ROOTFS -list PACKAGES.txt pkg...
+//	debroot [-arch amd64|arm64] -debs CACHE -out ROOTFS -list PACKAGES.txt pkg...
+//	debroot [-arch amd64|arm64] -check ROOTFS
+//
+// -arch is the Debian architecture of the packages (what apt is configured
+// to download: hack/debian-bookworm.sh --arch) and so where their libraries
+// live (/lib/x86_64-linux-gnu, /lib/aarch64-linux-gnu). -check verifies a
+// root file system without running anything in it, for an architecture the
+// host cannot execute: every ELF file is of that architecture, and its
+// interpreter and every DT_NEEDED library resolve inside the root the way
+// the dynamic loader would find them (check.go).
 package main
 
 import (
@@ -24,9 +33,26 @@ func main() {
 	debs := flag.String("debs", "", "directory that caches downloaded .deb files")
 	out := flag.String("out", "", "root file system to create (must not exist)")
 	list := flag.String("list", "", "write the included packages and versions here")
+	archName := flag.String("arch", "amd64", "Debian architecture: amd64 or arm64")
+	check := flag.String("check", "", "check this root file system statically instead of building one")
 	flag.Parse()
+	a, ok := arches[*archName]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "debroot: -arch %s: only amd64 and arm64\n", *archName)
+		os.Exit(2)
+	}
+	arch = a
+	if *check != "" {
+		n, err := checkRoot(*check, arch)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "debroot:", err)
+			os.Exit(1)
+		}
+		fmt.Printf("  %s: %d ELF files of %s, every interpreter and DT_NEEDED library resolves inside it\n", *check, n, arch.name)
+		return
+	}
 	if *debs == "" || *out == "" || flag.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "usage: debroot -debs DIR -out ROOTFS [-list FILE] package...")
+		fmt.Fprintln(os.Stderr, "usage: debroot [-arch A] -debs DIR -out ROOTFS [-list FILE] package... | debroot [-arch A] -check ROOTFS")
 		os.Exit(2)
 	}
 	if err := run(*debs, *out, *list, flag.Args()); err != nil {
@@ -167,15 +193,22 @@ func fetch(debDir, stage, name string) (*pkg, error) {
 		return nil, err
 	}
 	version := c.version
+	// The cache holds every architecture's .deb files: take this one's (or
+	// an architecture-independent one).
 	file := strings.ReplaceAll(fmt.Sprintf("%s_%s_", name, version), ":", "%3a")
-	matches, _ := filepath.Glob(filepath.Join(debDir, file+"*.deb"))
+	glob := func() []string {
+		m, _ := filepath.Glob(filepath.Join(debDir, file+arch.name+".deb"))
+		all, _ := filepath.Glob(filepath.Join(debDir, file+"all.deb"))
+		return append(m, all...)
+	}
+	matches := glob()
 	if len(matches) == 0 {
 		cmd := exec.Command("apt-get", "download", "-q", name+"="+version)
 		cmd.Dir = debDir
 		if b, err := cmd.CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("apt-get download %s: %v\n%s", name, err, b)
 		}
-		matches, _ = filepath.Glob(filepath.Join(debDir, file+"*.deb"))
+		matches = glob()
 		if len(matches) != 1 {
 			return nil, fmt.Errorf("downloaded %s=%s but found %v", name, version, matches)
 		}

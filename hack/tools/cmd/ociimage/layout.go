@@ -2,6 +2,7 @@ package main
 
 import (
 	"archive/tar"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -13,11 +14,12 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 )
 
-// writeLayout writes img as an OCI image layout (oci-layout, index.json,
-// blobs/) in a tarball at out, with one index entry per tag. containerd
-// names imported images after io.containerd.image.name; other tools read
+// writeLayout writes img (a v1.Image, or a v1.ImageIndex: a multi-platform
+// image) as an OCI image layout (oci-layout, index.json, blobs/) in a
+// tarball at out, with one index entry per tag. containerd names imported
+// images after io.containerd.image.name; other tools read
 // org.opencontainers.image.ref.name (the tag, as buildkit writes it).
-func writeLayout(out string, img v1.Image, tags []string) error {
+func writeLayout(out string, img any, tags []string) error {
 	dir, err := os.MkdirTemp(filepath.Dir(out), ".layout-")
 	if err != nil {
 		return err
@@ -32,10 +34,18 @@ func writeLayout(out string, img v1.Image, tags []string) error {
 		if err != nil {
 			return err
 		}
-		err = p.AppendImage(img, layout.WithAnnotations(map[string]string{
+		ann := layout.WithAnnotations(map[string]string{
 			"io.containerd.image.name":          ref.Name(),
 			"org.opencontainers.image.ref.name": ref.Identifier(),
-		}))
+		})
+		switch x := img.(type) {
+		case v1.Image:
+			err = p.AppendImage(x, ann)
+		case v1.ImageIndex:
+			err = p.AppendIndex(x, ann)
+		default:
+			err = fmt.Errorf("writeLayout: %T is neither an image nor an index", img)
+		}
 		if err != nil {
 			return err
 		}

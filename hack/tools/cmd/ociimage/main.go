@@ -6,6 +6,16 @@
 //
 //	ociimage -o out.tar -layer rootfs.tar [-layer ...] -tag REF [-tag ...]
 //	         [-entrypoint '["/x"]'] [-cmd '["y"]'] [-env K=V ...] [-user U]
+//
+// One image, linux/amd64. With -platform, a multi-platform image (an OCI
+// image index, one manifest per platform, what `make image` builds): each
+// -platform OS/ARCH starts a platform, and the -layer flags after it are
+// that platform's layers; the other flags apply to every platform:
+//
+//	ociimage -o out.tar -tag REF -platform linux/amd64 -layer a1.tar -layer a2.tar \
+//	         -platform linux/arm64 -layer b1.tar -layer b2.tar [flags]
+//
+// `ociimage push` sends such a tarball to a registry (push.go).
 package main
 
 import (
@@ -32,36 +42,119 @@ func (l *list) Set(s string) error { *l = append(*l, s); return nil }
 // epoch is the creation time of every image: builds are reproducible.
 var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 
+// platformLayers is one platform of a multi-platform image and its layers.
+type platformLayers struct {
+	platform v1.Platform
+	layers   []string
+}
+
+var amd64 = v1.Platform{OS: "linux", Architecture: "amd64"}
+
 func main() {
-	var layers, tags, env, labels list
+	if len(os.Args) > 1 && os.Args[1] == "push" {
+		if err := push(os.Args[2:], os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "ociimage push:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	var tags, env, labels list
+	var plats []platformLayers
+	multi := false
 	out := flag.String("o", "", "output tarball")
 	entrypoint := flag.String("entrypoint", "null", "entrypoint as a JSON array")
 	cmd := flag.String("cmd", "null", "cmd as a JSON array")
 	user := flag.String("user", "", "user (default root)")
-	flag.Var(&layers, "layer", "uncompressed layer tarball (repeat, bottom first)")
+	flag.Func("platform", "OS/ARCH: a multi-platform image; the -layer flags that follow are this platform's (repeat)", func(s string) error {
+		p, err := v1.ParsePlatform(s)
+		if err != nil {
+			return err
+		}
+		if p.OS == "" || p.Architecture == "" {
+			return fmt.Errorf("%q is not OS/ARCH", s)
+		}
+		for _, q := range plats {
+			if q.platform.Equals(*p) {
+				return fmt.Errorf("platform %s twice", s)
+			}
+		}
+		if !multi {
+			if len(plats) > 0 {
+				return fmt.Errorf("-layer before the first -platform")
+			}
+			multi = true
+		}
+		plats = append(plats, platformLayers{platform: *p})
+		return nil
+	})
+	flag.Func("layer", "uncompressed layer tarball (repeat, bottom first)", func(s string) error {
+		if len(plats) == 0 {
+			plats = append(plats, platformLayers{platform: amd64})
+		}
+		plats[len(plats)-1].layers = append(plats[len(plats)-1].layers, s)
+		return nil
+	})
 	flag.Var(&tags, "tag", "image reference to name it (repeat)")
 	flag.Var(&env, "env", "KEY=VALUE (repeat; PATH is set)")
 	flag.Var(&labels, "label", "KEY=VALUE image label (repeat)")
 	flag.Parse()
-	if *out == "" || len(layers) == 0 || len(tags) == 0 {
-		fmt.Fprintln(os.Stderr, "usage: ociimage -o OUT.tar -layer L.tar... -tag REF... [flags]")
+	if *out == "" || len(plats) == 0 || len(tags) == 0 {
+		fmt.Fprintln(os.Stderr, "usage: ociimage -o OUT.tar [-platform OS/ARCH] -layer L.tar... -tag REF... [flags]")
+		fmt.Fprintln(os.Stderr, "       ociimage push [-insecure] [-digests FILE] OUT.tar REF...")
 		os.Exit(2)
 	}
-	img, err := build(layers, env, labels, *entrypoint, *cmd, *user)
-	if err == nil {
-		err = writeLayout(*out, img, tags)
+	for _, p := range plats {
+		if len(p.layers) == 0 {
+			fmt.Fprintf(os.Stderr, "ociimage: platform %s has no -layer\n", p.platform)
+			os.Exit(2)
+		}
+	}
+	var err error
+	if !multi {
+		var img v1.Image
+		img, err = build(plats[0].layers, env, labels, *entrypoint, *cmd, *user)
+		if err == nil {
+			err = writeLayout(*out, img, tags)
+		}
+		if err == nil {
+			err = summary(*out, img, tags)
+		}
+	} else {
+		var idx v1.ImageIndex
+		idx, err = buildIndex(plats, env, labels, *entrypoint, *cmd, *user)
+		if err == nil {
+			err = writeLayout(*out, idx, tags)
+		}
+		if err == nil {
+			err = summaryIndex(*out, idx, tags)
+		}
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "ociimage:", err)
 		os.Exit(1)
 	}
-	if err := summary(*out, img, tags); err != nil {
-		fmt.Fprintln(os.Stderr, "ociimage:", err)
-		os.Exit(1)
-	}
 }
 
+// build is the linux/amd64 image of layers.
 func build(layers, env, labels list, entrypoint, cmd, user string) (v1.Image, error) {
+	return buildFor(amd64, layers, env, labels, entrypoint, cmd, user)
+}
+
+// buildIndex is an OCI image index of one image per platform, in the order given.
+func buildIndex(plats []platformLayers, env, labels list, entrypoint, cmd, user string) (v1.ImageIndex, error) {
+	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	for _, p := range plats {
+		img, err := buildFor(p.platform, p.layers, env, labels, entrypoint, cmd, user)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p.platform, err)
+		}
+		plat := p.platform
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &plat}})
+	}
+	return idx, nil
+}
+
+func buildFor(plat v1.Platform, layers, env, labels list, entrypoint, cmd, user string) (v1.Image, error) {
 	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
 	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
 	for _, path := range layers {
@@ -81,7 +174,7 @@ func build(layers, env, labels list, entrypoint, cmd, user string) (v1.Image, er
 		return nil, err
 	}
 	cf = cf.DeepCopy()
-	cf.Architecture, cf.OS = "amd64", "linux"
+	cf.Architecture, cf.OS, cf.Variant = plat.Architecture, plat.OS, plat.Variant
 	cf.Created = v1.Time{Time: epoch}
 	cf.Config.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, env...)
 	cf.Config.User = user
@@ -136,5 +229,43 @@ func summary(out string, img v1.Image, tags []string) error {
 	}
 	fmt.Printf("  %s: %s, %d layers, %.1f MB compressed, tarball %.1f MB: %s\n",
 		baseName(out), d, len(ls), float64(compressed)/1e6, float64(st.Size())/1e6, strings.Join(tags, " "))
+	return nil
+}
+
+// summaryIndex prints what was written: the index's digest, and per
+// platform the image's digest and compressed size.
+func summaryIndex(out string, idx v1.ImageIndex, tags []string) error {
+	d, err := idx.Digest()
+	if err != nil {
+		return err
+	}
+	m, err := idx.IndexManifest()
+	if err != nil {
+		return err
+	}
+	st, err := os.Stat(out)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("  %s: index %s, tarball %.1f MB: %s\n", baseName(out), d, float64(st.Size())/1e6, strings.Join(tags, " "))
+	for _, desc := range m.Manifests {
+		img, err := idx.Image(desc.Digest)
+		if err != nil {
+			return err
+		}
+		ls, err := img.Layers()
+		if err != nil {
+			return err
+		}
+		var compressed int64
+		for _, l := range ls {
+			s, err := l.Size()
+			if err != nil {
+				return err
+			}
+			compressed += s
+		}
+		fmt.Printf("    %-12s %s, %d layers, %.1f MB compressed\n", desc.Platform, desc.Digest, len(ls), float64(compressed)/1e6)
+	}
 	return nil
 }

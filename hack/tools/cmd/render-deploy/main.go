@@ -1,6 +1,9 @@
 // Command render-deploy writes deploy/*.yaml from charts/filevol (see
 // chartrender.DeployVariants), or with -check reports drift and exits 1.
-// Run it through hack/render-deploy.sh.
+// -image REPOSITORY[:TAG] renders them with that driver image (an image
+// pushed with `make push`) into -out (default _output/deploy, never deploy/,
+// which keeps the chart's default). Run it through hack/render-deploy.sh
+// (make deploy [IMAGE=...]).
 package main
 
 import (
@@ -15,9 +18,20 @@ import (
 func main() {
 	check := flag.Bool("check", false, "compare deploy/ with a fresh render instead of writing it")
 	root := flag.String("root", ".", "repository root")
+	image := flag.String("image", "", "driver image REPOSITORY[:TAG] instead of the chart's default (written to -out)")
+	outDir := flag.String("out", "", "directory to write to (default deploy/, or _output/deploy with -image)")
 	flag.Parse()
 	chart := filepath.Join(*root, "charts", "filevol")
 	dir := filepath.Join(*root, "deploy")
+	if *image != "" {
+		dir = filepath.Join(*root, "_output", "deploy")
+	}
+	if *outDir != "" {
+		dir = *outDir
+	}
+	if *check && *image != "" {
+		fail(fmt.Errorf("-check compares deploy/ with the chart's default image; -image writes elsewhere"))
+	}
 	if *check {
 		problems, err := chartrender.Drift(chart, dir)
 		if err != nil {
@@ -32,8 +46,11 @@ func main() {
 		}
 		return
 	}
-	files, err := chartrender.RenderDeploy(chart)
+	files, err := chartrender.RenderDeployImage(chart, *image)
 	if err != nil {
+		fail(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		fail(err)
 	}
 	for name, content := range files {
@@ -44,7 +61,7 @@ func main() {
 		if err := os.Rename(p+".tmp", p); err != nil {
 			fail(err)
 		}
-		fmt.Printf("wrote deploy/%s (%d bytes)\n", name, len(content))
+		fmt.Printf("wrote %s (%d bytes)\n", p, len(content))
 	}
 }
 
