@@ -88,11 +88,11 @@ func propertyRounds(t *testing.T, d *driver.Driver, r *rand.Rand) {
 			t.Errorf("round %d: delta capacity %d, want %d", round, dl.capacity, w.size)
 		}
 		differ := checkDelta(t, d, prev, next, dl, round)
-		checkAllocated(t, d, next)
+		held := checkAllocated(t, d, next)
 		touched := int64(len(w.touched)) * blk
-		t.Logf("round %d: delta in %v: reported %d KiB in %d ranges; touched %d KiB (%.3f), differing %d KiB (%.3f)",
+		t.Logf("round %d: delta in %v: reported %d KiB in %d ranges; touched %d KiB (%.3f), differing %d KiB (%.3f); target holds %d KiB",
 			round, took.Round(time.Microsecond), dl.bytes()>>10, len(dl.list), touched>>10,
-			float64(dl.bytes())/float64(touched), differ>>10, float64(dl.bytes())/float64(max(differ, 1)))
+			float64(dl.bytes())/float64(touched), differ>>10, float64(dl.bytes())/float64(max(differ, 1)), held>>10)
 		prev = next
 	}
 }
@@ -137,8 +137,8 @@ func checkDelta(t *testing.T, d *driver.Driver, base, target *csipb.Snapshot, dl
 }
 
 // checkAllocated fails on a non-zero block of the snapshot that the
-// allocated list leaves out.
-func checkAllocated(t *testing.T, d *driver.Driver, s *csipb.Snapshot) {
+// allocated list leaves out. It returns the bytes the list holds.
+func checkAllocated(t *testing.T, d *driver.Driver, s *csipb.Snapshot) int64 {
 	t.Helper()
 	data := readAll(t, d.Pool.SnapshotImagePath(s.GetSnapshotId()))
 	al := allocated(t, d, s.GetSnapshotId())
@@ -154,6 +154,7 @@ func checkAllocated(t *testing.T, d *driver.Driver, s *csipb.Snapshot) {
 			}
 		}
 	}
+	return al.bytes()
 }
 
 func readAll(t *testing.T, path string) []byte {
