@@ -52,9 +52,11 @@ func newMetaEnv(t *testing.T) *metaEnv {
 const blk = 4096
 
 // volume makes a committed 8 MiB image volume.
-func (e *metaEnv) volume(name string) string {
+func (e *metaEnv) volume(name string) string { return e.volumeOf(name, 8<<20) }
+
+func (e *metaEnv) volumeOf(name string, size int64) string {
 	r, err := e.c.CreateVolume(context.Background(), &csipb.CreateVolumeRequest{
-		Name: name, CapacityRange: &csipb.CapacityRange{RequiredBytes: 8 << 20},
+		Name: name, CapacityRange: &csipb.CapacityRange{RequiredBytes: size},
 		VolumeCapabilities: []*csipb.VolumeCapability{capBlock(rw)},
 	})
 	if err != nil {
@@ -287,4 +289,60 @@ func TestIdentityAdvertisesSnapshotMetadata(t *testing.T) {
 	}) {
 		t.Errorf("SNAPSHOT_METADATA_SERVICE not advertised: %v", r.GetCapabilities())
 	}
+}
+
+// TestSnapshotMetadataCancelledStream: a caller that goes away mid-stream
+// (or a driver killed in one) leaves nothing behind: the service writes
+// nothing, and the images it held open are closed when the stream ends.
+func TestSnapshotMetadataCancelledStream(t *testing.T) {
+	e := newMetaEnv(t)
+	// More messages than the stream's flow-control window holds, so the
+	// handler is still sending when the caller goes.
+	v := e.volumeOf("v", 32<<20)
+	f, err := os.OpenFile(e.p.ImagePath(v), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := int64(0); n < 8192; n += 2 {
+		if _, err := f.WriteAt([]byte{1}, n*blk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+	s1 := e.snapshot("s1", v)
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := e.meta.GetMetadataAllocated(ctx, &csipb.GetMetadataAllocatedRequest{SnapshotId: s1, MaxResults: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	img := e.p.SnapshotImagePath(s1)
+	if openFiles(t, img) == 0 {
+		t.Log("the stream ended before the caller went: nothing left to see")
+	}
+	cancel()
+	deadline := time.Now().Add(5 * time.Second)
+	for openFiles(t, img) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still open after the stream was cancelled", img)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// openFiles counts this process's descriptors open on path.
+func openFiles(t *testing.T, path string) int {
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip(err)
+	}
+	n := 0
+	for _, fd := range fds {
+		if l, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && l == path {
+			n++
+		}
+	}
+	return n
 }
