@@ -1,6 +1,7 @@
 // Package csi holds filevol's gRPC services — Identity, Controller,
-// GroupController (group snapshots: group_controller.go, group_cut.go) and
-// Node — and nothing else: request validation (validate.go), the one place where
+// GroupController (group snapshots: group_controller.go, group_cut.go),
+// SnapshotMetadata (changed-block tracking: snapshot_metadata.go,
+// snapshot_images.go, internal/cbt) and Node — and nothing else: request validation (validate.go), the one place where
 // errors become gRPC codes (errors.go), per-volume try-locks (inflight.go)
 // the server that serves them on the CSI endpoint (server.go), the mount
 // and path policy (policy.go), the node's garbage collector (gc.go) and

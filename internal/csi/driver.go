@@ -64,7 +64,10 @@ type Driver struct {
 	Controller *ControllerService
 	// GroupController serves group snapshots beside the controller.
 	GroupController *GroupControllerService
-	Node            *NodeService
+	// SnapshotMetadata serves changed-block tracking beside the
+	// controller, from the snapshots in its pools.
+	SnapshotMetadata *SnapshotMetadataService
+	Node             *NodeService
 	// Freeze answers controllers' freeze requests on a node (nil without
 	// the node service); whoever serves the node runs it.
 	Freeze *freeze.Agent
@@ -89,6 +92,7 @@ func New(cfg Config, p *pool.Pool, h Host) *Driver {
 		d.Controller = newControllerService(cfg, p)
 		d.Controller.locks = locks
 		d.GroupController = &GroupControllerService{c: d.Controller}
+		d.SnapshotMetadata = &SnapshotMetadataService{c: d.Controller}
 		// Before serving: a killed predecessor's freeze request would keep
 		// a filesystem frozen until its lease ran out.
 		for _, f := range d.Controller.freezers() {
@@ -174,6 +178,7 @@ func (d *Driver) Register(s *grpc.Server) {
 	if d.Controller != nil {
 		csipb.RegisterControllerServer(s, d.Controller)
 		csipb.RegisterGroupControllerServer(s, d.GroupController)
+		csipb.RegisterSnapshotMetadataServer(s, d.SnapshotMetadata)
 	}
 	if d.Node != nil {
 		csipb.RegisterNodeServer(s, d.Node)

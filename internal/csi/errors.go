@@ -12,6 +12,7 @@ import (
 	"github.com/filevol/filevol/internal/dirpool"
 	"github.com/filevol/filevol/internal/freeze"
 	"github.com/filevol/filevol/internal/hostos/cgroup"
+	"github.com/filevol/filevol/internal/hostos/extents"
 	"github.com/filevol/filevol/internal/hostos/fs"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
@@ -86,6 +87,10 @@ var sentinelCodes = []struct {
 	{pool.ErrOtherNode, codes.InvalidArgument},
 	{pool.ErrImageMissing, codes.FailedPrecondition},
 	{loop.ErrNoDevice, codes.ResourceExhausted},
+	// No call fails for it today (a snapshot image whose extents cannot
+	// be mapped is described whole, or compared by its data); mapped so
+	// that one that did would say the pool's filesystem cannot tell.
+	{extents.ErrUnsupported, codes.FailedPrecondition},
 	// No call fails for it today (limits never fail a publish: qos.go);
 	// mapped so that one that did would tell the CO to look at the pod.
 	{cgroup.ErrPodNotFound, codes.FailedPrecondition},

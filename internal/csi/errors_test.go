@@ -24,6 +24,7 @@ import (
 	"github.com/filevol/filevol/internal/dirpool"
 	"github.com/filevol/filevol/internal/freeze"
 	"github.com/filevol/filevol/internal/hostos/cgroup"
+	"github.com/filevol/filevol/internal/hostos/extents"
 	hostfs "github.com/filevol/filevol/internal/hostos/fs"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
@@ -134,6 +135,7 @@ var sentinelValues = map[string]error{
 	"attach.ErrNotAttached":        attach.ErrNotAttached,
 	"attach.ErrCorrupt":            attach.ErrCorrupt,
 	"loop.ErrNoDevice":             loop.ErrNoDevice,
+	"extents.ErrUnsupported":       extents.ErrUnsupported,
 	"mount.ErrNotMounted":          mount.ErrNotMounted,
 	"mount.ErrTableFull":           mount.ErrTableFull,
 	"mount.ErrInvalidOption":       mount.ErrInvalidOption,

@@ -24,8 +24,8 @@ func (s *IdentityService) GetPluginInfo(context.Context, *csipb.GetPluginInfoReq
 	return &csipb.GetPluginInfoResponse{Name: s.cfg.DriverName, VendorVersion: s.cfg.Version}, nil
 }
 
-// GetPluginCapabilities advertises the controller and group controller
-// services and snapshot topology (when served), volume topology (every
+// GetPluginCapabilities advertises the controller, group controller and
+// snapshot metadata services and snapshot topology (when served), volume topology (every
 // volume is reachable only from its node) and online expansion.
 func (s *IdentityService) GetPluginCapabilities(context.Context, *csipb.GetPluginCapabilitiesRequest) (*csipb.GetPluginCapabilitiesResponse, error) {
 	svc := func(t csipb.PluginCapability_Service_Type) *csipb.PluginCapability {
@@ -46,7 +46,10 @@ func (s *IdentityService) GetPluginCapabilities(context.Context, *csipb.GetPlugi
 			// there, so it is usable only where the pool's volumes are
 			// (the node's topology, or the shared pool's); every snapshot
 			// says so in accessible_topology.
-			svc(csipb.PluginCapability_Service_SNAPSHOT_ACCESSIBILITY_CONSTRAINTS))
+			svc(csipb.PluginCapability_Service_SNAPSHOT_ACCESSIBILITY_CONSTRAINTS),
+			// Changed-block tracking of the snapshots in the controller's
+			// pools (snapshot_metadata.go).
+			svc(csipb.PluginCapability_Service_SNAPSHOT_METADATA_SERVICE))
 	}
 	return &csipb.GetPluginCapabilitiesResponse{Capabilities: caps}, nil
 }

@@ -9,6 +9,8 @@
 //     argument lists under the request's context, plus statfs and freeze ioctls;
 //   - cgroup: finds a pod's cgroup (kubelet's cgroupfs and systemd
 //     layouts) and writes block I/O throttling to it (v1 blkio, v2 io.max);
+//   - extents: a file's extent map (FS_IOC_FIEMAP), for thick volumes'
+//     reservations and changed-block tracking;
 //   - fake:  a stateful in-memory kernel for unit tests without root.
 //
 // This package holds the seams the driver takes them through, one per

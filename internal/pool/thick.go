@@ -1,12 +1,13 @@
 package pool
 
 import (
-	"unsafe"
+	"errors"
 
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 
 	"github.com/filevol/filevol/internal/durable"
+	"github.com/filevol/filevol/internal/hostos/extents"
 )
 
 // Thick volumes are fallocated, so statfs already counts their space as
@@ -15,33 +16,9 @@ import (
 // one: copy on write), and a discard (btrfs mounts with discard=async, an
 // fstrim) punches holes through the loop device. What a thick volume does
 // not hold exclusively must still be kept free for it, so GetCapacity
-// subtracts what thick volumes have reserved but not yet written. FIEMAP tells both apart: extents flagged SHARED, and the gaps.
-
-// FS_IOC_FIEMAP and its structures (linux/fiemap.h); x/sys/unix has none.
-const (
-	fsIocFiemap        = 0xC020660B // _IOWR('f', 11, struct fiemap)
-	fiemapExtentLast   = 0x1
-	fiemapExtentShared = 0x2000
-	fiemapBatch        = 256
-)
-
-type fiemapHeader struct {
-	Start, Length                     uint64
-	Flags, MappedExtents, ExtentCount uint32
-	_                                 uint32
-}
-
-type fiemapExtent struct {
-	Logical, Physical, Length uint64
-	_                         [2]uint64
-	Flags                     uint32
-	_                         [3]uint32
-}
-
-type fiemapBuf struct {
-	hdr     fiemapHeader
-	extents [fiemapBatch]fiemapExtent
-}
+// subtracts what thick volumes have reserved but not yet written. FIEMAP
+// (internal/hostos/extents) tells both apart: extents flagged SHARED, and
+// the gaps.
 
 // unbackedBytes sums, over the thick volumes of the index, the bytes of
 // their capacity not held exclusively. An image that is gone promises
@@ -74,38 +51,21 @@ func exclusiveBytes(path string) (int64, error) {
 		return 0, err
 	}
 	defer unix.Close(fd)
-	var (
-		buf   fiemapBuf
-		total int64
-		start uint64
-	)
-	for {
-		buf.hdr = fiemapHeader{Start: start, Length: ^uint64(0) - start, ExtentCount: fiemapBatch}
-		if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), fsIocFiemap, uintptr(unsafe.Pointer(&buf))); e != 0 {
-			if e == unix.EOPNOTSUPP || e == unix.ENOTTY {
-				var st unix.Stat_t
-				if err := unix.Fstat(fd, &st); err != nil {
-					return 0, err
-				}
-				return st.Blocks * 512, nil
-			}
-			return total, e
+	es, err := extents.Map(fd)
+	if errors.Is(err, extents.ErrUnsupported) {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return 0, err
 		}
-		n := int(buf.hdr.MappedExtents)
-		if n == 0 {
-			return total, nil
-		}
-		for _, e := range buf.extents[:n] {
-			if e.Flags&fiemapExtentShared == 0 {
-				total += int64(e.Length)
-			}
-			if e.Flags&fiemapExtentLast != 0 {
-				return total, nil
-			}
-		}
-		last := buf.extents[n-1]
-		start = last.Logical + last.Length
+		return st.Blocks * 512, nil
 	}
+	var total int64
+	for _, e := range es {
+		if e.Flags&extents.FlagShared == 0 {
+			total += e.Length
+		}
+	}
+	return total, err
 }
 
 // thickVolumes returns the thick volumes of the index (their Parameters

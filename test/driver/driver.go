@@ -39,6 +39,8 @@ type Driver struct {
 	Group    csipb.GroupControllerClient
 	Node     csipb.NodeClient
 	Identity csipb.IdentityClient
+	// Meta is the SnapshotMetadata service (changed-block tracking).
+	Meta csipb.SnapshotMetadataClient
 	// Services are the in-process services, for what has no RPC (GC).
 	Services *csi.Driver
 
@@ -105,6 +107,7 @@ func StartWith(t testing.TB, dir, dirPoolDir string, mutate func(*csi.Config)) *
 	d.Group = csipb.NewGroupControllerClient(d.conn)
 	d.Node = csipb.NewNodeClient(d.conn)
 	d.Identity = csipb.NewIdentityClient(d.conn)
+	d.Meta = csipb.NewSnapshotMetadataClient(d.conn)
 	t.Cleanup(func() { d.Stop(t) })
 	return d
 }

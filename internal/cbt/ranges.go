@@ -1,0 +1,79 @@
+// Package cbt is changed-block tracking's arithmetic: from the extent
+// maps of snapshot images (internal/hostos/extents) it derives the ranges
+// a snapshot holds data in (Allocated) and the ranges where two snapshots
+// of one volume may differ (Delta), and it pages them out as the CSI
+// SnapshotMetadata service streams them (Pager). Where extent maps say
+// nothing about sharing (images copied, not reflinked) it compares the
+// data instead (CompareData). It knows no gRPC and no pool: the service
+// (internal/csi) opens the images and sends the pages.
+package cbt
+
+import "github.com/filevol/filevol/internal/hostos/extents"
+
+// Range is a byte range of a volume: CSI BlockMetadata.
+type Range struct {
+	Offset, Length int64
+}
+
+// End is the offset just past the range.
+func (r Range) End() int64 { return r.Offset + r.Length }
+
+// BlockSize is the granule of a data comparison: filesystems and backup
+// tools address volumes in 4 KiB blocks, and image extents are aligned
+// to it on every pool filesystem.
+const BlockSize = 4096
+
+// hasData reports whether an extent holds bytes a reader would see:
+// unwritten (preallocated) extents read as zeros, exactly as holes do, so
+// neither counts as data. A thick volume's fallocated space is not
+// allocated in the CSI sense: nothing was written there.
+func hasData(e extents.Extent) bool { return e.Flags&extents.FlagUnwritten == 0 && e.Length > 0 }
+
+// Allocated returns the ranges of [0, size) that hold data by the map es:
+// merged where adjacent, in order.
+func Allocated(es []extents.Extent, size int64) []Range {
+	var out []Range
+	for _, e := range es {
+		if !hasData(e) || e.Logical >= size {
+			continue
+		}
+		out = appendMerged(out, Range{e.Logical, min(e.End(), size) - e.Logical})
+	}
+	return out
+}
+
+// appendMerged appends r to the ordered ranges out, extending the last
+// one when r continues it.
+func appendMerged(out []Range, r Range) []Range {
+	if r.Length <= 0 {
+		return out
+	}
+	if n := len(out); n > 0 && out[n-1].End() == r.Offset {
+		out[n-1].Length += r.Length
+		return out
+	}
+	return append(out, r)
+}
+
+// Union returns the ordered union of two ordered lists of ranges, merged.
+func Union(a, b []Range) []Range {
+	var out []Range
+	add := func(r Range) {
+		if n := len(out); n > 0 && r.Offset <= out[n-1].End() {
+			out[n-1].Length = max(out[n-1].End(), r.End()) - out[n-1].Offset
+			return
+		}
+		out = append(out, r)
+	}
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		if j == len(b) || (i < len(a) && a[i].Offset <= b[j].Offset) {
+			add(a[i])
+			i++
+		} else {
+			add(b[j])
+			j++
+		}
+	}
+	return out
+}

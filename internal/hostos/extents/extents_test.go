@@ -1,0 +1,62 @@
+package extents
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestMapDataAndHoles maps a file written at 0 and at 1 MiB with a hole
+// between, on the filesystem of the test's temporary directory.
+func TestMapDataAndHoles(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	data := make([]byte, 64<<10)
+	for i := range data {
+		data[i] = byte(i%251 + 1)
+	}
+	for _, off := range []int64{0, 1 << 20} {
+		if _, err := f.WriteAt(data, off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Truncate(4 << 20); err != nil {
+		t.Fatal(err)
+	}
+	es, err := MapSynced(int(f.Fd()))
+	if errors.Is(err, ErrUnsupported) {
+		t.Skipf("no FIEMAP on %s", path)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	covered := func(off int64) bool {
+		for _, e := range es {
+			if e.Logical <= off && off < e.End() {
+				return e.Flags&(FlagUnwritten|FlagDelalloc) == 0
+			}
+		}
+		return false
+	}
+	for _, c := range []struct {
+		off  int64
+		data bool
+	}{{0, true}, {64<<10 - 1, true}, {1 << 20, true}, {1<<20 + 64<<10 - 1, true}, {512 << 10, false}, {3 << 20, false}} {
+		if covered(c.off) != c.data {
+			t.Errorf("offset %d: data %v, want %v (extents %+v)", c.off, covered(c.off), c.data, es)
+		}
+	}
+	for i := 1; i < len(es); i++ {
+		if es[i].Logical < es[i-1].End() {
+			t.Errorf("extents overlap or out of order: %+v", es)
+		}
+	}
+	if len(es) == 0 || es[len(es)-1].Flags&FlagLast == 0 {
+		t.Errorf("last extent not flagged last: %+v", es)
+	}
+}
