@@ -27,7 +27,7 @@ func main() {
 }
 
 // newFlagSet is every flag `filevol --help` lists: the options and klog's.
-// README.md's flag table documents this set (a test compares them).
+// docs/flags.md's flag table documents this set (a test compares them).
 func newFlagSet(o *options.Options) *flag.FlagSet {
 	fs := flag.NewFlagSet("filevol", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are printed on one line by run

@@ -29,7 +29,7 @@ const (
 // attached to another node is FAILED_PRECONDITION naming that node
 // (Kubernetes shows a Multi-Attach error); one whose image another node's
 // loop device still holds is refused too, for as long as it does (the
-// fencing of a force-detached node, README). Idempotent.
+// fencing of a force-detached node, docs/shared-pools.md). Idempotent.
 func (s *ControllerService) ControllerPublishVolume(ctx context.Context, req *csipb.ControllerPublishVolumeRequest) (*csipb.ControllerPublishVolumeResponse, error) {
 	id, node, c := req.GetVolumeId(), req.GetNodeId(), req.GetVolumeCapability()
 	if id == "" {

@@ -9,7 +9,7 @@ import (
 
 // StorageClass parameters of a directory volume. The names, and the
 // defaults where the meaning is the same, are the AWS EFS CSI driver's
-// (README: the side-by-side).
+// (docs/directory-volumes.md: the side-by-side).
 const (
 	// ParamProvisioningMode selects a directory volume with the value
 	// ProvisioningModeDirectory (EFS: provisioningMode: efs-ap).

@@ -212,7 +212,7 @@ func TestNestedSubvolumeCannotBypassTheQuota(t *testing.T) {
 				t.Fatalf("NestedSubvolumesCounted %t on %s quotas", p.NestedSubvolumesCounted(), m.name)
 			}
 			if !p.NestedSubvolumesCounted() {
-				return // documented: README, directory volumes
+				return // documented: docs/directory-volumes.md
 			}
 			base := qgroups(t, p)
 			v := create(t, p, "n", 16*mib, nil)

@@ -7,7 +7,7 @@
 //
 // Rates are asserted only as coarse bounds (at most twice the limit; a
 // raised limit at least twice the old one); the measured figures are
-// logged (go test -v) for the README.
+// logged (go test -v) for docs/io-limits.md.
 package qos
 
 import (

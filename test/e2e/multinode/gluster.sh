@@ -18,7 +18,7 @@
 # Clean-up is down.sh's: every process is recorded ($STATE_DIR/pids), the veth is
 # stamped (`own link`), the namespace pin and the vm mount are under the state dir.
 #
-# The volume's options are those filevol's fencing needs (README, "Fencing"):
+# The volume's options are those filevol's fencing needs (docs/shared-pools.md, "Fencing"):
 # client.strict-locks on, coherent metadata (stat-prefetch and quick-read off, clients
 # with entry-timeout=0 and attribute-timeout=0), and a dead or cut-off client noticed in
 # seconds (ping-timeout 5, server keepalive 2/1/3, tcp-user-timeout 5), so its locks are

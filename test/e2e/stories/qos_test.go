@@ -64,7 +64,7 @@ done`, devicePath, roundWrites))
 		t.Fatalf("pod meter runs, its container does not: %+v", pod.Status.ContainerStatuses[0].State)
 	}
 	// On cgroup v1 the limit reaches a container's own cgroup, which kubelet
-	// makes after NodePublishVolume, at the node's next pass (README: within
+	// makes after NodePublishVolume, at the node's next pass (docs/io-limits.md: within
 	// --qos-resync); rounds begun 2 s after the container started run under it.
 	before := rounds(t, ns, "meter", run.StartedAt.Add(2*time.Second), 3)
 	if r := meanIOPS(before); r > 1.3*slowIOPS {

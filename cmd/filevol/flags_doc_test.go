@@ -13,8 +13,8 @@ import (
 	"github.com/filevol/filevol/internal/options"
 )
 
-// readmeFlag is one row of README.md's "## Flags" table.
-type readmeFlag struct {
+// docFlag is one row of docs/flags.md's flag table.
+type docFlag struct {
 	line     int
 	defaults string // the default column as written
 }
@@ -22,22 +22,26 @@ type readmeFlag struct {
 // flagRow matches a row such as "| `--pool-dir` | `/var/lib/filevol/pool` | meaning |".
 var flagRow = regexp.MustCompile("^\\| `--([A-Za-z0-9_-]+)` \\| (.*?) \\| .* \\|$")
 
-// readmeFlags parses the rows of the table under "## Flags" (up to the next
-// "## " heading). A duplicated row is an error: the table would contradict itself.
-func readmeFlags(t *testing.T, path string) map[string]readmeFlag {
+// flagsPage is the page that documents filevol's flags.
+const flagsPage = "../../docs/flags.md"
+
+// docFlags parses the rows of the table under the page's "# Flags" heading
+// (up to the next "## " heading). A duplicated row is an error: the table
+// would contradict itself.
+func docFlags(t *testing.T, path string) map[string]docFlag {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	rows := map[string]readmeFlag{}
+	rows := map[string]docFlag{}
 	in := false
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {
 		line := sc.Text()
-		if strings.HasPrefix(line, "## ") {
-			in = line == "## Flags"
+		if strings.HasPrefix(line, "# ") || strings.HasPrefix(line, "## ") {
+			in = line == "# Flags"
 			continue
 		}
 		if !in {
@@ -48,15 +52,15 @@ func readmeFlags(t *testing.T, path string) map[string]readmeFlag {
 			continue
 		}
 		if prev, dup := rows[m[1]]; dup {
-			t.Errorf("README.md:%d: --%s is already in the table at line %d", n, m[1], prev.line)
+			t.Errorf("%s:%d: --%s is already in the table at line %d", path, n, m[1], prev.line)
 		}
-		rows[m[1]] = readmeFlag{line: n, defaults: m[2]}
+		rows[m[1]] = docFlag{line: n, defaults: m[2]}
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
 	if len(rows) == 0 {
-		t.Fatalf("%s: no flag rows under \"## Flags\"", path)
+		t.Fatalf("%s: no flag rows under \"# Flags\"", path)
 	}
 	return rows
 }
@@ -64,7 +68,7 @@ func readmeFlags(t *testing.T, path string) map[string]readmeFlag {
 // codeSpan is the first `...` of s, if s starts with one.
 var codeSpan = regexp.MustCompile("^`([^`]*)`")
 
-// TestReadmeFlagTable compares README.md's flag table with the flags
+// TestFlagTable compares docs/flags.md's flag table with the flags
 // `filevol --help` lists: a flag missing from the table, a row for a flag
 // that does not exist, or a default the table gets wrong fails. Users and the
 // chart read that table; it drifted before (--defer-expansion-to-node, which
@@ -74,10 +78,10 @@ var codeSpan = regexp.MustCompile("^`([^`]*)`")
 // default (durations compared as durations: `10m` is 10m0s), or prose, which
 // is allowed only where the flag has no fixed default: its default is empty
 // ("off", "the --endpoint path") or depends on the machine (the host name).
-func TestReadmeFlagTable(t *testing.T) {
+func TestFlagTable(t *testing.T) {
 	var o options.Options
 	fs := newFlagSet(&o)
-	rows := readmeFlags(t, "../../README.md")
+	rows := docFlags(t, flagsPage)
 
 	host, err := os.Hostname()
 	if err != nil {
@@ -93,23 +97,23 @@ func TestReadmeFlagTable(t *testing.T) {
 		seen[f.Name] = true
 		row, ok := rows[f.Name]
 		if !ok {
-			t.Errorf("--%s (default %q) is not in README.md's flag table", f.Name, f.DefValue)
+			t.Errorf("--%s (default %q) is not in docs/flags.md's flag table", f.Name, f.DefValue)
 			return
 		}
 		if m := codeSpan.FindStringSubmatch(row.defaults); m != nil {
 			if !sameDefault(f, m[1]) {
-				t.Errorf("README.md:%d: --%s default `%s`, but the flag's default is %q", row.line, f.Name, m[1], f.DefValue)
+				t.Errorf("docs/flags.md:%d: --%s default `%s`, but the flag's default is %q", row.line, f.Name, m[1], f.DefValue)
 			}
 			return
 		}
 		if md, ok := machine[f.Name]; ok {
 			if f.DefValue != md.value || !strings.Contains(row.defaults, md.prose) {
-				t.Errorf("README.md:%d: --%s default %q, want prose naming the %s (the flag's default is %q)", row.line, f.Name, row.defaults, md.prose, f.DefValue)
+				t.Errorf("docs/flags.md:%d: --%s default %q, want prose naming the %s (the flag's default is %q)", row.line, f.Name, row.defaults, md.prose, f.DefValue)
 			}
 			return
 		}
 		if f.DefValue != "" {
-			t.Errorf("README.md:%d: --%s default %q is prose, but the flag's default is %q: write it as `%s`", row.line, f.Name, row.defaults, f.DefValue, f.DefValue)
+			t.Errorf("docs/flags.md:%d: --%s default %q is prose, but the flag's default is %q: write it as `%s`", row.line, f.Name, row.defaults, f.DefValue, f.DefValue)
 		}
 	})
 	var extra []string
@@ -120,11 +124,11 @@ func TestReadmeFlagTable(t *testing.T) {
 	}
 	sort.Strings(extra)
 	for _, name := range extra {
-		t.Errorf("README.md:%d: --%s is in the flag table but filevol has no such flag", rows[name].line, name)
+		t.Errorf("docs/flags.md:%d: --%s is in the flag table but filevol has no such flag", rows[name].line, name)
 	}
 }
 
-// sameDefault reports whether the README's default text is f's default.
+// sameDefault reports whether the page's default text is f's default.
 func sameDefault(f *flag.Flag, text string) bool {
 	if text == f.DefValue {
 		return true
