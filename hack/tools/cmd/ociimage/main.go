@@ -206,17 +206,9 @@ func summary(out string, img v1.Image, tags []string) error {
 	if err != nil {
 		return err
 	}
-	ls, err := img.Layers()
+	layers, compressed, err := layerSizes(img)
 	if err != nil {
 		return err
-	}
-	var compressed int64
-	for _, l := range ls {
-		s, err := l.Size()
-		if err != nil {
-			return err
-		}
-		compressed += s
 	}
 	st, err := os.Stat(out)
 	if err != nil {
@@ -228,8 +220,25 @@ func summary(out string, img v1.Image, tags []string) error {
 		}
 	}
 	fmt.Printf("  %s: %s, %d layers, %.1f MB compressed, tarball %.1f MB: %s\n",
-		baseName(out), d, len(ls), float64(compressed)/1e6, float64(st.Size())/1e6, strings.Join(tags, " "))
+		baseName(out), d, layers, float64(compressed)/1e6, float64(st.Size())/1e6, strings.Join(tags, " "))
 	return nil
+}
+
+// layerSizes is how many layers the image has and their compressed bytes.
+func layerSizes(img v1.Image) (int, int64, error) {
+	ls, err := img.Layers()
+	if err != nil {
+		return 0, 0, err
+	}
+	var compressed int64
+	for _, l := range ls {
+		n, err := l.Size()
+		if err != nil {
+			return 0, 0, err
+		}
+		compressed += n
+	}
+	return len(ls), compressed, nil
 }
 
 // summaryIndex prints what was written: the index's digest, and per
@@ -253,19 +262,11 @@ func summaryIndex(out string, idx v1.ImageIndex, tags []string) error {
 		if err != nil {
 			return err
 		}
-		ls, err := img.Layers()
+		layers, compressed, err := layerSizes(img)
 		if err != nil {
 			return err
 		}
-		var compressed int64
-		for _, l := range ls {
-			s, err := l.Size()
-			if err != nil {
-				return err
-			}
-			compressed += s
-		}
-		fmt.Printf("    %-12s %s, %d layers, %.1f MB compressed\n", desc.Platform, desc.Digest, len(ls), float64(compressed)/1e6)
+		fmt.Printf("    %-12s %s, %d layers, %.1f MB compressed\n", desc.Platform, desc.Digest, layers, float64(compressed)/1e6)
 	}
 	return nil
 }
