@@ -1,11 +1,8 @@
 package dirpool
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -328,26 +325,3 @@ func (p *Pool) ImageLost(id string) bool {
 
 // SyncFS commits the pool filesystem's transaction, so that usage is current.
 func (p *Pool) SyncFS() error { return unix.Syncfs(p.root) }
-
-func randomSuffix() string {
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-// entries lists the names in one of the pool's own directories.
-func (p *Pool) entries(sub string) ([]string, error) {
-	f, err := os.Open(filepath.Join(p.dir, metaDir, sub))
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return f.Readdirnames(-1)
-}
-
-// metaFD opens one of the pool's own directories.
-func (p *Pool) metaFD(sub string) (int, error) {
-	return openBeneath(p.root, metaDir+"/"+sub)
-}
-
-func (p *Pool) String() string { return "directory pool " + p.dir }

@@ -9,60 +9,18 @@ import (
 	"context"
 	"errors"
 	"io"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
-	"golang.org/x/sys/unix"
 
-	"github.com/filevol/filevol/internal/hostos/loop"
-	"github.com/filevol/filevol/internal/testutil"
 	"github.com/filevol/filevol/test/driver"
 )
 
-var mkfs = map[string][]string{
-	"xfs":   {"mkfs.xfs", "-f", "-q", "-m", "reflink=1"},
-	"btrfs": {"mkfs.btrfs", "-f", "-q"},
-	"ext4":  {"mkfs.ext4", "-F", "-q", "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard"},
-}
-
-// startOn makes a pool filesystem of fsType (size bytes, sparse) on a
-// loop file in a scratch directory, mounts it where driver.Start opens
-// its pool, and starts the driver; testutil cleans everything up.
+// startOn starts the driver on a pool filesystem of fsType (size bytes,
+// sparse) made on a loop file (driver.StartOnFilesystem).
 func startOn(t *testing.T, fsType string, size int64) *driver.Driver {
 	t.Helper()
-	testutil.RequireRoot(t)
-	argv := mkfs[fsType]
-	if _, err := exec.LookPath(argv[0]); err != nil {
-		t.Skipf("%s is not installed", argv[0])
-	}
-	dir := testutil.Scratch(t, "cbt-"+fsType)
-	img := filepath.Join(dir, "poolfs.img")
-	if err := os.WriteFile(img, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(img, size); err != nil {
-		t.Fatal(err)
-	}
-	dev, err := loop.Attach(context.Background(), img, loop.Options{DirectIO: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(argv[0], append(argv[1:], dev.Path)...).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v: %s", argv[0], err, out)
-	}
-	mnt := filepath.Join(dir, "pool")
-	if err := os.MkdirAll(mnt, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount(dev.Path, mnt, fsType, 0, ""); err != nil {
-		t.Fatalf("mount pool filesystem: %v", err)
-	}
-	d := driver.Start(t, dir)
-	t.Cleanup(func() { d.Stop(t); _ = d.Pool.Close() })
-	return d
+	return driver.StartOnFilesystem(t, "cbt-"+fsType, fsType, size)
 }
 
 // ranges is a stream's ranges and capacity.

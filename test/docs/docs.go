@@ -71,6 +71,15 @@ func Documents(root string) ([]string, error) {
 // with inline code spans blanked, each with its line number.
 func prose(text string) []numbered {
 	var out []numbered
+	outsideFences(text, func(n int, line string) {
+		out = append(out, numbered{n, codeSpan.ReplaceAllString(line, "``")})
+	})
+	return out
+}
+
+// outsideFences calls fn with each line of a markdown text that is not in
+// a fenced code block (``` or ~~~), and its line number.
+func outsideFences(text string, fn func(n int, line string)) {
 	fence := ""
 	sc := bufio.NewScanner(strings.NewReader(text))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -87,9 +96,8 @@ func prose(text string) []numbered {
 			fence = t[:3]
 			continue
 		}
-		out = append(out, numbered{n, codeSpan.ReplaceAllString(line, "``")})
+		fn(n, line)
 	}
-	return out
 }
 
 type numbered struct {
@@ -127,22 +135,10 @@ func Slug(h string) string {
 func Anchors(text string) map[string]bool {
 	out := map[string]bool{}
 	seen := map[string]int{}
-	fence := ""
-	for _, line := range strings.Split(text, "\n") {
-		t := strings.TrimLeft(line, " ")
-		if fence != "" {
-			if strings.HasPrefix(t, fence) {
-				fence = ""
-			}
-			continue
-		}
-		if strings.HasPrefix(t, "```") || strings.HasPrefix(t, "~~~") {
-			fence = t[:3]
-			continue
-		}
+	outsideFences(text, func(_ int, line string) {
 		m := heading.FindStringSubmatch(line)
 		if m == nil {
-			continue
+			return
 		}
 		// The rendered text: a link's text, not its target.
 		text := linkText.ReplaceAllString(m[2], "$1")
@@ -153,7 +149,7 @@ func Anchors(text string) map[string]bool {
 			out[s] = true
 		}
 		seen[s]++
-	}
+	})
 	return out
 }
 

@@ -17,8 +17,6 @@ import (
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
 
-	"github.com/filevol/filevol/internal/hostos/loop"
-	"github.com/filevol/filevol/internal/testutil"
 	"github.com/filevol/filevol/test/driver"
 )
 
@@ -29,50 +27,11 @@ const (
 	poolExt4 = "ext4"
 )
 
-var poolMkfs = map[string][]string{
-	poolXFS:  {"mkfs.xfs", "-f", "-q", "-m", "reflink=1"},
-	poolExt4: {"mkfs.ext4", "-F", "-q", "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard"},
-}
-
-// startOn makes a pool filesystem of poolFS (size bytes, sparse) on a
-// loop file in a fresh scratch directory, mounts it where driver.Start
-// opens its pool, and starts the driver. Everything is under the scratch
-// directory, which testutil cleans (unmount, detach, remove).
+// startOn starts the driver on a pool filesystem of poolFS (size bytes,
+// sparse) made on a loop file (driver.StartOnFilesystem).
 func startOn(t testing.TB, poolFS string, size int64) *driver.Driver {
 	t.Helper()
-	testutil.RequireRoot(t)
-	dir := testutil.Scratch(t, "snapshot")
-	img := filepath.Join(dir, "poolfs.img")
-	if err := os.WriteFile(img, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(img, size); err != nil {
-		t.Fatal(err)
-	}
-	dev, err := loop.Attach(context.Background(), img, loop.Options{DirectIO: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	argv := poolMkfs[poolFS]
-	if out, err := exec.Command(argv[0], append(argv[1:], dev.Path)...).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v: %s", argv[0], err, out)
-	}
-	mnt := filepath.Join(dir, "pool")
-	if err := os.MkdirAll(mnt, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	opts := ""
-	if poolFS == poolExt4 {
-		opts = "noinit_itable" // no background zeroing while the benchmarks time
-	}
-	if err := unix.Mount(dev.Path, mnt, poolFS, 0, opts); err != nil {
-		t.Fatalf("mount pool filesystem: %v", err)
-	}
-	d := driver.Start(t, dir)
-	// The pool holds its directories open: closed, the pool filesystem
-	// can be unmounted and its loop device detached by the cleanup.
-	t.Cleanup(func() { d.Stop(t); _ = d.Pool.Close() })
-	return d
+	return driver.StartOnFilesystem(t, "snapshot", poolFS, size)
 }
 
 // vol is one volume under test and where it is staged and published.
