@@ -18,7 +18,7 @@ REGISTRY ?=
 TAG ?= v$(APP_VERSION)
 MULTIARCH_TAR := _output/images/filevol-multiarch.tar
 
-.PHONY: image push build-arch print-version print-app-version print-platforms chart-package scale bench-tree-delete e2e e2e-multinode e2e-multinode-killed bench-snapshot bench-guard chart-test deploy images chart-e2e help build run test unit sanity vet deps bench fuzz faults stress fulldisk clean e2e-doctor
+.PHONY: e2e-podtime image push build-arch print-version print-app-version print-platforms chart-package scale bench-tree-delete e2e e2e-multinode e2e-multinode-killed bench-snapshot bench-guard chart-test deploy images chart-e2e help build run test unit sanity vet deps bench fuzz faults stress fulldisk clean e2e-doctor
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -68,8 +68,11 @@ vet: ## go vet and gofmt check
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 
-e2e: build ## the single-node Kubernetes end to end: cluster-up, helm install, stories, doctor, External Storage suite, chart upgrade/uninstall, cluster-down (root; test/e2e/README.md)
+e2e: build ## the single-node Kubernetes end to end: cluster-up, helm install, stories, doctor, External Storage suite, chart upgrade/uninstall, the quick start as a user does it, cluster-down (root; test/e2e/README.md)
 	./test/e2e/run.sh
+
+e2e-podtime: build ## only the time to a running pod, filevol against local-path-provisioner, on the e2e cluster (a benchmark; report _output/e2e/podtime.md)
+	E2E_PODTIME=1 E2E_STORIES=0 E2E_SUITE=0 E2E_DOCTOR=0 E2E_CHART=0 E2E_QUICKSTART=0 ./test/e2e/run.sh
 
 e2e-multinode: build ## three nodes on this machine (vm + n2, n3 in namespaces of their own), helm install, the multi-node stories, down (root; test/e2e/cluster/README.md "Extra nodes")
 	./test/e2e/multinode/run.sh

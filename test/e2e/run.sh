@@ -14,7 +14,10 @@
 #      test/e2e/testdriver.yaml), in parallel through the ginkgo CLI;
 #   7. (helm) the chart's own e2e: upgrade in place under a running pod, uninstall leaves
 #      nothing but the volumes, reinstall serves them again (hack/tools/e2e);
-#   8. cluster-down, ALWAYS (trap), even when something above failed or was interrupted.
+#   8. (helm) the README's quick start as a user does it (test/e2e/quickstart): a registry,
+#      make image and make push, helm install without the snapshot CRDs, a claim, then the
+#      CRDs, helm upgrade, a snapshot and a restore; every image pulled from the registry;
+#   9. cluster-down, ALWAYS (trap), even when something above failed or was interrupted.
 #
 # Logs: _output/e2e/ (the previous run's in _output/e2e/prev/, the cluster's own in
 # _output/e2e/cluster/): driver/*.log (filevol and sidecars), stories.log, suite/e2e.log
@@ -30,8 +33,10 @@
 #   E2E_FOCUS=regexp   suite focus (default External.Storage); E2E_SKIP=regexp adds to the skips
 #   E2E_PROCS=n        parallel suite processes (default 4; 1 runs e2e.test directly)
 #   E2E_KEEP=1         leave the cluster up at the end (for debugging; make cluster-down later)
-#   E2E_PODTIME=0      skip the time-to-running measurement against local-path-provisioner
-#                      (test/e2e/podtime; E2E_PODTIME_ROUNDS=10, E2E_PODTIME_BURST=50)
+#   E2E_QUICKSTART=0   skip the quick start (step 8)
+#   E2E_PODTIME=1      also measure the time to a running pod against local-path-provisioner
+#                      (test/e2e/podtime; E2E_PODTIME_ROUNDS=10, E2E_PODTIME_BURST=50): a
+#                      benchmark of about 5 minutes, so not in every run (make e2e-podtime)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/cluster/lib.sh"
 [ "$(id -u)" = 0 ] || die "run.sh must run as root"
@@ -58,7 +63,8 @@ E2E_KEEP=${E2E_KEEP:-0}
 E2E_INSTALL=${E2E_INSTALL:-helm}
 E2E_DOCTOR=${E2E_DOCTOR:-1}
 E2E_CHART=${E2E_CHART:-1}
-E2E_PODTIME=${E2E_PODTIME:-1}
+E2E_PODTIME=${E2E_PODTIME:-0}
+E2E_QUICKSTART=${E2E_QUICKSTART:-1}
 SOCK=$KUBELET_ROOT/plugins/filevol.csi.io/csi.sock
 # The shared-pool driver (helm only: values-e2e.yaml's sharedPool).
 SHARED_SOCK=$KUBELET_ROOT/plugins/shared.filevol.csi.io/csi.sock
@@ -97,7 +103,7 @@ for f in driver stories.log doctor.log chart.log suite summary.txt capabilities.
          capabilities-shared.txt testdriver-shared.yaml testdriver-dir.yaml; do
   [ -e "$OUT/$f" ] && mv "$OUT/$f" "$OUT/prev/"
 done
-for f in podtime.log podtime.md podtime.json localpath.log; do
+for f in podtime.log podtime.md podtime.json localpath.log quickstart quickstart.log; do
   [ -e "$OUT/$f" ] && mv "$OUT/$f" "$OUT/prev/"
 done
 mkdir -p "$OUT/bin" "$OUT/suite"
@@ -156,7 +162,7 @@ trap 'exit 143' TERM
 # detached their loops).
 remove_pools() {
   local d
-  for d in "$STATE_DIR/filevol" "$STATE_DIR/pool" "$SHARED_POOL" "$DIR_POOL"; do
+  for d in "$STATE_DIR/filevol" "$STATE_DIR/pool" "$SHARED_POOL" "$DIR_POOL" "$STATE_DIR/quickstart-pool"; do
     [ -d "$d" ] && rm -rf --one-file-system "$d"
   done
   rm -f "$DIR_POOL.img"   # the directory pool's btrfs (chart.sh install), unmounted by down.sh
@@ -340,6 +346,15 @@ if [ "$E2E_INSTALL" = helm ] && [ "$E2E_CHART" = 1 ]; then
   rc=0
   fg env FILEVOL_E2E_SKIP_IMAGES=1 "$OUT/bin/chart.test" -test.v -test.timeout 30m > "$OUT/chart.log" 2>&1 || rc=$?
   go_step chart "chart upgrade/uninstall" "$OUT/chart.log" "$rc" "$t"
+fi
+
+# ---- 8. the README's quick start, as a user does it (last: it uninstalls the release) ------
+if [ "$E2E_INSTALL" = helm ] && [ "$E2E_QUICKSTART" = 1 ]; then
+  t=$(date +%s)
+  rc=0
+  fg "$E2E_DIR/quickstart/quickstart.sh" > "$OUT/quickstart.log" 2>&1 || rc=$?
+  go_step quickstart "quick start" "$OUT/quickstart.log" "$rc" "$t"
+  [ "$rc" = 0 ] || note "  $(grep -- '^--- FAIL' "$OUT/quickstart.log" | tail -n 1 | cut -c1-400)"
 fi
 
 [ ${#failed[@]} = 0 ] || die "failed: ${failed[*]}"

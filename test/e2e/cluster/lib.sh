@@ -147,6 +147,9 @@ mounts_under() {
 # CAP_SYS_RESOURCE, so the -998 containerd gives sandboxes makes runc fail ("can't get
 # final child's PID from pipe"); clamp to our own. Pod network namespaces under our state
 # dir (netns_mounts_under_state_dir), not in /run/netns with a real node's.
+# config_path: registry hosts (hosts.toml per registry) under DIR/certs.d, read at each
+# pull; nothing is there unless a story puts it there (test/e2e/quickstart mirrors
+# registry.k8s.io to the harness's registry), so the node pulls as containerd's defaults say.
 containerd_config() {
   local C=$1 sock=$2 cni=$3
   cat <<EOF
@@ -183,6 +186,8 @@ state = "$C/state"
     [plugins."io.containerd.grpc.v1.cri".cni]
       bin_dir = "/usr/lib/cni"
       conf_dir = "$cni"
+    [plugins."io.containerd.grpc.v1.cri".registry]
+      config_path = "$C/certs.d"
 EOF
 }
 
