@@ -11,6 +11,8 @@
 //     layouts) and writes block I/O throttling to it (v1 blkio, v2 io.max);
 //   - extents: a file's extent map (FS_IOC_FIEMAP), for thick volumes'
 //     reservations and changed-block tracking;
+//   - fscrypt: filesystem encryption keys and policies (fscrypt v2 ioctls),
+//     behind the Keys seam;
 //   - fake:  a stateful in-memory kernel for unit tests without root.
 //
 // This package holds the seams the driver takes them through, one per
