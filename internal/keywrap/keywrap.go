@@ -5,8 +5,11 @@
 // wrapped key is kept with the volume. Rotating the Secret's key rewraps
 // the data key, a few hundred bytes, and never touches the data.
 //
-// Wrapping is AES-256-GCM with the volume's ID as associated data (a
-// wrapped key copied onto another volume does not open). The
+// Wrapping is AES-256-GCM with the data key's name as associated data
+// (a random name given to the key when it is made, kept with it: a clone
+// or restore of an encrypted volume holds the same data, so it carries the
+// same key and name; a wrapped key whose name was changed does not open).
+// The
 // key-encryption key comes from HKDF-SHA256 over the Secret's material
 // with a random salt per wrap; a check value derived the same way (a
 // different HKDF label) tells a wrong Secret from a damaged record
@@ -52,13 +55,15 @@ var (
 	ErrWrongKey = errors.New("keywrap: the Secret's key is not the one this volume's key was wrapped with")
 	// ErrDamaged: the key is the right one but the wrapped key does not
 	// decrypt (changed on disk, or copied from another volume).
-	ErrDamaged = errors.New("keywrap: the wrapped key is damaged or belongs to another volume")
+	ErrDamaged = errors.New("keywrap: the wrapped key is damaged")
 )
 
 // Wrapped is a data key wrapped for one volume, as kept in its record.
 // It holds no key material in clear.
 type Wrapped struct {
-	Version    int    `json:"version"`
+	Version int `json:"version"`
+	// KeyName names the data key (NewKeyName); not secret.
+	KeyName    string `json:"keyName"`
 	Salt       []byte `json:"salt"`
 	Check      string `json:"check"`
 	Nonce      []byte `json:"nonce"`
@@ -72,6 +77,15 @@ func NewDataKey() ([]byte, error) {
 		return nil, err
 	}
 	return k, nil
+}
+
+// NewKeyName returns a fresh name for a new data key.
+func NewKeyName() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
 }
 
 // derive returns the key-encryption key and the check value of material
@@ -96,15 +110,18 @@ func gcm(kek []byte) (cipher.AEAD, error) {
 	return cipher.NewGCM(b)
 }
 
-// Wrap wraps dataKey for the volume volumeID under material.
-func Wrap(material []byte, volumeID string, dataKey []byte) (Wrapped, error) {
+// Wrap wraps dataKey, named keyName, under material.
+func Wrap(material []byte, keyName string, dataKey []byte) (Wrapped, error) {
 	if err := CheckMaterial(material); err != nil {
 		return Wrapped{}, err
 	}
 	if len(dataKey) != DataKeySize {
 		return Wrapped{}, fmt.Errorf("keywrap: a data key is %d bytes, not %d", DataKeySize, len(dataKey))
 	}
-	w := Wrapped{Version: Version, Salt: make([]byte, saltSize)}
+	if keyName == "" {
+		return Wrapped{}, errors.New("keywrap: a data key needs a name")
+	}
+	w := Wrapped{Version: Version, KeyName: keyName, Salt: make([]byte, saltSize)}
 	if _, err := rand.Read(w.Salt); err != nil {
 		return Wrapped{}, err
 	}
@@ -122,14 +139,14 @@ func Wrap(material []byte, volumeID string, dataKey []byte) (Wrapped, error) {
 	if _, err := rand.Read(w.Nonce); err != nil {
 		return Wrapped{}, err
 	}
-	w.Ciphertext = aead.Seal(nil, w.Nonce, dataKey, []byte(volumeID))
+	w.Ciphertext = aead.Seal(nil, w.Nonce, dataKey, []byte(keyName))
 	return w, nil
 }
 
-// Unwrap returns the data key of volumeID wrapped in w, with material:
-// ErrWrongKey when material is not what w was wrapped with, ErrDamaged
-// when it is but w does not decrypt for this volume.
-func Unwrap(material []byte, volumeID string, w Wrapped) ([]byte, error) {
+// Unwrap returns the data key wrapped in w, with material: ErrWrongKey
+// when material is not what w was wrapped with, ErrDamaged when it is but
+// w does not decrypt (changed, or its name changed).
+func Unwrap(material []byte, w Wrapped) ([]byte, error) {
 	if err := CheckMaterial(material); err != nil {
 		return nil, err
 	}
@@ -154,7 +171,7 @@ func Unwrap(material []byte, volumeID string, w Wrapped) ([]byte, error) {
 	if len(w.Nonce) != aead.NonceSize() {
 		return nil, ErrDamaged
 	}
-	key, err := aead.Open(nil, w.Nonce, w.Ciphertext, []byte(volumeID))
+	key, err := aead.Open(nil, w.Nonce, w.Ciphertext, []byte(w.KeyName))
 	if err != nil || len(key) != DataKeySize {
 		return nil, ErrDamaged
 	}

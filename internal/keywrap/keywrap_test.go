@@ -14,13 +14,17 @@ var (
 	keyB = []byte("b3RoZXIga2V5IG1hdGVyaWFsIG9mIGF0IGxlYXN0IDMyIGJ5dGVz")
 )
 
-func mustWrap(t *testing.T, material []byte, vol string) ([]byte, Wrapped) {
+func mustWrap(t *testing.T, material []byte) ([]byte, Wrapped) {
 	t.Helper()
 	dk, err := NewDataKey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := Wrap(material, vol, dk)
+	name, err := NewKeyName()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := Wrap(material, name, dk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,31 +32,33 @@ func mustWrap(t *testing.T, material []byte, vol string) ([]byte, Wrapped) {
 }
 
 func TestWrapUnwrap(t *testing.T) {
-	dk, w := mustWrap(t, keyA, "vol-1")
-	got, err := Unwrap(keyA, "vol-1", w)
+	dk, w := mustWrap(t, keyA)
+	got, err := Unwrap(keyA, w)
 	if err != nil || !bytes.Equal(got, dk) {
 		t.Fatalf("Unwrap = %x, %v; want the data key", got, err)
 	}
-	if _, err := Unwrap(keyB, "vol-1", w); !errors.Is(err, ErrWrongKey) {
+	if _, err := Unwrap(keyB, w); !errors.Is(err, ErrWrongKey) {
 		t.Errorf("Unwrap with another key: %v, want ErrWrongKey", err)
 	}
-	if _, err := Unwrap(keyA, "vol-2", w); !errors.Is(err, ErrDamaged) {
-		t.Errorf("Unwrap for another volume: %v, want ErrDamaged", err)
+	renamed := w
+	renamed.KeyName = "another-name"
+	if _, err := Unwrap(keyA, renamed); !errors.Is(err, ErrDamaged) {
+		t.Errorf("Unwrap under another key name: %v, want ErrDamaged", err)
 	}
 	bad := w
 	bad.Ciphertext = bytes.Clone(w.Ciphertext)
 	bad.Ciphertext[3] ^= 1
-	if _, err := Unwrap(keyA, "vol-1", bad); !errors.Is(err, ErrDamaged) {
+	if _, err := Unwrap(keyA, bad); !errors.Is(err, ErrDamaged) {
 		t.Errorf("Unwrap of a changed ciphertext: %v, want ErrDamaged", err)
 	}
 	bad = w
 	bad.Version = 2
-	if _, err := Unwrap(keyA, "vol-1", bad); err == nil || !strings.Contains(err.Error(), "version 2") {
+	if _, err := Unwrap(keyA, bad); err == nil || !strings.Contains(err.Error(), "version 2") {
 		t.Errorf("Unwrap of another version: %v", err)
 	}
 	// Two wraps of one key under one Secret share nothing an observer
 	// could match (salt, check, nonce, ciphertext all differ).
-	w2, _ := Wrap(keyA, "vol-1", dk)
+	w2, _ := Wrap(keyA, w.KeyName, dk)
 	if bytes.Equal(w.Salt, w2.Salt) || w.Check == w2.Check || bytes.Equal(w.Ciphertext, w2.Ciphertext) {
 		t.Error("two wraps of the same key look alike")
 	}
@@ -60,7 +66,7 @@ func TestWrapUnwrap(t *testing.T) {
 
 // The record kept on disk holds neither the data key nor the Secret.
 func TestWrappedHoldsNoKeyInClear(t *testing.T) {
-	dk, w := mustWrap(t, keyA, "vol-1")
+	dk, w := mustWrap(t, keyA)
 	b, err := json.Marshal(w)
 	if err != nil {
 		t.Fatal(err)
@@ -76,23 +82,23 @@ func TestWrappedHoldsNoKeyInClear(t *testing.T) {
 }
 
 func TestRotationRewrapsWithoutTheOldSecret(t *testing.T) {
-	dk, w := mustWrap(t, keyA, "vol-1")
+	dk, w := mustWrap(t, keyA)
 	rotating := Materials{Current: keyB, Previous: keyA}
-	got, rewrapped, err := rotating.Open("vol-1", w)
+	got, rewrapped, err := rotating.Open(w)
 	if err != nil || !bytes.Equal(got, dk) || rewrapped == nil {
 		t.Fatalf("Open during rotation = %x, %v, %v; want the data key and a rewrap", got, rewrapped, err)
 	}
 	// The old material gone from the Secret: the rewrapped key opens with
 	// the new one alone, to the same data key (nothing re-encrypted).
 	after := Materials{Current: keyB}
-	got, again, err := after.Open("vol-1", *rewrapped)
+	got, again, err := after.Open(*rewrapped)
 	if err != nil || again != nil || !bytes.Equal(got, dk) {
 		t.Fatalf("Open after rotation = %x, %v, %v", got, again, err)
 	}
-	if _, _, err := after.Open("vol-1", w); !errors.Is(err, ErrWrongKey) {
+	if _, _, err := after.Open(w); !errors.Is(err, ErrWrongKey) {
 		t.Errorf("the old wrap with only the new key: %v, want ErrWrongKey", err)
 	}
-	if _, _, err := (Materials{Current: keyB, Previous: keyB}).Open("vol-1", w); !errors.Is(err, ErrWrongKey) {
+	if _, _, err := (Materials{Current: keyB, Previous: keyB}).Open(w); !errors.Is(err, ErrWrongKey) {
 		t.Errorf("neither key: %v, want ErrWrongKey", err)
 	}
 }
@@ -126,6 +132,9 @@ func TestHostileMaterial(t *testing.T) {
 	}
 	if _, err := Wrap([]byte("short"), "v", make([]byte, DataKeySize)); err == nil {
 		t.Error("Wrap with short material succeeded")
+	}
+	if _, err := Wrap(keyA, "", make([]byte, DataKeySize)); err == nil {
+		t.Error("Wrap without a key name succeeded")
 	}
 	if _, err := Wrap(keyA, "v", make([]byte, 32)); err == nil {
 		t.Error("Wrap of a 32-byte data key succeeded")

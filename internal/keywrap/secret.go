@@ -74,24 +74,24 @@ func FromSecret(secrets map[string]string) (Materials, error) {
 	return m, nil
 }
 
-// Open returns the data key of volumeID wrapped in w: with the current
+// Open returns the data key wrapped in w: with the current
 // material, else with the previous one, and then also w rewrapped under
 // the current material, for the caller to keep in place of w (a rotation
 // completes volume by volume, as each is opened). rewrapped is nil when
 // the current material opened it.
-func (m Materials) Open(volumeID string, w Wrapped) (dataKey []byte, rewrapped *Wrapped, err error) {
-	key, err := Unwrap(m.Current, volumeID, w)
+func (m Materials) Open(w Wrapped) (dataKey []byte, rewrapped *Wrapped, err error) {
+	key, err := Unwrap(m.Current, w)
 	if !errors.Is(err, ErrWrongKey) || m.Previous == nil {
 		return key, nil, err
 	}
-	key, perr := Unwrap(m.Previous, volumeID, w)
+	key, perr := Unwrap(m.Previous, w)
 	if errors.Is(perr, ErrWrongKey) {
 		return nil, nil, fmt.Errorf("%w (neither %s nor %s)", ErrWrongKey, SecretKey, SecretPreviousKey)
 	}
 	if perr != nil {
 		return nil, nil, perr
 	}
-	nw, err := Wrap(m.Current, volumeID, key)
+	nw, err := Wrap(m.Current, w.KeyName, key)
 	if err != nil {
 		clear(key)
 		return nil, nil, err
