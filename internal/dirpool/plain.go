@@ -74,7 +74,8 @@ func openNoQuota(p *Pool, magic int64) *noQuota {
 	return q
 }
 
-// mode is what QuotaMode has always said of a pool without quota.
+// mode is the text QuotaMode has always given a pool without quota,
+// though it describes btrfs: kept as it was, since nothing reads it yet.
 func (q *noQuota) mode() string {
 	return "btrfs qgroups: nested subvolumes a pod makes cannot count against the volume and are limited to 0 bytes"
 }
