@@ -28,7 +28,7 @@ func (p *Pool) Create(ctx context.Context, req pool.CreateRequest) (pool.Volume,
 	if err != nil {
 		return pool.Volume{}, err
 	}
-	if err := p.checkPlainCreate(params, rel, req.Source != nil); err != nil {
+	if err := p.quota.checkCreate(params, rel, req.Source != nil); err != nil {
 		return pool.Volume{}, err
 	}
 	gid, allocated, err := p.reserveGID(params)
@@ -59,16 +59,16 @@ func (p *Pool) create(ctx context.Context, v *Volume) (err error) {
 	}
 	defer unix.Close(tmp)
 	// A failed earlier attempt of this create left its subvolume: start over.
-	if err := p.destroyTree(tmp, v.ID); err != nil && !errors.Is(err, unix.ENOENT) {
+	if err := p.quota.destroy(tmp, v.ID); err != nil && !errors.Is(err, unix.ENOENT) {
 		return err
 	}
-	if err := p.makeSubvolume(tmp, v); err != nil {
+	if err := p.quota.makeVolume(tmp, v); err != nil {
 		return err
 	}
 	made := true
 	defer func() {
 		if made && err != nil {
-			if derr := p.destroyTree(tmp, v.ID); derr != nil {
+			if derr := p.quota.destroy(tmp, v.ID); derr != nil {
 				klog.ErrorS(derr, "Failed create left a subvolume; the next open destroys it", "volumeID", v.ID)
 			}
 			p.removeParents(v.Path) // those it made, if empty (parents.go)
@@ -109,36 +109,8 @@ func (p *Pool) create(ctx context.Context, v *Volume) (err error) {
 	return draft.Durable()
 }
 
-// makeSubvolume makes tmp/<id>, empty or a writable snapshot of the
-// source, with its qgroup limit, owner and mode.
-func (p *Pool) makeSubvolume(tmp int, v *Volume) error {
-	if p.plain {
-		return p.makePlainDir(tmp, v)
-	}
-	if src := v.ContentSource; src != nil {
-		sfd, err := p.openSource(src)
-		if err != nil {
-			return err
-		}
-		err = snapshotSubvolume(sfd, tmp, v.ID, false)
-		_ = unix.Close(sfd)
-		if err != nil {
-			return err
-		}
-	} else if err := createSubvolume(tmp, v.ID); err != nil {
-		return err
-	}
-	fd, err := openBeneath(tmp, v.ID)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	if v.Subvolume, err = subvolumeID(fd); err != nil {
-		return err
-	}
-	if err := p.limitVolume(fd, v); err != nil {
-		return err
-	}
+// ownVolume gives the new volume's root fd its owner and mode.
+func ownVolume(fd int, v Volume) error {
 	if err := unix.Fchown(fd, int(v.UID), int(v.GID)); err != nil {
 		return fmt.Errorf("chown the volume's directory to %d:%d: %w", v.UID, v.GID, err)
 	}
@@ -168,7 +140,7 @@ func (p *Pool) openSource(src *pool.ContentSource) (int, error) {
 	return -1, fmt.Errorf("%w: content source of kind %q", pool.ErrInvalidArgument, src.Kind)
 }
 
-// Expand raises the volume's qgroup limit to size, online: nothing on a
+// Expand raises the volume's limit to size, online: nothing on a
 // node needs to change. The same size is success; less is ErrShrink.
 func (p *Pool) Expand(_ context.Context, id string, size, requested int64) (pool.Volume, error) {
 	v, err := p.Record(id)
@@ -188,7 +160,7 @@ func (p *Pool) Expand(_ context.Context, id string, size, requested int64) (pool
 	defer unix.Close(fd)
 	// Limit first, record second: a crash between leaves a limit above
 	// the record, which a retried expansion raises to the same value.
-	if err := p.setLimit(fd, v, size); err != nil {
+	if err := p.quota.setLimit(fd, v, size); err != nil {
 		return pool.Volume{}, err
 	}
 	if err := unix.Syncfs(p.root); err != nil {

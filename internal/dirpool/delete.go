@@ -67,11 +67,11 @@ func (p *Pool) trash(rel string, v Volume) error {
 	if err != nil {
 		return err
 	}
-	err = p.checkSubvolume(fd, v)
+	err = p.quota.isVolume(fd, v)
 	if err == nil {
 		// A pod's read-only or immutable volume cannot be moved (its ".."
 		// changes): the protection goes first (protect_linux.go).
-		err = unprotectRoot(fd, !v.Unenforced, true)
+		err = p.quota.readyToMove(fd)
 	}
 	_ = unix.Close(fd)
 	if err != nil {
@@ -184,7 +184,7 @@ func (p *Pool) emptyTrash() (int, error) {
 		return 0, err
 	}
 	for _, n := range left {
-		errs = append(errs, p.destroyTree(aside, n))
+		errs = append(errs, p.quota.destroy(aside, n))
 	}
 	// A plain pool's removal moves the deep parts of a tree to the top of
 	// the trash (removeTree): a pass removes them, until one finds nothing
@@ -192,7 +192,7 @@ func (p *Pool) emptyTrash() (int, error) {
 	for seen := map[string]bool{}; len(names) > 0; {
 		for _, n := range names {
 			seen[n] = true
-			if err := p.destroyTrashed(trash, aside, n); err != nil {
+			if err := p.quota.destroyTrashed(trash, aside, n); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -210,73 +210,4 @@ func (p *Pool) emptyTrash() (int, error) {
 	errs = append(errs, p.sweepSnapshots())
 	waiting, err := p.sweepQgroups()
 	return waiting, errors.Join(append(errs, err)...)
-}
-
-// destroyTrashed destroys the trash's entry name. On btrfs it moves it to
-// a directory of its own (aside, destroyingDir) first: the kernel holds
-// the lock of a subvolume's parent directory while it destroys the
-// subvolume, which takes seconds for a tree of a million files (1.1 s
-// for 300,000 measured, a rename into that directory waiting 0.9 s of
-// it), and every delete
-// meanwhile renames a volume into the trash: a DeleteVolume waited 5 s
-// behind a million-file tree's destroy until this (make bench-tree-delete).
-// A plain pool removes the tree where it is (removeTree locks each
-// directory only while it removes that directory's own entries).
-func (p *Pool) destroyTrashed(trash, aside int, name string) error {
-	if p.plain {
-		return p.destroyTree(trash, name)
-	}
-	err := unix.Renameat2(trash, name, aside, name, unix.RENAME_NOREPLACE)
-	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EROFS) {
-		// Protected again after the delete moved it (a pod that still
-		// had it mounted): unprotected, as the delete did.
-		if uerr := p.unprotectAt(trash, name); uerr != nil {
-			return errors.Join(err, uerr)
-		}
-		err = unix.Renameat2(trash, name, aside, name, unix.RENAME_NOREPLACE)
-	}
-	if err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return nil
-		}
-		return fmt.Errorf("move %s out of the trash to destroy it: %w", name, err)
-	}
-	return p.destroyTree(aside, name)
-}
-
-// unprotectAt unprotects the volume's root name in dir (unprotectRoot).
-func (p *Pool) unprotectAt(dir int, name string) error {
-	fd, err := openBeneath(dir, name)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	root := false
-	if !p.plain {
-		if root, err = isSubvolumeRoot(fd); err != nil {
-			return err
-		}
-	}
-	return unprotectRoot(fd, root, true)
-}
-
-// destroyTree destroys the subvolume name in parent, with the subvolumes
-// a pod may have made inside it and whatever the pod protected
-// (destroyNested); in a plain pool it removes the directory tree
-// (removeTree). On btrfs a plain directory (never made by the pool, but
-// possible after an operator's move) is left for the operator and
-// reported.
-func (p *Pool) destroyTree(parent int, name string) error {
-	if p.plain {
-		trash, err := p.metaFD(trashDir)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(trash)
-		if err := removeTree(trash, parent, name, 0); err != nil && !errors.Is(err, errDeferred) {
-			return err
-		}
-		return nil
-	}
-	return p.destroyNested(parent, name) // nested.go
 }

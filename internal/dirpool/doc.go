@@ -5,6 +5,13 @@
 // (internal/volid.KindDir) and what the node's directory backend asks for
 // a volume's subvolume and usage.
 //
+// How a size is enforced, and so what a volume is on the filesystem, is
+// the pool's quota (quota.go), chosen once at Open from the filesystem:
+// btrfs qgroups on a subvolume (quota_btrfs.go), or, on any other
+// filesystem, none: a plain directory whose size is not enforced
+// (plain.go). The paths below ask it to make, check, limit and destroy a
+// volume; the layout and the commit points are the same for every quota.
+//
 // Layout, under the pool's directory <dir>:
 //
 //	<dir>/.filevol/pool.json        the pool's ID (8 hex digits)
@@ -13,7 +20,7 @@
 //	<dir>/.filevol/tmp/<id>         a subvolume being created
 //	<dir>/.filevol/trash/<id>.<n>   a deleted subvolume, destroyed in the background
 //	<dir>/.filevol/destroying/<id>.<n> one the collector took from the trash to destroy
-//	                                (delete.go: destroyTrashed says why)
+//	                                (quota_btrfs.go: destroyTrashed says why)
 //	<dir>/.filevol/qgroups/<l>_<n>  a qgroup of a destroyed subvolume, due to go (qgroup.go)
 //	<dir>/<basePath>/<subPath>      a volume's subvolume (Params.Path); the
 //	                                directories above it that a create made carry

@@ -61,7 +61,7 @@ func (p *Pool) runGuard(interval time.Duration) {
 // GuardPass confines every subvolume nested in a volume to that volume's
 // quota, once. The background guard calls it; so may a test.
 func (p *Pool) GuardPass() error {
-	if p.plain {
+	if !p.quota.guarded() {
 		return nil
 	}
 	refs, err := subvolumeRefs(p.root)

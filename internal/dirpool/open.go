@@ -18,30 +18,11 @@ func (p *Pool) openVolume(v Volume) (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	if err := p.checkSubvolume(fd, v); err != nil {
+	if err := p.quota.isVolume(fd, v); err != nil {
 		_ = unix.Close(fd)
 		return -1, err
 	}
 	return fd, nil
-}
-
-func (p *Pool) checkSubvolume(fd int, v Volume) error {
-	if v.Unenforced {
-		return p.checkPlain(fd, v)
-	}
-	root, err := isSubvolumeRoot(fd)
-	if err != nil {
-		return err
-	}
-	id, err := subvolumeID(fd)
-	if err != nil {
-		return err
-	}
-	if !root || id != v.Subvolume {
-		return fmt.Errorf("%w: %s holds subvolume %d (a subvolume's root: %t), volume %s is subvolume %d",
-			ErrNotVolume, v.Path, id, root, v.ID, v.Subvolume)
-	}
-	return nil
 }
 
 // OpenVolume opens the volume's subvolume root for the node to bind
@@ -63,14 +44,12 @@ func (p *Pool) OpenVolume(id string) (*os.File, error) {
 }
 
 // Usage returns the bytes the volume's qgroup references and its limit,
-// as of the filesystem's last transaction commit.
+// as of the filesystem's last transaction commit; for a volume whose size
+// is not enforced, the pool filesystem's used and total bytes.
 func (p *Pool) Usage(id string) (used, limit int64, err error) {
 	v, err := p.Record(id)
 	if err != nil {
 		return 0, 0, err
 	}
-	if v.Unenforced {
-		return p.fsUsage()
-	}
-	return p.usage(v)
+	return p.quota.usage(v)
 }

@@ -6,8 +6,10 @@ import (
 	"os"
 	"strings"
 
-	"github.com/filevol/filevol/internal/volctx"
 	"golang.org/x/sys/unix"
+	"k8s.io/klog/v2"
+
+	"github.com/filevol/filevol/internal/volctx"
 )
 
 // A pool on a filesystem without a quota filevol can enforce (ext4 and
@@ -60,22 +62,70 @@ func fsName(magic int64) string {
 	return fmt.Sprintf("type %#x", magic)
 }
 
-// checkPlainCreate refuses what a plain pool cannot give.
-func (p *Pool) checkPlainCreate(params Params, rel string, hasSource bool) error {
-	if !p.plain {
-		return nil
-	}
+// noQuota is the quota of a plain pool: a volume is a directory
+// (dirVolumes) and its size is not enforced; creates need the class's
+// allowUnenforcedSize.
+type noQuota struct{ dirVolumes }
+
+// openNoQuota says at open that sizes are not enforced here.
+func openNoQuota(p *Pool, magic int64) *noQuota {
+	q := &noQuota{dirVolumes{p: p, fsType: fsName(magic)}}
+	klog.InfoS("Directory pool is not on btrfs: no quota; volume sizes are NOT enforced, and only classes with "+ParamAllowUnenforcedSize+": \"true\" may create volumes", "pool", p.dir, "filesystem", q.fsType)
+	return q
+}
+
+// mode is the text QuotaMode has always given a pool without quota,
+// though it describes btrfs: kept as it was, since nothing reads it yet.
+func (q *noQuota) mode() string {
+	return "btrfs qgroups: nested subvolumes a pod makes cannot count against the volume and are limited to 0 bytes"
+}
+
+func (q *noQuota) nestedCounted() bool { return false }
+
+func (q *noQuota) guarded() bool { return false }
+
+// checkCreate refuses what a plain pool cannot give.
+func (q *noQuota) checkCreate(params Params, rel string, clone bool) error {
 	if !params.AllowUnenforced {
 		return fmt.Errorf("%w: directory pool %s is on %s, where filevol has no quota to enforce a volume's size on this kernel; "+
 			"set %s: \"true\" in the StorageClass to create volumes whose size is NOT enforced, or put the pool on btrfs",
-			ErrNoQuota, p.dir, p.fsType, ParamAllowUnenforcedSize)
+			ErrNoQuota, q.p.dir, q.fsType, ParamAllowUnenforcedSize)
 	}
-	if hasSource {
-		return fmt.Errorf("%w: directory pool %s is on %s: a clone or restore of a directory volume needs btrfs snapshots", ErrNoSnapshots, p.dir, p.fsType)
+	return q.checkDirCreate(rel, clone)
+}
+
+// makeVolume makes the volume's directory, marked as unenforced.
+func (q *noQuota) makeVolume(tmp int, v *Volume) error {
+	v.Unenforced = true
+	return q.makeDir(tmp, v)
+}
+
+// setLimit: the record's number is all there is.
+func (q *noQuota) setLimit(int, Volume, int64) error { return nil }
+
+// usage is the pool filesystem's, the only one there is.
+func (q *noQuota) usage(Volume) (used, total int64, err error) { return q.p.fsUsage() }
+
+// release: no limit to lift.
+func (q *noQuota) release(int, Volume) error { return nil }
+
+// dirVolumes is the half of a quota whose volumes are plain directories
+// of the pool's filesystem, which noQuota is, and which a quota held on
+// a directory (an attribute of it, not a subvolume) would embed too.
+type dirVolumes struct {
+	p      *Pool
+	fsType string // for messages
+}
+
+// checkDirCreate refuses a clone (no snapshots here) and a volume that
+// would nest with another.
+func (d dirVolumes) checkDirCreate(rel string, clone bool) error {
+	if clone {
+		return fmt.Errorf("%w: directory pool %s is on %s: a clone or restore of a directory volume needs btrfs snapshots", ErrNoSnapshots, d.p.dir, d.fsType)
 	}
 	// No volume inside another: on btrfs the device number of each parent
 	// shows it (makeParents); here the records do.
-	for _, v := range p.vols.List() {
+	for _, v := range d.p.vols.List() {
 		if strings.HasPrefix(rel, v.Path+"/") || strings.HasPrefix(v.Path, rel+"/") {
 			return fmt.Errorf("%w: %s would nest with volume %s at %s", ErrInvalidPath, rel, v.ID, v.Path)
 		}
@@ -83,8 +133,13 @@ func (p *Pool) checkPlainCreate(params Params, rel string, hasSource bool) error
 	return nil
 }
 
-// makePlainDir makes tmp/<id> a directory with the volume's owner and mode.
-func (p *Pool) makePlainDir(tmp int, v *Volume) error {
+func (d dirVolumes) checkSnapshot() error {
+	return fmt.Errorf("%w: directory pool %s is on %s, which has no consistent snapshot of a directory", ErrNoSnapshots, d.p.dir, d.fsType)
+}
+
+// makeDir makes tmp/<id> a directory with the volume's owner and mode,
+// and notes its inode in v.
+func (d dirVolumes) makeDir(tmp int, v *Volume) error {
 	if err := unix.Mkdirat(tmp, v.ID, 0o700); err != nil {
 		return fmt.Errorf("make the volume's directory: %w", err)
 	}
@@ -97,28 +152,45 @@ func (p *Pool) makePlainDir(tmp int, v *Volume) error {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return err
 	}
-	v.Inode, v.Unenforced = st.Ino, true
-	if err := unix.Fchown(fd, int(v.UID), int(v.GID)); err != nil {
-		return fmt.Errorf("chown the volume's directory to %d:%d: %w", v.UID, v.GID, err)
-	}
-	if err := unix.Fchmod(fd, v.Mode); err != nil {
-		return fmt.Errorf("chmod the volume's directory to %o: %w", v.Mode, err)
-	}
-	return nil
+	v.Inode = st.Ino
+	return ownVolume(fd, *v)
 }
 
-// checkPlain checks that fd is the volume's directory: its inode, on the
+// isVolume checks that fd is the volume's directory: its inode, on the
 // pool's filesystem.
-func (p *Pool) checkPlain(fd int, v Volume) error {
+func (d dirVolumes) isVolume(fd int, v Volume) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return err
 	}
-	if st.Ino != v.Inode || st.Dev != p.rootDev {
+	if st.Ino != v.Inode || st.Dev != d.p.rootDev {
 		return fmt.Errorf("%w: %s is inode %d, volume %s is inode %d", ErrNotVolume, v.Path, st.Ino, v.ID, v.Inode)
 	}
 	return nil
 }
+
+// readyToMove clears the root's inode flags (no subvolume to make
+// writable).
+func (d dirVolumes) readyToMove(fd int) error { return unprotectRoot(fd, false, true) }
+
+// destroy removes the directory tree (removeTree), deep parts by way of
+// the top of the trash.
+func (d dirVolumes) destroy(parent int, name string) error {
+	trash, err := d.p.metaFD(trashDir)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(trash)
+	if err := removeTree(trash, parent, name, 0); err != nil && !errors.Is(err, errDeferred) {
+		return err
+	}
+	return nil
+}
+
+// destroyTrashed removes the tree where it is: removeTree locks each
+// directory only while it removes that directory's own entries, so
+// deletes renaming into the trash meanwhile do not wait.
+func (d dirVolumes) destroyTrashed(trash, _ int, name string) error { return d.destroy(trash, name) }
 
 // SizeNote says, for a volume whose size is not enforced, that it is not
 // and why; "" for one whose size is a quota.

@@ -76,9 +76,7 @@ type Pool struct {
 	root          int // the pool's directory, held open
 	rootDev       uint64
 	lockFD        int
-	simpleQuota   bool // qgroup.go
-	plain         bool // not btrfs: no quota (plain.go)
-	fsType        string
+	quota         quota // how sizes are enforced, chosen at Open (quota.go)
 	vols          *recordstore.Store[Volume]
 	snaps         *recordstore.Store[pool.Snapshot]
 
@@ -116,7 +114,6 @@ func Open(dir string, o Options) (_ *Pool, err error) {
 		}
 	}
 	p := &Pool{dir: dir, node: o.NodeID, root: -1, lockFD: -1, reserved: map[uint32]bool{},
-		plain: sfs.Type != unix.BTRFS_SUPER_MAGIC, fsType: fsName(int64(sfs.Type)),
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		repairs: map[string][]Repair{}, repairCount: map[string]int{}, guardDone: make(chan struct{})}
 	defer func() {
@@ -132,12 +129,8 @@ func Open(dir string, o Options) (_ *Pool, err error) {
 		return nil, err
 	}
 	p.rootDev = st.Dev
-	if p.plain {
-		klog.InfoS("Directory pool is not on btrfs: no quota; volume sizes are NOT enforced, and only classes with "+ParamAllowUnenforcedSize+": \"true\" may create volumes", "pool", dir, "filesystem", p.fsType)
-	} else if p.uuid, err = fsUUID(p.root); err != nil {
+	if p.quota, err = openQuota(p, int64(sfs.Type)); err != nil {
 		return nil, err
-	} else if err := p.setUpQuota(); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrNotBtrfs, dir, err)
 	}
 	if p.id, err = loadIdentity(filepath.Join(dir, metaDir, identityFile)); err != nil {
 		return nil, err
@@ -185,7 +178,7 @@ func Open(dir string, o Options) (_ *Pool, err error) {
 	go p.collect()
 	p.kick()
 	switch interval := o.GuardInterval; {
-	case p.plain || interval < 0:
+	case !p.quota.guarded() || interval < 0:
 		close(p.guardDone)
 	case interval == 0:
 		go p.runGuard(DefaultGuardInterval)

@@ -44,8 +44,8 @@ import (
 const qgroupsDir = "qgroups"
 
 // setUpQuota turns quotas on when they are off (simple quotas where the
-// kernel has them, else full qgroups) and reads the mode.
-func (p *Pool) setUpQuota() error {
+// kernel has them, else full qgroups) and reports whether they are simple.
+func (p *Pool) setUpQuota() (simple bool, err error) {
 	base := "/sys/fs/btrfs/" + p.uuid + "/qgroups"
 	if _, err := os.Stat(base); errors.Is(err, os.ErrNotExist) {
 		err = enableQuota(p.root, quotaCtlSimple)
@@ -53,66 +53,52 @@ func (p *Pool) setUpQuota() error {
 			err = enableQuota(p.root, quotaCtlEnable)
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
 	}
 	mode, err := os.ReadFile(base + "/mode")
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
+		return false, err
 	}
-	p.simpleQuota = strings.TrimSpace(string(mode)) == "squota"
-	if !p.simpleQuota {
+	simple = strings.TrimSpace(string(mode)) == "squota"
+	if !simple {
 		klog.InfoS("Directory pool on full btrfs qgroups: a subvolume a pod makes inside its volume cannot count against the volume's size, so it is limited to 0 bytes (simple quotas count it)", "pool", p.dir)
 	}
-	return nil
-}
-
-// NestedSubvolumesCounted reports whether data in a subvolume a pod made
-// inside its volume counts against the volume's size (simple quotas).
-func (p *Pool) NestedSubvolumesCounted() bool { return p.simpleQuota }
-
-// QuotaMode names the pool filesystem's quota mode, for doctor and logs.
-func (p *Pool) QuotaMode() string {
-	if p.simpleQuota {
-		return "btrfs simple quotas (squota): nested subvolumes count against the volume"
-	}
-	return "btrfs qgroups: nested subvolumes a pod makes cannot count against the volume and are limited to 0 bytes"
+	return simple, nil
 }
 
 // limitVolume sets the limit of the new volume whose root fd is open
 // (v.Subvolume known): in a level-1 group of its own on simple quotas.
-func (p *Pool) limitVolume(fd int, v *Volume) error {
-	if !p.simpleQuota {
+func (q *btrfsQuota) limitVolume(fd int, v *Volume) error {
+	if !q.simple {
 		return limitQgroup(fd, 0, v.CapacityBytes)
 	}
 	g := qgroupID(1, v.Subvolume)
-	if err := createQgroup(p.root, g, true); err != nil {
+	if err := createQgroup(q.p.root, g, true); err != nil {
 		return fmt.Errorf("btrfs qgroup create 1/%d: %w", v.Subvolume, err)
 	}
 	v.Group = v.Subvolume
-	if err := assignQgroup(p.root, qgroupID(0, v.Subvolume), g, true); err != nil {
+	if err := assignQgroup(q.p.root, qgroupID(0, v.Subvolume), g, true); err != nil {
 		return err
 	}
-	return limitQgroup(p.root, g, v.CapacityBytes)
+	return limitQgroup(q.p.root, g, v.CapacityBytes)
 }
 
-// setLimit changes the limit of an existing volume.
-func (p *Pool) setLimit(fd int, v Volume, bytes int64) error {
-	if v.Unenforced {
-		return nil // plain.go: the record's number is all there is
-	}
+// setLimit changes the limit of an existing volume, on the qgroup its
+// record names (a volume keeps the mode it was made in).
+func (q *btrfsQuota) setLimit(fd int, v Volume, bytes int64) error {
 	if v.Group != 0 {
-		return limitQgroup(p.root, qgroupID(1, v.Group), bytes)
+		return limitQgroup(q.p.root, qgroupID(1, v.Group), bytes)
 	}
 	return limitQgroup(fd, 0, bytes)
 }
 
 // usage reads the volume's qgroup.
-func (p *Pool) usage(v Volume) (used, limit int64, err error) {
+func (q *btrfsQuota) usage(v Volume) (used, limit int64, err error) {
 	if v.Group != 0 {
-		return qgroupUsage(p.uuid, 1, v.Group)
+		return qgroupUsage(q.p.uuid, 1, v.Group)
 	}
-	return qgroupUsage(p.uuid, 0, v.Subvolume)
+	return qgroupUsage(q.p.uuid, 0, v.Subvolume)
 }
 
 // destroyOne destroys the subvolume name in parent (which must hold no

@@ -25,7 +25,7 @@ func (p *Pool) repair() error {
 		if err != nil {
 			// No record (or not an ID): a create before its commit.
 			klog.InfoS("Destroying the subvolume of a create that did not commit", "name", id)
-			if err := p.destroyTree(tmp, id); err != nil {
+			if err := p.quota.destroy(tmp, id); err != nil {
 				return err
 			}
 			continue

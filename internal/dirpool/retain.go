@@ -56,19 +56,8 @@ func (p *Pool) retain(v Volume, params Params) error {
 	if err := p.writeNote(note); err != nil {
 		return err
 	}
-	if !v.Unenforced { // a plain pool's volume has no quota to release
-		if err := limitQgroup(fd, 0, -1); err != nil {
-			return err
-		}
-	}
-	if v.Group != 0 {
-		g := qgroupID(1, v.Group)
-		if err := assignQgroup(p.root, qgroupID(0, v.Subvolume), g, false); err != nil && !errors.Is(err, unix.ENOENT) {
-			return err
-		}
-		if err := createQgroup(p.root, g, false); err != nil && !errors.Is(err, unix.ENOENT) {
-			return fmt.Errorf("btrfs qgroup destroy 1/%d: %w", v.Group, err)
-		}
+	if err := p.quota.release(fd, v); err != nil {
+		return err
 	}
 	klog.InfoS("Directory volume deleted, its directory retained", "volumeID", v.ID, "path", v.Path, "param", ParamDeleteDirectory)
 	return unix.Syncfs(p.root)

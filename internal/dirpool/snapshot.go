@@ -74,7 +74,7 @@ func (p *Pool) repairSnapshots() error {
 			}
 			continue
 		}
-		if err := p.destroyTree(dir, n); err != nil {
+		if err := p.quota.destroy(dir, n); err != nil {
 			return err
 		}
 	}
@@ -106,8 +106,8 @@ func (p *Pool) CreateSnapshot(_ context.Context, req pool.SnapshotRequest) (pool
 	if err != nil {
 		return pool.Snapshot{}, err
 	}
-	if p.plain {
-		return pool.Snapshot{}, fmt.Errorf("%w: directory pool %s is on %s, which has no consistent snapshot of a directory", ErrNoSnapshots, p.dir, p.fsType)
+	if err := p.quota.checkSnapshot(); err != nil {
+		return pool.Snapshot{}, err
 	}
 	sid := p.SnapshotID(req.Name)
 	if s, err := p.snaps.Get(sid); err == nil {
@@ -127,7 +127,7 @@ func (p *Pool) CreateSnapshot(_ context.Context, req pool.SnapshotRequest) (pool
 	}
 	defer unix.Close(dir)
 	tmp := ".tmp-" + sid
-	if err := p.destroyTree(dir, tmp); err != nil {
+	if err := p.quota.destroy(dir, tmp); err != nil {
 		return pool.Snapshot{}, err
 	}
 	if err := snapshotSubvolume(src, dir, tmp, true); err != nil {
@@ -140,7 +140,7 @@ func (p *Pool) CreateSnapshot(_ context.Context, req pool.SnapshotRequest) (pool
 		s.RestoreBytes = 0
 	}
 	fail := func(err error) (pool.Snapshot, error) {
-		_ = p.destroyTree(dir, tmp)
+		_ = p.quota.destroy(dir, tmp)
 		return pool.Snapshot{}, err
 	}
 	if err := unix.Syncfs(p.root); err != nil {
@@ -222,7 +222,7 @@ func (p *Pool) sweepSnapshots() error {
 		if _, err := p.snaps.Get(n); err == nil {
 			continue
 		}
-		errs = append(errs, p.destroyTree(dir, n))
+		errs = append(errs, p.quota.destroy(dir, n))
 	}
 	return errors.Join(errs...)
 }
