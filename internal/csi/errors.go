@@ -16,6 +16,7 @@ import (
 	"github.com/filevol/filevol/internal/hostos/fs"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
+	"github.com/filevol/filevol/internal/hostos/ofd"
 	"github.com/filevol/filevol/internal/nodestate"
 	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volid"
@@ -100,6 +101,11 @@ var sentinelCodes = []struct {
 	// shared pool; it must be detached there (or that node's client cut
 	// off from the storage) before this node may attach it.
 	{loop.ErrLocked, codes.FailedPrecondition},
+	// No call fails for it bare today (loop wraps it in ErrLocked, above;
+	// the pool and the attachment records wait for the holder); mapped so
+	// that one that did would say, as fencing does, that another holder
+	// must let go first.
+	{ofd.ErrHeld, codes.FailedPrecondition},
 	// Attachments (ControllerPublishVolume): a single-node volume attached
 	// elsewhere is FAILED_PRECONDITION and one attached here with other
 	// options ALREADY_EXISTS (CSI spec); a node that presents an attachment

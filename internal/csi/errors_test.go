@@ -28,6 +28,7 @@ import (
 	hostfs "github.com/filevol/filevol/internal/hostos/fs"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
+	"github.com/filevol/filevol/internal/hostos/ofd"
 	"github.com/filevol/filevol/internal/nodestate"
 	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/testutil"
@@ -130,6 +131,7 @@ var sentinelValues = map[string]error{
 	"loop.ErrNotFound":             loop.ErrNotFound,
 	"loop.ErrBusy":                 loop.ErrBusy,
 	"loop.ErrLocked":               loop.ErrLocked,
+	"ofd.ErrHeld":                  ofd.ErrHeld,
 	"attach.ErrAttachedElsewhere":  attach.ErrAttachedElsewhere,
 	"attach.ErrIncompatible":       attach.ErrIncompatible,
 	"attach.ErrNotAttached":        attach.ErrNotAttached,
