@@ -22,7 +22,8 @@
 // A change is durable when the call returns: written to a temporary file,
 // fsynced, renamed over the record, and the directory fsynced.
 //
-// The package knows nothing of CSI, gRPC or the kernel's devices.
+// The package knows nothing of CSI, gRPC or the kernel's devices; its
+// locks are internal/hostos/ofd's.
 package attach
 
 import (
@@ -37,6 +38,7 @@ import (
 	"time"
 
 	"github.com/filevol/filevol/internal/durable"
+	"github.com/filevol/filevol/internal/hostos/ofd"
 )
 
 // DirName is the directory of the records inside the pool.
@@ -117,12 +119,15 @@ type Request struct {
 type Store struct {
 	dir string
 	now func() time.Time
+	// locks takes the volumes' attachment locks: the kernel's, or a fake
+	// one where a test needs what a local filesystem never answers.
+	locks ofd.Locker
 }
 
 // New returns the store of the pool at poolDir; its directory is made by
 // the first attach.
 func New(poolDir string) *Store {
-	return &Store{dir: filepath.Join(poolDir, DirName), now: func() time.Time { return time.Now().UTC() }}
+	return &Store{dir: filepath.Join(poolDir, DirName), now: func() time.Time { return time.Now().UTC() }, locks: ofd.Kernel{}}
 }
 
 func (s *Store) recordPath(id string) string { return filepath.Join(s.dir, id+".json") }

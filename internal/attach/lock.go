@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/filevol/filevol/internal/durable"
+	"github.com/filevol/filevol/internal/hostos/ofd"
 )
 
 func (s *Store) write(r Record) error {
@@ -69,8 +70,7 @@ func (s *Store) withLock(volumeID string, fn func() error) error {
 		return fmt.Errorf("lock attachments of volume %s: %w", volumeID, err)
 	}
 	defer f.Close() // releases the OFD lock
-	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: lockOffset(volumeID), Len: 1}
-	if err := durable.IgnoringEINTR(func() error { return unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLKW, &lk) }); err != nil {
+	if err := s.locks.Lock(f, ofd.Write, ofd.Range{Start: lockOffset(volumeID), Len: 1}); err != nil {
 		return fmt.Errorf("lock attachments of volume %s: %w", volumeID, err)
 	}
 	legacy, err := s.lockLegacy(volumeID)
@@ -98,8 +98,7 @@ func (s *Store) lockLegacy(volumeID string) (*os.File, error) {
 		if err != nil {
 			return nil, err
 		}
-		lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0}
-		err = durable.IgnoringEINTR(func() error { return unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLKW, &lk) })
+		err = s.locks.Lock(f, ofd.Write, ofd.Whole)
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESTALE) {
 			// GlusterFS's answer to a lock on a file an old replica's
 			// delete unlinked: look again.
