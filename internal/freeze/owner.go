@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/filevol/filevol/internal/hostos/ofd"
 )
 
 // A request names its owner: a file <dir>/.owner-<token> that the
@@ -109,10 +111,9 @@ func (o *owner) close(dir string) error {
 	return o.f.Close()
 }
 
-func lockOFD(f *os.File) error {
-	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0}
-	return unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk)
-}
+// lockOFD takes the owner lock through f, without waiting: an OFD write
+// lock over the whole file, held until f's description is closed.
+func lockOFD(f *os.File) error { return ofd.Kernel{}.TryLock(f, ofd.Write, ofd.Whole) }
 
 // ownerAlive reports whether the process that owns name still holds its
 // lock. A missing owner file is a dead owner.
@@ -145,11 +146,11 @@ func ownerAlive(dir, name string) bool {
 // would take that for the owner's and the dead request for a live one
 // (ErrBusy to the retry that should replace it).
 func lockHeld(f *os.File) bool {
-	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0}
-	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_GETLK, &lk); err != nil {
+	_, held, err := ofd.Kernel{}.Conflict(f, ofd.Write, ofd.Whole)
+	if err != nil {
 		return true // cannot tell: never take a live freeze for dead
 	}
-	return lk.Type != unix.F_UNLCK
+	return held
 }
 
 // removeDeadOwners removes the owner files of processes that are gone.
