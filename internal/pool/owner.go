@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/filevol/filevol/internal/durable"
+	"github.com/filevol/filevol/internal/hostos/ofd"
 	"github.com/filevol/filevol/internal/recordstore"
 )
 
@@ -75,21 +77,21 @@ func lockOwner(dir, key, name string) (fd int, exclusive bool, err error) {
 	if err != nil {
 		return -1, false, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	err = ofdLock(fd, unix.F_WRLCK)
+	err = ofd.TryLockFD(fd, ofd.Write, ofd.Whole)
 	switch {
 	case err == nil:
 		return fd, true, nil
-	case durable.LockHeld(err):
+	case errors.Is(err, ofd.ErrHeld):
 		// Another process of this owner has the pool open: share it,
 		// waiting only while that one repairs.
-		if err := durable.WaitLock(func() error { return ofdLock(fd, unix.F_RDLCK) }, func() {
+		if err := durable.WaitLock(func() error { return ofd.TryLockFD(fd, ofd.Read, ofd.Whole) }, func() {
 			klog.InfoS("Waiting for the owner lock: another process of this owner holds it to repair its files", "lock", path)
 		}); err != nil {
 			_ = unix.Close(fd)
 			return -1, false, fmt.Errorf("lock owner %s: %w", path, err)
 		}
 		return fd, false, nil
-	case err == unix.ENOLCK || err == unix.EOPNOTSUPP || err == unix.ENOSYS || err == unix.EINVAL:
+	case errors.Is(err, unix.ENOLCK) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL):
 		klog.ErrorS(err, "The pool filesystem does not lock files: this owner's leftovers are not repaired", "lock", path)
 		return fd, false, nil
 	default:
@@ -101,14 +103,7 @@ func lockOwner(dir, key, name string) (fd int, exclusive bool, err error) {
 // shareOwner turns the exclusive owner lock into a shared one, atomically
 // (an OFD lock converts in place): nobody else of the owner can take it
 // exclusively meanwhile.
-func shareOwner(fd int) error { return ofdLock(fd, unix.F_RDLCK) }
-
-// ofdLock sets an OFD lock of kind typ over the whole file, or fails at
-// once (EAGAIN) if another holder's lock conflicts.
-func ofdLock(fd int, typ int16) error {
-	lk := unix.Flock_t{Type: typ, Whence: 0}
-	return durable.IgnoringEINTR(func() error { return unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &lk) })
-}
+func shareOwner(fd int) error { return ofd.TryLockFD(fd, ofd.Read, ofd.Whole) }
 
 // writeOwnerName records whose key the directory odir is, once: an
 // operator reading .tmp-<id>@<key>.img in the pool can tell whose it is.
