@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/filevol/filevol/internal/hostos/ofd"
 )
 
 const (
@@ -49,8 +51,7 @@ func attach(ctx context.Context, backingFile string, opts Options) (Device, erro
 		// description the device is configured on, so it is released
 		// with the device whoever dies; an attach that fails releases it
 		// with our close.
-		lk := unix.Flock_t{Type: unix.F_RDLCK, Whence: 0, Start: 0, Len: 0}
-		_ = unix.FcntlFlock(uintptr(file), unix.F_OFD_SETLK, &lk)
+		_ = ofd.TryLockFD(file, ofd.Read, ofd.Whole)
 	}
 	return attachFD(ctx, file, path, opts)
 }
@@ -60,13 +61,14 @@ func attach(ctx context.Context, backingFile string, opts Options) (Device, erro
 // conflicting one. Should the attach then fail, closing fd (our only
 // reference) releases it.
 func lockBacking(fd int, readOnly bool) error {
-	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: 0, Len: 0}
+	typ := ofd.Write
 	if readOnly {
-		lk.Type = unix.F_RDLCK
+		typ = ofd.Read
 	}
-	err := unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &lk)
-	if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
-		return fmt.Errorf("%w (F_OFD_SETLK: %w)", ErrLocked, err)
+	err := ofd.TryLockFD(fd, typ, ofd.Whole)
+	if errors.Is(err, ofd.ErrHeld) {
+		// Reads "... (F_OFD_SETLK: <errno>)"; the errno stays reachable.
+		return fmt.Errorf("%w (%w)", ErrLocked, err)
 	}
 	if err != nil {
 		return fmt.Errorf("lock the backing file: %w", err)
@@ -250,9 +252,9 @@ func locked(path string) (bool, error) {
 		return false, fmt.Errorf("loop: lock query %s: %w", path, err)
 	}
 	defer unix.Close(fd)
-	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: 0, Len: 0}
-	if err := unix.FcntlFlock(uintptr(fd), unix.F_OFD_GETLK, &lk); err != nil {
+	_, held, err := ofd.ConflictFD(fd, ofd.Write, ofd.Whole)
+	if err != nil {
 		return false, fmt.Errorf("loop: lock query %s: F_OFD_GETLK: %w", path, err)
 	}
-	return lk.Type != unix.F_UNLCK, nil
+	return held, nil
 }

@@ -3,7 +3,9 @@
 // Devices are configured with ioctls on /dev/loop-control and /dev/loopN
 // (LOOP_CTL_GET_FREE, LOOP_CONFIGURE, LOOP_SET_CAPACITY, LOOP_CLR_FD); they
 // are found through sysfs (/sys/block/loopN/loop/backing_file, .../ro),
-// never by parsing losetup(8). It must not import gRPC, CSI or pool.
+// never by parsing losetup(8). The OFD locks a device holds on its backing
+// file (Options.Lock, Options.Mark, Locked) are taken through package ofd,
+// the one thing of filevol it imports. It must not import gRPC, CSI or pool.
 package loop
 
 import (
