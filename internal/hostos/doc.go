@@ -13,7 +13,12 @@
 //     reservations and changed-block tracking;
 //   - fscrypt: filesystem encryption keys and policies (fscrypt v2 ioctls),
 //     behind the Keys seam;
-//   - fake:  a stateful in-memory kernel for unit tests without root.
+//   - ofd:   open file description locks (F_OFD_SETLK, F_OFD_SETLKW,
+//     F_OFD_GETLK), the fencing of shared pools: loop devices' locks on
+//     their images, the pool's owner locks, the attachment records' and
+//     the freeze requests' owners all take them there, and nowhere else;
+//   - fake:  a stateful in-memory kernel for unit tests without root,
+//     fscrypt keys and OFD locks included (Keys, Locks).
 //
 // This package holds the seams the driver takes them through, one per
 // kind of kernel object: Loops, Mounter and FSTools, bundled as Host. New
