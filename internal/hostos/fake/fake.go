@@ -24,8 +24,11 @@
 //   - mount points must exist on disk (the test's temporary directory):
 //     a directory for a filesystem, a file for a device node.
 //
+// Locks, beside it, fakes OFD locks (internal/hostos/ofd's Locker) by the
+// same measure (locks.go says which rules it keeps).
+//
 // It never touches the kernel: the only system calls are stat(2) on the
-// test's files.
+// test's files (and, for Locks, fcntl(F_GETFL) on the test's open files).
 package fake
 
 import (
