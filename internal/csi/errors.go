@@ -14,6 +14,7 @@ import (
 	"github.com/filevol/filevol/internal/hostos/cgroup"
 	"github.com/filevol/filevol/internal/hostos/extents"
 	"github.com/filevol/filevol/internal/hostos/fs"
+	"github.com/filevol/filevol/internal/hostos/fscrypt"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
 	"github.com/filevol/filevol/internal/hostos/ofd"
@@ -115,6 +116,14 @@ var sentinelCodes = []struct {
 	{attach.ErrIncompatible, codes.AlreadyExists},
 	{attach.ErrNotAttached, codes.FailedPrecondition},
 	{attach.ErrCorrupt, codes.FailedPrecondition},
+	// Encryption (fscrypt): the pool's filesystem or the volume's cannot
+	// encrypt, or the volume's data is under another key than its record
+	// names; an operator must look. A key of the wrong size never reaches
+	// the kernel: the request that carried it is wrong.
+	{fscrypt.ErrNotSupported, codes.FailedPrecondition},
+	{fscrypt.ErrOtherPolicy, codes.FailedPrecondition},
+	{fscrypt.ErrNotEmpty, codes.FailedPrecondition},
+	{fscrypt.ErrKeySize, codes.InvalidArgument},
 	{mount.ErrInvalidOption, codes.InvalidArgument},
 	{mount.ErrNotMounted, codes.FailedPrecondition},
 	// The node's mount namespace is at fs.mount-max: no more volumes can

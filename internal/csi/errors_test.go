@@ -26,6 +26,7 @@ import (
 	"github.com/filevol/filevol/internal/hostos/cgroup"
 	"github.com/filevol/filevol/internal/hostos/extents"
 	hostfs "github.com/filevol/filevol/internal/hostos/fs"
+	"github.com/filevol/filevol/internal/hostos/fscrypt"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
 	"github.com/filevol/filevol/internal/hostos/ofd"
@@ -132,6 +133,10 @@ var sentinelValues = map[string]error{
 	"loop.ErrBusy":                 loop.ErrBusy,
 	"loop.ErrLocked":               loop.ErrLocked,
 	"ofd.ErrHeld":                  ofd.ErrHeld,
+	"fscrypt.ErrNotSupported":      fscrypt.ErrNotSupported,
+	"fscrypt.ErrOtherPolicy":       fscrypt.ErrOtherPolicy,
+	"fscrypt.ErrNotEmpty":          fscrypt.ErrNotEmpty,
+	"fscrypt.ErrKeySize":           fscrypt.ErrKeySize,
 	"attach.ErrAttachedElsewhere":  attach.ErrAttachedElsewhere,
 	"attach.ErrIncompatible":       attach.ErrIncompatible,
 	"attach.ErrNotAttached":        attach.ErrNotAttached,
