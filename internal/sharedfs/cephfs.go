@@ -187,4 +187,3 @@ func configGet(env cephEnv, sock, name string) (string, error) {
 	}
 	return s, nil
 }
-

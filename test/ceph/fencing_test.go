@@ -11,7 +11,7 @@ import (
 )
 
 // Blocklisting a live client (ceph osd blocklist add, as a controller
-// would fence a node): the MDS drops its session, node-b gets the lock it
+// would fence a node): the MDS drops it, node-b gets the lock it
 // held within seconds, its later writes fail, and node-b sees only what it
 // wrote before.
 func TestBlocklistedClientIsFenced(t *testing.T) {
@@ -53,10 +53,10 @@ func TestBlocklistedClientIsFenced(t *testing.T) {
 	}
 }
 
-// A client killed (SIGKILL to ceph-fuse) keeps its session, and its locks,
+// A client killed (SIGKILL to ceph-fuse) stays known to the MDS, with its locks,
 // until the MDS evicts it: node-b, which had the file open before, is
 // refused meanwhile. An eviction frees the lock within seconds. (Left
-// alone the MDS marks the session stale after session_timeout, 60 s, and
+// alone the MDS marks it stale after session_timeout, 60 s, and
 // closes it after session_autoclose, 300 s; a new open of the file through
 // node-b waited about 60 s.)
 func TestEvictAfterKillFreesTheLock(t *testing.T) {
@@ -73,7 +73,7 @@ func TestEvictAfterKillFreesTheLock(t *testing.T) {
 	if err := ofd(fb, unix.F_WRLCK); !errors.Is(err, unix.EAGAIN) {
 		t.Fatalf("node-b locked node-a's file: %v", err)
 	}
-	s := c.Session(t, "node-a")
+	s := c.Client(t, "node-a")
 	c.KillClient(t, "node-a")
 	const watch = 3 * time.Second
 	if took, err := waitLock(fb, watch); !errors.Is(err, unix.EAGAIN) {

@@ -10,7 +10,7 @@
 //	b := c.MountNode(t, "node-b")
 //	c.CutOff(t, "node-a")          // node-a's link to the cluster goes down
 //	c.Blocklist(t, "node-b")       // the OSDs and MDS refuse node-b's client
-//	c.Evict(t, "node-b")           // the MDS drops its session (and blocklists)
+//	c.Evict(t, "node-b")           // the MDS drops it (and blocklists it)
 //	c.KillClient(t, "node-a")      // SIGKILL to node-a's ceph-fuse
 //
 // Start (or the first Shared) takes about 15-25 s on a loaded 2-core

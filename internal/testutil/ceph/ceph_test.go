@@ -13,7 +13,7 @@ import (
 
 // TestHarness: two nodes see one filesystem, each client in its node's
 // network namespace under its own cephx name, with the page cache off;
-// a node's session is found, evicted (and so blocklisted) and
+// a node's client is found in the MDS's list, evicted (and so blocklisted) and
 // unblocklisted; teardown leaves no namespace, mount, process or directory
 // behind.
 func TestHarness(t *testing.T) {
@@ -47,10 +47,10 @@ func TestHarness(t *testing.T) {
 		if a, b := c.ClientUser(t, "node-a"), c.ClientUser(t, "node-b"); a == b {
 			t.Errorf("both nodes are %s", a)
 		}
-		s := c.Session(t, "node-b")
-		t.Logf("node-b's session: %+v", s)
+		s := c.Client(t, "node-b")
+		t.Logf("node-b's client: %+v", s)
 		if s.State != "open" || s.Addr == "" {
-			t.Errorf("node-b's session: %+v", s)
+			t.Errorf("node-b's client: %+v", s)
 		}
 		ev := c.Evict(t, "node-b")
 		if out := c.Ceph(t, "osd", "blocklist", "ls"); !contains(out, ev.Addr) {

@@ -153,7 +153,7 @@ func (c *Cluster) Restore(t testing.TB, name string) {
 
 // KillClient sends SIGKILL to node's ceph-fuse and waits until it is gone.
 // The mount stays, dead ("transport endpoint is not connected"); the MDS
-// keeps the client's session, and its locks, until it evicts it (by
+// keeps the client, and its locks, until it evicts it (by
 // session_autoclose, 300 s, or Evict).
 func (c *Cluster) KillClient(t testing.TB, name string) {
 	t.Helper()
@@ -202,8 +202,8 @@ func (c *Cluster) NodeAddr(t testing.TB, name string) string {
 	return c.node(t, name).addr
 }
 
-// Session is a client's session as the MDS lists it.
-type Session struct {
+// Client is a client as the MDS lists it (client ls).
+type Client struct {
 	// ID is the client's global ID (client.ID).
 	ID uint64
 	// Addr is its address as blocklists take it: IP:port/nonce.
@@ -211,9 +211,8 @@ type Session struct {
 	State string
 }
 
-// Session finds node's current client's session in `ceph tell mds.a
-// client ls` (by its cephx name and ceph-fuse's PID).
-func (c *Cluster) Session(t testing.TB, name string) Session {
+// Client finds node's current client in `ceph tell mds.a client ls` (by its cephx name and ceph-fuse's PID).
+func (c *Cluster) Client(t testing.TB, name string) Client {
 	t.Helper()
 	n := c.node(t, name)
 	out := c.Ceph(t, "tell", "mds."+mdsID, "client", "ls", "--format", "json")
@@ -237,34 +236,34 @@ func (c *Cluster) Session(t testing.TB, name string) Session {
 	pid := strconv.Itoa(n.p.cmd.Process.Pid)
 	for _, s := range ls {
 		if "client."+s.Meta.EntityID == n.user && s.Meta.PID == pid {
-			return Session{ID: s.ID, Addr: fmt.Sprintf("%s/%d", s.Entity.Addr.Addr, s.Entity.Addr.Nonce), State: s.State}
+			return Client{ID: s.ID, Addr: fmt.Sprintf("%s/%d", s.Entity.Addr.Addr, s.Entity.Addr.Nonce), State: s.State}
 		}
 	}
-	t.Fatalf("ceph: no session of %s (%s, pid %s) in client ls: %s", name, n.user, pid, out)
-	return Session{}
+	t.Fatalf("ceph: no client of %s (%s, pid %s) in client ls: %s", name, n.user, pid, out)
+	return Client{}
 }
 
-// Evict has the MDS evict node's client (`client evict id=N`): its session
-// ends, its capabilities and locks are released and, by default
+// Evict has the MDS evict node's client (`client evict id=N`): the MDS
+// forgets it, its capabilities and locks are released and, by default
 // (mds_session_blocklist_on_evict), its address is blocklisted.
-func (c *Cluster) Evict(t testing.TB, name string) Session {
+func (c *Cluster) Evict(t testing.TB, name string) Client {
 	t.Helper()
-	s := c.Session(t, name)
+	s := c.Client(t, name)
 	c.Ceph(t, "tell", "mds."+mdsID, "client", "evict", "id="+strconv.FormatUint(s.ID, 10))
 	return s
 }
 
 // Blocklist adds node's client's address to the OSD map's blocklist: the
-// OSDs refuse its requests and the MDS closes its session.
-func (c *Cluster) Blocklist(t testing.TB, name string) Session {
+// OSDs refuse its requests and the MDS drops the client.
+func (c *Cluster) Blocklist(t testing.TB, name string) Client {
 	t.Helper()
-	s := c.Session(t, name)
+	s := c.Client(t, name)
 	c.Ceph(t, "osd", "blocklist", "add", s.Addr)
 	return s
 }
 
 // Unblocklist removes an address Blocklist or Evict blocklisted.
-func (c *Cluster) Unblocklist(t testing.TB, s Session) {
+func (c *Cluster) Unblocklist(t testing.TB, s Client) {
 	t.Helper()
 	c.Ceph(t, "osd", "blocklist", "rm", s.Addr)
 }
