@@ -20,6 +20,17 @@ have glusterfs  || need+=(glusterfs-client)
 have ip         || need+=(iproute2)
 have nsenter    || need+=(util-linux)
 have unshare    || need+=(util-linux)
+# The CephFS test harness (internal/testutil/ceph): a one-host cluster (mon,
+# mgr, one OSD, one MDS) in a network namespace, ceph-fuse clients per
+# simulated node.
+have ceph-mon       || need+=(ceph-mon)
+have ceph-mgr       || need+=(ceph-mgr)
+have ceph-osd       || need+=(ceph-osd)
+have ceph-mds       || need+=(ceph-mds)
+have ceph-fuse      || need+=(ceph-fuse)
+have ceph           || need+=(ceph-common)
+have ceph-authtool  || need+=(ceph-common)
+have monmaptool     || need+=(ceph-common)
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0

@@ -28,7 +28,7 @@ const DefaultDriverName = "filevol.csi.io"
 // UnsafeSharedSettings are the names --shared-pool-unsafe-allow takes:
 // internal/sharedfs's settings (a test in internal/app keeps them equal;
 // this package imports nothing of the project).
-var UnsafeSharedSettings = []string{"strict-locks", "stat-prefetch", "quick-read", "entry-timeout", "attribute-timeout"}
+var UnsafeSharedSettings = []string{"strict-locks", "stat-prefetch", "quick-read", "entry-timeout", "attribute-timeout", "fuse-disable-pagecache"}
 
 // Options are the settings of one filevol process. Flag names are a
 // contract: manifests and tools rely on them, so a rename breaks installs.

@@ -12,7 +12,12 @@
 //     and the FUSE client mounted with entry-timeout=0 and
 //     attribute-timeout=0 (docs/shared-pools-glusterfs.md). Each is read
 //     from the client's own view of itself, under <mount>/.meta.
-//   - other: any other network or FUSE filesystem (NFS, CephFS, SMB, ...),
+//   - CephFS through ceph-fuse (mountinfo type fuse.ceph-fuse): coherence
+//     holds only with the client's page cache off (fuse_disable_pagecache
+//     true, docs/shared-pools-cephfs.md), read as the client runs it from
+//     its admin socket, found by the mount's ceph.client_id.
+//   - other: any other network or FUSE filesystem (NFS, the kernel's
+//     CephFS client, SMB, ...),
 //     or one not recognised. Nothing is checked, and nothing is refused:
 //     the report carries a warning that filevol guarantees nothing there
 //     (its fencing is the filesystem's lock recovery, never tried on it).
@@ -46,6 +51,7 @@ type Kind string
 const (
 	KindLocal     Kind = "local"
 	KindGlusterFS Kind = "glusterfs"
+	KindCephFS    Kind = "cephfs"
 	KindOther     Kind = "other"
 )
 
@@ -64,11 +70,24 @@ const (
 	SettingEntryTimeout = "entry-timeout"
 	// SettingAttributeTimeout is the FUSE client's attribute-timeout, 0.
 	SettingAttributeTimeout = "attribute-timeout"
+	// SettingFuseDisablePagecache is ceph-fuse's fuse_disable_pagecache,
+	// true.
+	SettingFuseDisablePagecache = "fuse-disable-pagecache"
 )
 
 // Settings lists every setting any profile checks, in the order reported.
-func Settings() []string {
+func Settings() []string { return append(GlusterFSSettings(), CephSettings()...) }
+
+// GlusterFSSettings are the settings the GlusterFS profile checks.
+func GlusterFSSettings() []string {
 	return []string{SettingStrictLocks, SettingStatPrefetch, SettingQuickRead, SettingEntryTimeout, SettingAttributeTimeout}
+}
+
+// Options tell Check where to look.
+type Options struct {
+	// CephSocketDirs are where ceph-fuse clients' admin sockets are
+	// looked for (*.asok); DefaultCephSocketDirs when empty.
+	CephSocketDirs []string
 }
 
 // Report is what Check found.
@@ -125,7 +144,10 @@ func (u *Unmet) Describe() string {
 // joins one *Unmet per requirement missing or unreadable (Unmets lists
 // them). An error telling the filesystem is returned alone, with Kind
 // empty.
-func Check(dir string) (Report, error) {
+func Check(dir string) (Report, error) { return CheckWith(dir, Options{}) }
+
+// CheckWith is Check with Options.
+func CheckWith(dir string, o Options) (Report, error) {
 	r := Report{Dir: dir}
 	path, err := existing(dir)
 	if err != nil {
@@ -155,7 +177,11 @@ func Check(dir string) (Report, error) {
 	if ok {
 		r.FSType, r.Source, r.MountPoint, r.Root = m.FSType, m.Source, m.MountPoint, m.Root
 	}
-	unmet := check(&r, table, m, ok, os.DirFS)
+	dirs := o.CephSocketDirs
+	if len(dirs) == 0 {
+		dirs = DefaultCephSocketDirs
+	}
+	unmet := check(&r, table, m, ok, env{open: os.DirFS, ceph: realCephEnv(dirs)})
 	return r, joinUnmet(unmet)
 }
 

@@ -102,8 +102,8 @@ func TestGlusterFSAsDocumented(t *testing.T) {
 func TestGlusterFSDefaults(t *testing.T) {
 	r := Report{Volume: "fvgl", Source: "10.213.0.1:fvgl"}
 	us := glusterSettings(&r, meta(fixture(t, "volfile-default"), fixture(t, "fuse-private-default"), map[string]string{"fvgl-client-0": "off"}), nil, "/mnt/shared")
-	if got := settingsOf(us); !slices.Equal(got, Settings()) {
-		t.Fatalf("unmet %v, want %v", got, Settings())
+	if got := settingsOf(us); !slices.Equal(got, GlusterFSSettings()) {
+		t.Fatalf("unmet %v, want %v", got, GlusterFSSettings())
 	}
 	wants := []string{
 		"strict-locks: off in fvgl-client-0 (/mnt/shared/.meta/graphs/active/fvgl-client-0/options/strict-locks), want on (", "fix: gluster volume set fvgl client.strict-locks on, then remount the volume on every node",
@@ -206,7 +206,7 @@ func TestGlusterFSUnreadable(t *testing.T) {
 			} else {
 				us = glusterSettings(&r, tc.fsys, nil, "/p")
 			}
-			if got := settingsOf(us); !slices.Equal(got, Settings()) {
+			if got := settingsOf(us); !slices.Equal(got, GlusterFSSettings()) {
 				t.Fatalf("unmet %v", got)
 			}
 			for _, u := range us {
@@ -231,6 +231,7 @@ func TestProfileOf(t *testing.T) {
 		{"nfs4", unix.NFS_SUPER_MAGIC, KindOther},
 		{"ceph", 0x00c36400, KindOther},
 		{"fuse.sshfs", unix.FUSE_SUPER_MAGIC, KindOther},
+		{"fuse.ceph-fuse", unix.FUSE_SUPER_MAGIC, KindCephFS},
 		{"", unix.XFS_SUPER_MAGIC, KindLocal},
 		{"", unix.FUSE_SUPER_MAGIC, KindOther}, // a FUSE mount not in the table: not taken for GlusterFS's
 	} {
@@ -238,8 +239,9 @@ func TestProfileOf(t *testing.T) {
 			t.Errorf("%q %#x: %s, want %s", tc.fstype, tc.magic, got, tc.want)
 		}
 	}
-	// Only GlusterFS's profile needs anything.
-	if len(localProfile.needs) != 0 || len(otherProfile.needs) != 0 || !slices.Equal(glusterProfile.needs, Settings()) {
+	// Only GlusterFS's and CephFS's profiles need anything.
+	if len(localProfile.needs) != 0 || len(otherProfile.needs) != 0 || !slices.Equal(glusterProfile.needs, GlusterFSSettings()) ||
+		!slices.Equal(cephProfile.needs, CephSettings()) || !slices.Equal(Settings(), append(GlusterFSSettings(), CephSettings()...)) {
 		t.Error("profiles' needs changed")
 	}
 }
@@ -321,7 +323,7 @@ func TestWarnOther(t *testing.T) {
 	r := Report{Dir: "/mnt/nfs/pool", FSType: "nfs4", Source: "srv:/export", MountPoint: "/mnt/nfs"}
 	tb, _ := mount.Parse([]byte(table))
 	m, _ := mountOf(tb, "/mnt/nfs/pool", 34, true, 0, 0)
-	if us := check(&r, tb, m, true, nil); us != nil || r.Kind != KindOther || len(r.Warnings) != 1 ||
+	if us := check(&r, tb, m, true, env{}); us != nil || r.Kind != KindOther || len(r.Warnings) != 1 ||
 		!strings.Contains(r.Warnings[0], "nfs4 srv:/export at /mnt/nfs, a filesystem filevol does not know") || !strings.Contains(r.Warnings[0], "nothing is guaranteed") {
 		t.Errorf("%v %+v", us, r)
 	}
