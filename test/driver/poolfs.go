@@ -30,6 +30,24 @@ var poolMkfs = map[string][]string{
 // missing.
 func StartOnFilesystem(t testing.TB, scratch, fsType string, size int64) *Driver {
 	t.Helper()
+	testutil.RequireRoot(t) // before Scratch, which needs root too
+	dir := testutil.Scratch(t, scratch)
+	PoolFilesystem(t, dir, fsType, size)
+	d := Start(t, dir)
+	// The pool holds its directories open: closed, the pool filesystem
+	// can be unmounted and its loop device detached by the cleanup.
+	t.Cleanup(func() { d.Stop(t); _ = d.Pool.Close() })
+	return d
+}
+
+// PoolFilesystem makes a pool filesystem of fsType (xfs, btrfs or ext4;
+// size bytes, sparse) on the loop file dir/poolfs.img and mounts it at
+// dir/pool, which it returns: for tests that run the driver some other
+// way than Start (test/faults runs it as a process of its own). dir must
+// be a testutil scratch directory, whose cleanup unmounts and detaches
+// both. Root only; skips when the mkfs is missing.
+func PoolFilesystem(t testing.TB, dir, fsType string, size int64) string {
+	t.Helper()
 	testutil.RequireRoot(t)
 	argv, ok := poolMkfs[fsType]
 	if !ok {
@@ -38,7 +56,6 @@ func StartOnFilesystem(t testing.TB, scratch, fsType string, size int64) *Driver
 	if _, err := exec.LookPath(argv[0]); err != nil {
 		t.Skipf("%s is not installed", argv[0])
 	}
-	dir := testutil.Scratch(t, scratch)
 	img := filepath.Join(dir, "poolfs.img")
 	if err := os.WriteFile(img, nil, 0o600); err != nil {
 		t.Fatal(err)
@@ -64,9 +81,5 @@ func StartOnFilesystem(t testing.TB, scratch, fsType string, size int64) *Driver
 	if err := unix.Mount(dev.Path, mnt, fsType, 0, opts); err != nil {
 		t.Fatalf("mount pool filesystem: %v", err)
 	}
-	d := Start(t, dir)
-	// The pool holds its directories open: closed, the pool filesystem
-	// can be unmounted and its loop device detached by the cleanup.
-	t.Cleanup(func() { d.Stop(t); _ = d.Pool.Close() })
-	return d
+	return mnt
 }

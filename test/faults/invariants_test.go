@@ -29,6 +29,15 @@ type state struct {
 // the kernel's state with s. It returns one line per violation: leaked
 // files, devices or mounts, and volumes or snapshots lost.
 func checkInvariants(ctx context.Context, p *proc, f features, s state) []string {
+	bad := append(checkAtRest(p, s), checkDriverView(ctx, p, f, s)...)
+	sort.Strings(bad)
+	return bad
+}
+
+// checkAtRest is the part of checkInvariants that asks no driver: the
+// pool directory and the kernel. It can run while no driver runs, before
+// a restarted one repairs what its predecessor left.
+func checkAtRest(p *proc, s state) []string {
 	var bad []string
 	add := func(format string, args ...any) { bad = append(bad, fmt.Sprintf(format, args...)) }
 
@@ -110,25 +119,6 @@ func checkInvariants(ctx context.Context, p *proc, f features, s state) []string
 		}
 	}
 
-	// The driver's view.
-	listed, err := listVolumes(ctx, p)
-	if err != nil {
-		add("ListVolumes: %v", err)
-	}
-	for _, id := range listed {
-		if _, ok := s.volumes[id]; !ok {
-			add("LEAK ListVolumes returns %s, which the test deleted or never created", id)
-		}
-	}
-	for id, v := range s.volumes {
-		if !slices.Contains(listed, id) {
-			add("LOST ListVolumes does not return %s", v)
-		}
-	}
-	if f.snapshot {
-		bad = append(bad, checkSnapshots(ctx, p, s)...)
-	}
-
 	// The kernel: a loop device backed by a pool file only for a staged
 	// volume (exactly one writable device each), mounts only at the
 	// staging and target paths of published volumes (exactly one each).
@@ -138,7 +128,9 @@ func checkInvariants(ctx context.Context, p *proc, f features, s state) []string
 	}
 	perImage := map[string]int{}
 	for _, d := range devs {
-		if !strings.HasPrefix(d.BackingFile, p.dir+"/") {
+		// The pool is under p.dir, or, when a test mounts a pool
+		// filesystem for it, beside it.
+		if !strings.HasPrefix(d.BackingFile, p.dir+"/") && !strings.HasPrefix(d.BackingFile, p.pool+"/") {
 			continue
 		}
 		id := strings.TrimSuffix(filepath.Base(d.BackingFile), ".img")
@@ -186,7 +178,31 @@ func checkInvariants(ctx context.Context, p *proc, f features, s state) []string
 			add("LOST nothing mounted at %s, which should be", mp)
 		}
 	}
-	sort.Strings(bad)
+	return bad
+}
+
+// checkDriverView compares ListVolumes (and ListSnapshots when f.snapshot)
+// with s.
+func checkDriverView(ctx context.Context, p *proc, f features, s state) []string {
+	var bad []string
+	add := func(format string, args ...any) { bad = append(bad, fmt.Sprintf(format, args...)) }
+	listed, err := listVolumes(ctx, p)
+	if err != nil {
+		add("ListVolumes: %v", err)
+	}
+	for _, id := range listed {
+		if _, ok := s.volumes[id]; !ok {
+			add("LEAK ListVolumes returns %s, which the test deleted or never created", id)
+		}
+	}
+	for id, v := range s.volumes {
+		if !slices.Contains(listed, id) {
+			add("LOST ListVolumes does not return %s", v)
+		}
+	}
+	if f.snapshot {
+		bad = append(bad, checkSnapshots(ctx, p, s)...)
+	}
 	return bad
 }
 
