@@ -101,3 +101,28 @@ func TestStorageClassParameters(t *testing.T) {
 		t.Errorf("parameters %v", sc.Parameters)
 	}
 }
+
+// On CephFS the shared driver's filevols read the ceph-fuse clients'
+// admin sockets: the node's directory of them, read-only at /run/ceph,
+// only when asked for.
+func TestCephAdminSockets(t *testing.T) {
+	r := render(t, "sharedPool: {enabled: true, cephAdminSocketDir: /var/run/ceph}\n")
+	ctrl := &sharedDeployment(t, r).Spec.Template.Spec
+	node := &daemonSet(t, r).Spec.Template.Spec
+	for _, c := range []*corev1.Container{container(t, ctrl, "filevol"), container(t, node, "filevol-shared")} {
+		if m := mount(c, "ceph-admin-sockets"); m == nil || m.MountPath != "/run/ceph" || !m.ReadOnly {
+			t.Errorf("%s: admin socket mount %+v", c.Name, m)
+		}
+	}
+	if mount(container(t, node, "filevol"), "ceph-admin-sockets") != nil {
+		t.Error("the node-local filevol mounts the ceph admin sockets")
+	}
+	for _, spec := range []*corev1.PodSpec{ctrl, node} {
+		if hp := hostPaths(spec)["ceph-admin-sockets"]; hp != "/var/run/ceph Directory" {
+			t.Errorf("admin socket volume %q", hp)
+		}
+	}
+	if strings.Contains(render(t, sharedOn).Manifest, "ceph-admin-sockets") {
+		t.Error("admin sockets mounted without sharedPool.cephAdminSocketDir")
+	}
+}

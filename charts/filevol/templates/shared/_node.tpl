@@ -91,6 +91,11 @@ Deployment creates and attaches the shared pool's volumes.
       mountPath: {{ $sp.dirPool.hostPath }}
       mountPropagation: {{ .Values.sharedPool.mountPropagation }}
     {{- end }}
+    {{- if $sp.cephAdminSocketDir }}
+    - name: ceph-admin-sockets
+      mountPath: /run/ceph
+      readOnly: true
+    {{- end }}
     - name: dev
       mountPath: /dev
     {{- include "filevol.cgroupMount" . | nindent 4 }}
@@ -171,6 +176,19 @@ Deployment creates and attaches the shared pool's volumes.
 - name: shared-dir-pool
   hostPath:
     path: {{ .Values.sharedPool.dirPool.hostPath }}
+    type: Directory
+{{- end }}
+{{- include "filevol.cephAdminSocketVolume" . }}
+{{- end }}
+
+{{/* filevol.cephAdminSocketVolume: the ceph-fuse clients' admin sockets
+(sharedPool.cephAdminSocketDir), read-only, where filevol reads whether the
+client runs with the page cache off. */}}
+{{- define "filevol.cephAdminSocketVolume" -}}
+{{- with .Values.sharedPool.cephAdminSocketDir }}
+- name: ceph-admin-sockets
+  hostPath:
+    path: {{ . }}
     type: Directory
 {{- end }}
 {{- end }}
