@@ -41,6 +41,9 @@ func (s *ControllerService) CreateVolume(ctx context.Context, req *csipb.CreateV
 	if err := checkCapabilities(req.GetVolumeCapabilities(), &p, s.cfg.Shared); err != nil {
 		return nil, err
 	}
+	if err := checkEncryptedAccess(req.GetVolumeCapabilities(), p); err != nil {
+		return nil, err
+	}
 	// A VolumeAttributesClass given at create overrides the StorageClass's
 	// limits and provisioning; it may set nothing else (parseMutable).
 	m, err := parseMutable(p.qos, req.GetMutableParameters())
@@ -85,6 +88,7 @@ func (s *ControllerService) CreateVolume(ctx context.Context, req *csipb.CreateV
 	vol, err := st.Create(ctx, pool.CreateRequest{
 		Name: name, CapacityBytes: size, RequestedBytes: requested(req.GetCapacityRange()), FSType: p.fsType,
 		Provisioning: p.provisioning, Parameters: req.GetParameters(), QoS: &p.qos, Secrets: req.GetSecrets(),
+		Encryption: p.encryption,
 	})
 	if errors.Is(err, pool.ErrAlreadyExists) {
 		if resp, gerr := s.existing(st, name, req, p); resp != nil || gerr != nil {

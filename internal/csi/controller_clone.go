@@ -29,8 +29,11 @@ func (s *ControllerService) createFromSource(ctx context.Context, st *poolStore,
 		return nil, err
 	}
 	defer unlock()
-	srcSize, srcFS, err := s.sourceInfo(st, src)
+	srcSize, srcFS, srcEnc, err := s.sourceInfo(st, src)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkSourceEncryption(src, srcEnc, p); err != nil {
 		return nil, err
 	}
 	// The data holds the source's filesystem: a request that names another
@@ -62,6 +65,7 @@ func (s *ControllerService) createFromSource(ctx context.Context, st *poolStore,
 			Name: name, CapacityBytes: size, RequestedBytes: requested(req.GetCapacityRange()),
 			FSType: p.fsType, Provisioning: p.provisioning,
 			Parameters: req.GetParameters(), Source: &src, QoS: &p.qos, Secrets: req.GetSecrets(),
+			Encryption: p.encryption,
 		})
 		return err
 	}
@@ -95,23 +99,24 @@ func parseContentSource(cs *csipb.VolumeContentSource) (pool.ContentSource, erro
 	return pool.ContentSource{}, invalidArgument("volume content source has neither a snapshot nor a volume")
 }
 
-// sourceInfo returns the size and filesystem type of a source, which must
+// sourceInfo returns the size, filesystem type and encryption scheme ("":
+// none) of a source, which must
 // be in the store st of the new volume: the pool copies within itself. A
 // source st does not hold is NOT_FOUND, with the reason that matters on a
 // node-local pool: it may well exist, on another node.
-func (s *ControllerService) sourceInfo(st *poolStore, src pool.ContentSource) (int64, string, error) {
+func (s *ControllerService) sourceInfo(st *poolStore, src pool.ContentSource) (int64, string, string, error) {
 	if src.Kind == pool.SourceSnapshot {
 		snap, err := st.GetSnapshot(src.ID)
 		if errors.Is(err, pool.ErrSnapshotNotFound) || errors.Is(err, pool.ErrInvalidID) {
-			return 0, "", notFound("snapshot %q is not in the pool of node %s: filevol snapshots are node-local, restore it on the node that took it", truncate(src.ID), s.cfg.NodeID)
+			return 0, "", "", notFound("snapshot %q is not in the pool of node %s: filevol snapshots are node-local, restore it on the node that took it", truncate(src.ID), s.cfg.NodeID)
 		}
-		return snap.SizeBytes, snap.FSType, err
+		return snap.SizeBytes, snap.FSType, encryptionScheme(snap.Encryption), err
 	}
 	vol, err := st.Get(src.ID)
 	if errors.Is(err, pool.ErrNotFound) || errors.Is(err, pool.ErrInvalidID) {
-		return 0, "", notFound("volume %q is not in the pool of node %s: filevol volumes are node-local, clone it on the node that holds it", truncate(src.ID), s.cfg.NodeID)
+		return 0, "", "", notFound("volume %q is not in the pool of node %s: filevol volumes are node-local, clone it on the node that holds it", truncate(src.ID), s.cfg.NodeID)
 	}
-	return vol.CapacityBytes, vol.FSType, err
+	return vol.CapacityBytes, vol.FSType, encryptionScheme(vol.Encryption), err
 }
 
 // sizeFromSource is volumeSize for a restore or clone: never smaller than

@@ -18,6 +18,7 @@ import (
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
 	"github.com/filevol/filevol/internal/hostos/ofd"
+	"github.com/filevol/filevol/internal/keywrap"
 	"github.com/filevol/filevol/internal/nodestate"
 	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volid"
@@ -137,6 +138,11 @@ var sentinelCodes = []struct {
 	// change first.
 	{fs.ErrNoSuperblock, codes.FailedPrecondition},
 	{fs.ErrInUse, codes.FailedPrecondition},
+	// An encrypted volume's Secret that does not open its key: the Secret
+	// must change, not the call be retried as it is.
+	{keywrap.ErrNoKey, codes.FailedPrecondition},
+	{keywrap.ErrWrongKey, codes.FailedPrecondition},
+	{keywrap.ErrDamaged, codes.FailedPrecondition},
 	// Freeze, thaw or grow of a path that is no mount point: the volume is
 	// not staged or published where the request says.
 	{fs.ErrNotMountPoint, codes.FailedPrecondition},

@@ -21,10 +21,12 @@ func (b *imageNode) Publish(ctx context.Context, vol pool.Volume, r PublishReque
 	if r.Block {
 		return b.publishBlock(ctx, vol.ID, r.StagingPath, r.TargetPath, r.ReadOnly, r.SingleWriter)
 	}
-	return b.publishMount(vol.ID, r.StagingPath, r.TargetPath, r.ReadOnly, r.SingleWriter, r.MountFlags)
+	return b.publishMount(vol.ID, r.StagingPath, publishSource(vol, r.StagingPath), r.TargetPath, r.ReadOnly, r.SingleWriter, r.MountFlags)
 }
 
-func (b *imageNode) publishMount(id, staging, target string, readOnly, single bool, flags []string) error {
+// publishMount binds source, the staging mount or a directory of it
+// (publishSource), onto target.
+func (b *imageNode) publishMount(id, staging, source, target string, readOnly, single bool, flags []string) error {
 	// The staging and target paths' mounts alone, and the one device
 	// staged: nothing here grows with the node's volumes.
 	top, ok, err := topMount(b.host, staging)
@@ -61,11 +63,16 @@ func (b *imageNode) publishMount(id, staging, target string, readOnly, single bo
 			return failedPrecondition("volume %s has access mode SINGLE_NODE_SINGLE_WRITER and is already published at %v", id, others)
 		}
 	}
+	if source != staging {
+		if st, err := os.Lstat(source); err != nil || !st.IsDir() {
+			return failedPrecondition("volume %s is staged at %s without its encrypted directory %s; unstage and stage it again", id, staging, source)
+		}
+	}
 	if err := os.MkdirAll(target, 0o750); err != nil {
 		return fmt.Errorf("create target %s: %w", target, err)
 	}
-	if err := b.host.Mounts.Bind(staging, target, readOnly, flags); err != nil {
-		return fmt.Errorf("bind %s to %s: %w", staging, target, err)
+	if err := b.host.Mounts.Bind(source, target, readOnly, flags); err != nil {
+		return fmt.Errorf("bind %s to %s: %w", source, target, err)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/filevol/filevol/internal/hostos/fs"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volview"
@@ -22,9 +23,16 @@ import (
 // staged state. It returns the device.
 func (b *imageNode) Stage(ctx context.Context, vol pool.Volume, r StageRequest) (string, error) {
 	id := vol.ID
+	// An encrypted volume's key first: a Secret that cannot open it
+	// leaves the volume untouched (node_img_crypt.go).
+	vol, key, err := b.stageKey(vol, r)
+	if err != nil {
+		return "", err
+	}
+	defer clear(key)
 	// Made if it is a blank volume's first use, and durable before
 	// anything can write into it (pool/pending.go).
-	vol, err := b.pool.CommitImage(vol)
+	vol, err = b.pool.CommitImage(vol)
 	if err == nil && !b.pool.ImageExists(id) {
 		err = failedPrecondition("image file %s of volume %s is missing", b.pool.ImagePath(id), id)
 	}
@@ -35,7 +43,7 @@ func (b *imageNode) Stage(ctx context.Context, vol pool.Volume, r StageRequest) 
 	if err != nil {
 		return "", err
 	}
-	err = b.stageDevice(ctx, vol, dev, r)
+	err = b.stageDevice(ctx, vol, dev, r, key)
 	if err == nil && attached && b.gone(id) {
 		// Staged an image a concurrent DeleteVolume was removing: undone.
 		err = notFound("volume %s was deleted while it was being staged", id)
@@ -56,7 +64,7 @@ func (b *imageNode) Stage(ctx context.Context, vol pool.Volume, r StageRequest) 
 
 // stageDevice makes the attached dev the staged state at staging: its size
 // caught up with the image, then bound (block) or mounted (filesystem).
-func (b *imageNode) stageDevice(ctx context.Context, vol pool.Volume, dev loop.Device, r StageRequest) error {
+func (b *imageNode) stageDevice(ctx context.Context, vol pool.Volume, dev loop.Device, r StageRequest, key []byte) error {
 	// An image grown (ControllerExpandVolume) while its device stayed attached.
 	dev, err := b.refreshLoopSize(dev, b.pool.ImagePath(vol.ID))
 	if err != nil {
@@ -65,18 +73,24 @@ func (b *imageNode) stageDevice(ctx context.Context, vol pool.Volume, dev loop.D
 	if r.Block {
 		return b.stageBlock(dev, r.StagingPath)
 	}
-	return b.stageFilesystem(ctx, vol, dev, r.StagingPath, r.FSType, r.MountFlags, r.ReadOnly)
+	return b.stageFilesystem(ctx, vol, dev, r.StagingPath, r.FSType, r.MountFlags, r.ReadOnly, key)
 }
 
 // stageFilesystem mounts dev at staging, formatting it first only when it
-// carries no signature at all (filevol never reformats data).
-func (b *imageNode) stageFilesystem(ctx context.Context, vol pool.Volume, dev loop.Device, staging, fsType string, flags []string, readOnly bool) error {
+// carries no signature at all (filevol never reformats data). key is an
+// encrypted volume's data key (nil: in clear): its ext4 is made able to
+// hold encrypted directories, and unlocked once mounted (unlockData).
+func (b *imageNode) stageFilesystem(ctx context.Context, vol pool.Volume, dev loop.Device, staging, fsType string, flags []string, readOnly bool, key []byte) error {
+	encrypt := key != nil
 	// The staging path alone: the whole table grows with the node's volumes.
 	top, ok, err := topMount(b.host, staging)
 	if err != nil {
 		return err
 	}
 	if ok {
+		if volview.Mounts(top, dev) && encrypt {
+			return b.unlockData(vol, staging, key, readOnly) // idempotent too
+		}
 		if volview.Mounts(top, dev) {
 			return nil // already staged: idempotent
 		}
@@ -103,11 +117,13 @@ func (b *imageNode) stageFilesystem(ctx context.Context, vol pool.Volume, dev lo
 	switch {
 	case found == "" && readOnly:
 		return failedPrecondition("volume %s has no filesystem yet and cannot be formatted when staged read-only", vol.ID)
+	case found == "" && encrypt && want != "ext4":
+		return failedPrecondition("volume %s is encrypted, which needs ext4, not %s", vol.ID, want)
 	case found == "":
 		if err := b.pool.NodeState().Format.Set(vol.ID); err != nil {
 			return fmt.Errorf("mark volume %s as formatting: %w", vol.ID, err)
 		}
-		if err := b.host.FS.Format(ctx, dev.Path, want); err != nil {
+		if err := b.host.FS.Format(ctx, dev.Path, want, fs.FormatOptions{Encrypt: encrypt}); err != nil {
 			return fmt.Errorf("format %s of volume %s as %s: %w", dev.Path, vol.ID, want, err)
 		}
 		if err := b.pool.NodeState().Format.Clear(vol.ID); err != nil {
@@ -136,6 +152,16 @@ func (b *imageNode) stageFilesystem(ctx context.Context, vol pool.Volume, dev lo
 			// Unmounted, so that the retry finds an unstaged volume and grows it.
 			if uerr := b.host.Mounts.UnmountAll(staging); uerr != nil {
 				klog.ErrorS(uerr, "unmount after failed growth", "stagingPath", staging)
+			}
+			return err
+		}
+	}
+	if encrypt {
+		if err := b.unlockData(vol, staging, key, readOnly); err != nil {
+			// Unmounted, so that the volume is never staged without its
+			// encrypted directory, and the retry starts over.
+			if uerr := b.host.Mounts.UnmountAll(staging); uerr != nil {
+				klog.ErrorS(uerr, "unmount after a failed unlock", "stagingPath", staging)
 			}
 			return err
 		}
@@ -195,6 +221,9 @@ func (b *imageNode) Unstage(ctx context.Context, id, staging string) error {
 	}
 	if len(elsewhere) > 0 {
 		return failedPrecondition("volume %s is still published at %v; unpublish it first", id, elsewhere)
+	}
+	if err := b.lockData(id, staging, u); err != nil { // node_img_crypt.go
+		return err
 	}
 	if err := b.unstageBlock(staging); err != nil {
 		return err

@@ -52,12 +52,17 @@ type createParams struct {
 	// dir: provisioningMode=directory, a directory volume
 	// (internal/dirpool), whose own parameters dirpool validates.
 	dir bool
+	// encryption is the scheme of ParamEncryption, "" for none.
+	encryption string
 }
 
 // parseParameters validates StorageClass parameters; an unknown one is an
 // INVALID_ARGUMENT that names it and lists what is accepted.
 func parseParameters(params map[string]string) (createParams, error) {
 	if mode, ok := params[dirpool.ParamProvisioningMode]; ok {
+		if err := refuseDirEncryption(params); mode == dirpool.ProvisioningModeDirectory && err != nil {
+			return createParams{}, err
+		}
 		if mode != dirpool.ProvisioningModeDirectory {
 			return createParams{}, invalidArgument("parameter %s=%q: the one mode is %q (a directory volume); leave it out for an image volume",
 				dirpool.ParamProvisioningMode, mode, dirpool.ProvisioningModeDirectory)
@@ -81,10 +86,15 @@ func parseParameters(params map[string]string) (createParams, error) {
 			if err := setQoSParam(&p.qos, k, v); err != nil {
 				return p, err
 			}
+		case k == ParamEncryption:
+			var err error
+			if p.encryption, err = parseEncryption(v); err != nil {
+				return p, err
+			}
 		case strings.HasPrefix(k, kubernetesMetaPrefix+"pv/"), strings.HasPrefix(k, kubernetesMetaPrefix+"pvc/"):
 		default:
-			return p, invalidArgument("unknown parameter %q (filevol accepts %s, %s and %s, or %s=%s and the directory volume's parameters)",
-				k, ParamFSType, ParamProvisioning, strings.Join(qosParams, ", "), dirpool.ParamProvisioningMode, dirpool.ProvisioningModeDirectory)
+			return p, invalidArgument("unknown parameter %q (filevol accepts %s, %s, %s and %s, or %s=%s and the directory volume's parameters)",
+				k, ParamFSType, ParamProvisioning, ParamEncryption, strings.Join(qosParams, ", "), dirpool.ParamProvisioningMode, dirpool.ProvisioningModeDirectory)
 		}
 	}
 	if p.fsType != "" && !supportedFS(p.fsType) {

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/filevol/filevol/internal/hostos/fs"
+	"github.com/filevol/filevol/internal/hostos/fscrypt"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
 )
@@ -82,8 +83,10 @@ type Mounter interface {
 type FSTools interface {
 	// Probe returns the signature type on dev, "" when it carries none.
 	Probe(ctx context.Context, dev string) (string, error)
-	// Format makes fstype on dev; callers Probe first (it never checks).
-	Format(ctx context.Context, dev, fstype string) error
+	// Format makes fstype on dev, with at most one opts (fs.FormatOptions:
+	// Encrypt for an ext4 that can hold encrypted directories); callers
+	// Probe first (it never checks).
+	Format(ctx context.Context, dev, fstype string, opts ...fs.FormatOptions) error
 	// Size is the size the fstype superblock on dev says it covers.
 	Size(dev, fstype string) (int64, error)
 	Grow(ctx context.Context, dev, mountPoint, fstype string) error
@@ -94,7 +97,7 @@ type FSTools interface {
 	Thaw(mountPoint string) error
 }
 
-// Host bundles the three seams the CSI services and the node view use.
+// Host bundles the seams the CSI services and the node view use.
 // The services ask it on every request instead of caching, so they always
 // act on what the kernel shows now (after a restart, a reboot, or
 // somebody's manual umount). New returns the real one; package fake has a
@@ -103,10 +106,14 @@ type Host struct {
 	Loops  Loops
 	Mounts Mounter
 	FS     FSTools
+	// Keys are the filesystems' encryption keys and directories' policies
+	// (fscrypt), for encrypted volumes.
+	Keys fscrypt.Keys
 }
 
 // New returns the Host backed by the real kernel and programs, for the pool
 // at poolDir (see OSLoops.PoolDir).
 func New(poolDir string) Host {
-	return Host{Loops: OSLoops{PoolDir: poolDir}, Mounts: OSMounter{}, FS: OSFS{Tools: fs.Tools{R: fs.Exec{}}}}
+	return Host{Loops: OSLoops{PoolDir: poolDir}, Mounts: OSMounter{}, FS: OSFS{Tools: fs.Tools{R: fs.Exec{}}},
+		Keys: fscrypt.OS{}}
 }

@@ -28,9 +28,17 @@ func (p *Pool) create(ctx context.Context, req CreateRequest) (Volume, error) {
 	if err := ctx.Err(); err != nil {
 		return Volume{}, err
 	}
-	src, err := p.sourceImage(req.Source, v.CapacityBytes)
+	src, enc, err := p.sourceImage(req.Source, v.CapacityBytes)
 	if err != nil {
 		return Volume{}, err
+	}
+	if req.Source != nil {
+		if err := sourceEncryption(req.Source, enc, req.Encryption); err != nil {
+			return Volume{}, err
+		}
+		// The same data, so the same key under the same name (keywrap:
+		// the name is what the wrap is bound to): no Secret is needed.
+		v.Encryption = enc.clone()
 	}
 	if err := p.checkRoom(v.CapacityBytes, v.Provisioning == ProvisioningThick); err != nil {
 		return Volume{}, err
@@ -126,6 +134,13 @@ func (p *Pool) newVolume(req CreateRequest) (Volume, error) {
 		return Volume{}, fmt.Errorf("%w: provisioning %s, want %q or %q",
 			ErrInvalidArgument, quoteShort(prov), ProvisioningThin, ProvisioningThick)
 	}
+	if err := checkEncryption(req.Encryption); err != nil {
+		return Volume{}, err
+	}
+	var enc *Encryption
+	if req.Encryption != "" {
+		enc = &Encryption{Scheme: req.Encryption}
+	}
 	var params map[string]string
 	if len(req.Parameters) > 0 {
 		// A copy: the record must not change if the caller reuses its map.
@@ -143,6 +158,7 @@ func (p *Pool) newVolume(req CreateRequest) (Volume, error) {
 		Node:           p.opts.NodeID,
 		ContentSource:  cloneSource(req.Source),
 		QoS:            req.QoS.normal(),
+		Encryption:     enc,
 		// UTC strips the monotonic reading, so the Volume returned equals
 		// the one Get decodes.
 		CreatedAt: time.Now().UTC(),

@@ -156,6 +156,9 @@ type Volume struct {
 	// cgroups of the pods that use the volume. nil (records written
 	// before limits existed, or a volume never limited): no limits.
 	QoS *QoS `json:"qos,omitempty"`
+	// Encryption: the volume's data is encrypted at rest, and this keeps
+	// its wrapped data key (encryption.go). nil: not encrypted.
+	Encryption *Encryption `json:"encryption,omitempty"`
 	// Context is the volume context CreateVolume returns (not stored: a
 	// store that has one derives it from its own record, as the
 	// directory pool says whether a size is enforced).
@@ -179,6 +182,10 @@ type CreateRequest struct {
 	Source *ContentSource
 	// QoS are the volume's I/O limits (nil or zero: none).
 	QoS *QoS
+	// Encryption is the scheme the volume's data is encrypted with
+	// (EncryptionFscrypt; "": none). A volume made from a source must be
+	// encrypted as its source is, and carries its data key.
+	Encryption string
 	// Secrets are CreateVolume's (the provisioner Secret), for a backend
 	// that needs key material to make the volume.
 	Secrets Secrets

@@ -40,6 +40,10 @@ type Snapshot struct {
 	RestoreBytes int64 `json:"restoreBytes,omitempty"`
 	// FSType is the source volume's filesystem type, which restores inherit.
 	FSType string `json:"fsType"`
+	// Encryption is the source volume's when the snapshot was cut (nil:
+	// not encrypted): its data is the source's, under the same data key,
+	// which restores inherit.
+	Encryption *Encryption `json:"encryption,omitempty"`
 	// Engine is how the image was made: EngineReflink or EngineCopy.
 	Engine string `json:"engine"`
 	// Parameters are the CreateSnapshot parameters as given.
@@ -180,7 +184,7 @@ func (p *Pool) createSnapshot(ctx context.Context, req SnapshotRequest) (Snapsho
 	s := Snapshot{
 		Version: recordVersion, ID: id, Name: req.Name, SourceVolumeID: src.ID,
 		SizeBytes: st.Size, RestoreBytes: requestedBytes(src.Requested(), st.Size),
-		FSType: src.FSType, Engine: engine,
+		FSType: src.FSType, Encryption: src.Encryption.clone(), Engine: engine,
 		Parameters: maps.Clone(req.Parameters), Node: p.opts.NodeID,
 		GroupSnapshotID: req.GroupSnapshotID, CreatedAt: time.Now().UTC(),
 	}

@@ -46,50 +46,52 @@ func cloneSource(src *ContentSource) *ContentSource {
 }
 
 // sourceImage checks a create's content source and returns the path of
-// the image to clone ("" for none): it must be a snapshot or volume of
-// this node's pool, with its image present and no larger than size.
-func (p *Pool) sourceImage(src *ContentSource, size int64) (string, error) {
+// the image to clone ("" for none), and how the source is encrypted: it
+// must be a snapshot or volume of this node's pool, with its image present
+// and no larger than size.
+func (p *Pool) sourceImage(src *ContentSource, size int64) (string, *Encryption, error) {
 	if src == nil {
-		return "", nil
+		return "", nil, nil
 	}
 	var path, node string
+	var enc *Encryption
 	var vol Volume // a source volume; the zero Volume for a snapshot
 	switch src.Kind {
 	case SourceSnapshot:
 		s, err := p.GetSnapshot(src.ID) // not a member of a group cut short
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
-		path, node = p.snapImagePath(s.ID), s.Node
+		path, node, enc = p.snapImagePath(s.ID), s.Node, s.Encryption
 	case SourceVolume:
 		v, err := p.get(src.ID)
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
-		vol, path, node = v, p.imagePath(v.ID), v.Node
+		vol, path, node, enc = v, p.imagePath(v.ID), v.Node, v.Encryption
 	default:
-		return "", fmt.Errorf("%w: content source kind %s, want %q or %q",
+		return "", nil, fmt.Errorf("%w: content source kind %s, want %q or %q",
 			ErrInvalidArgument, quoteShort(src.Kind), SourceSnapshot, SourceVolume)
 	}
 	if node != p.opts.NodeID {
-		return "", fmt.Errorf("%s %s %w %q, not to %q: clone or restore it on that node",
+		return "", nil, fmt.Errorf("%s %s %w %q, not to %q: clone or restore it on that node",
 			src.Kind, src.ID, ErrOtherNode, node, p.opts.NodeID)
 	}
 	// A blank source volume not used yet is cloned as what it is: blank.
 	// (A no-op for anything not pending, the zero Volume included.)
 	if err := p.materialize(vol); err != nil {
-		return "", fmt.Errorf("volume %s: %w", vol.ID, err)
+		return "", nil, fmt.Errorf("volume %s: %w", vol.ID, err)
 	}
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {
 		if err == unix.ENOENT {
-			return "", fmt.Errorf("%s %s: %w (%s)", src.Kind, src.ID, ErrImageMissing, path)
+			return "", nil, fmt.Errorf("%s %s: %w (%s)", src.Kind, src.ID, ErrImageMissing, path)
 		}
-		return "", &os.PathError{Op: "stat", Path: path, Err: err}
+		return "", nil, &os.PathError{Op: "stat", Path: path, Err: err}
 	}
 	if size < st.Size {
-		return "", fmt.Errorf("%w: %d bytes is smaller than %s %s (%d bytes)",
+		return "", nil, fmt.Errorf("%w: %d bytes is smaller than %s %s (%d bytes)",
 			ErrInvalidArgument, size, src.Kind, src.ID, st.Size)
 	}
-	return path, nil
+	return path, enc, nil
 }

@@ -21,6 +21,8 @@
 //     marked Detaching and goes at its last close; a bind of the node holds
 //     nothing;
 //   - unmounting a mount with mounts below it fails with EBUSY;
+//   - a filesystem made with FormatOptions.Encrypt has an empty keyring
+//     at every mount of it (Keys); no other filesystem can encrypt;
 //   - mount points must exist on disk (the test's temporary directory):
 //     a directory for a filesystem, a file for a device node.
 //
@@ -66,6 +68,9 @@ type Host struct {
 	frozen   map[string]bool        // superblock key
 	fail     map[string]failure
 	log      []string
+	// keys are the filesystems' keyrings: a filesystem made with
+	// FormatOptions.Encrypt gets a fresh one at each mount.
+	keys *Keys
 }
 
 type device struct {
@@ -86,6 +91,8 @@ type device struct {
 type filesystem struct {
 	Type string
 	Size int64
+	// Encrypt: made with FormatOptions.Encrypt (ext4's encrypt feature).
+	Encrypt bool
 }
 
 type failure struct {
@@ -106,11 +113,16 @@ func New() *Host {
 		stats:  map[string]fs.Stats{},
 		frozen: map[string]bool{},
 		fail:   map[string]failure{},
+		keys:   NewKeys(),
 	}
 }
 
-// Host returns the fake as the three seams the driver takes.
-func (h *Host) Host() hostos.Host { return hostos.Host{Loops: h, Mounts: h, FS: h} }
+// Host returns the fake as the seams the driver takes.
+func (h *Host) Host() hostos.Host { return hostos.Host{Loops: h, Mounts: h, FS: h, Keys: h.keys} }
+
+// Keys is the fake's fscrypt.Keys: a filesystem made encryptable is
+// Encryptable at its mount point while mounted.
+func (h *Host) Keys() *Keys { return h.keys }
 
 // Fail makes every later call of op (a method name: "Attach", "Mount",
 // "Format", ...) fail with err, before it changes anything; a nil err

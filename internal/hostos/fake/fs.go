@@ -58,11 +58,22 @@ func (h *Host) Probe(ctx context.Context, dev string) (string, error) {
 }
 
 // Format implements hostos.FSTools: like mkfs -f, it never checks.
-func (h *Host) Format(ctx context.Context, dev, fstype string) error {
+func (h *Host) Format(ctx context.Context, dev, fstype string, opts ...fs.FormatOptions) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if err := h.begin("Format", "format", dev, fstype); err != nil {
+	var o fs.FormatOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	args := []any{dev, fstype}
+	if o.Encrypt {
+		args = append(args, "encrypt")
+	}
+	if err := h.begin("Format", "format", args...); err != nil {
 		return err
+	}
+	if o.Encrypt && fstype != "ext4" {
+		return h.done(fmt.Errorf("format %s: %w: %s cannot hold encrypted directories", dev, fs.ErrUnsupported, fstype))
 	}
 	d, err := h.blockDevice(dev)
 	switch {
@@ -73,7 +84,7 @@ func (h *Host) Format(ctx context.Context, dev, fstype string) error {
 	case h.fsMounted(d.Device):
 		return h.done(fmt.Errorf("mkfs %s: mounted: %w", dev, unix.EBUSY))
 	}
-	h.fs[d.BackingFile] = &filesystem{Type: fstype, Size: d.SizeBytes}
+	h.fs[d.BackingFile] = &filesystem{Type: fstype, Size: d.SizeBytes, Encrypt: o.Encrypt}
 	return nil
 }
 

@@ -91,6 +91,9 @@ func (h *Host) mount(source, target, fstype string, options []string) error {
 			return fmt.Errorf("mount %s read-write: device is write-protected: %w", source, unix.EACCES)
 		}
 		m.Major, m.Minor = loopMajor, uint32(d.Number)
+		if f.Encrypt {
+			h.keys.Encryptable(target)
+		}
 		if fstype == "btrfs" {
 			// btrfs shows an anonymous device number, the same for every
 			// mount of one superblock.

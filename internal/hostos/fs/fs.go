@@ -61,10 +61,24 @@ type Tools struct{ R Runner }
 // when the device carries no signature at all (blkid -p exits 2).
 func (t Tools) Probe(ctx context.Context, dev string) (string, error) { return t.probe(ctx, dev) }
 
-// Format makes a filesystem of fstype on dev. Callers MUST Probe first:
-// Format never checks and always forces (filevol never reformats data).
-func (t Tools) Format(ctx context.Context, dev, fstype string) error {
-	return t.format(ctx, dev, fstype)
+// FormatOptions are what a Format makes beyond the filesystem's type.
+type FormatOptions struct {
+	// Encrypt makes a filesystem that can hold encrypted directories
+	// (fscrypt): ext4 with the encrypt feature. The other types have no
+	// such feature (xfs has no fscrypt; btrfs has none in the kernels
+	// filevol runs on): ErrUnsupported.
+	Encrypt bool
+}
+
+// Format makes a filesystem of fstype on dev, with at most one opts.
+// Callers MUST Probe first: Format never checks and always forces
+// (filevol never reformats data).
+func (t Tools) Format(ctx context.Context, dev, fstype string, opts ...FormatOptions) error {
+	var o FormatOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	return t.format(ctx, dev, fstype, o)
 }
 
 // Grow grows the filesystem on dev, mounted at mountPoint, to fill the device.

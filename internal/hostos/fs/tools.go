@@ -110,12 +110,21 @@ var mkfsArgs = map[string][]string{
 	"btrfs": {"mkfs.btrfs", "-f", "-q", "-K"},
 }
 
-func (t Tools) format(ctx context.Context, dev, fstype string) error {
+func (t Tools) format(ctx context.Context, dev, fstype string, o FormatOptions) error {
 	argv, ok := mkfsArgs[fstype]
 	if !ok {
 		return fmt.Errorf("format %s: %w: %q", dev, ErrUnsupported, fstype)
 	}
-	args := append(append([]string(nil), argv[1:]...), dev)
+	args := append([]string(nil), argv[1:]...)
+	if o.Encrypt {
+		if fstype != "ext4" {
+			return fmt.Errorf("format %s: %w: %s cannot hold encrypted directories (fscrypt); ext4 can", dev, ErrUnsupported, fstype)
+		}
+		// The feature only lets directories be encrypted (fscrypt); it
+		// changes nothing of a directory that is not.
+		args = append(args, "-O", "encrypt")
+	}
+	args = append(args, dev)
 	if _, err := t.R.Run(ctx, argv[0], args...); err != nil {
 		return fmt.Errorf("format %s as %s: %w", dev, fstype, err)
 	}

@@ -55,6 +55,26 @@ func TestFormatCommands(t *testing.T) {
 	}
 }
 
+// An encrypted volume's ext4 gets the encrypt feature and nothing else
+// changes; the other types have no fscrypt and are refused before mkfs.
+func TestFormatEncrypt(t *testing.T) {
+	r := &recorder{}
+	if err := (Tools{R: r}).Format(context.Background(), "/dev/loop9", "ext4", FormatOptions{Encrypt: true}); err != nil {
+		t.Fatal(err)
+	}
+	want := "mkfs.ext4 -F -q -m 0 -E lazy_itable_init=1,lazy_journal_init=1,nodiscard -O encrypt /dev/loop9"
+	if len(r.calls) != 1 || strings.Join(r.calls[0], " ") != want {
+		t.Errorf("Format ext4 encrypted ran %q, want %q", r.calls, want)
+	}
+	for _, typ := range []string{"xfs", "btrfs"} {
+		r := &recorder{}
+		err := (Tools{R: r}).Format(context.Background(), "/dev/loop9", typ, FormatOptions{Encrypt: true})
+		if !errors.Is(err, ErrUnsupported) || len(r.calls) != 0 {
+			t.Errorf("Format %s encrypted = %v after %q, want ErrUnsupported and no mkfs", typ, err, r.calls)
+		}
+	}
+}
+
 func TestGrowCommands(t *testing.T) {
 	// "/" is always the root of a mount, so the mount point check passes;
 	// the recorder runs nothing.
