@@ -62,6 +62,7 @@ import (
 	"time"
 
 	"github.com/filevol/filevol/internal/testutil"
+	"github.com/filevol/filevol/internal/testutil/procs"
 )
 
 const (
@@ -79,8 +80,6 @@ const (
 	FSName = "cephfs"
 	// mdsID, monID, mgrID and osdID name the daemons.
 	monID, mgrID, mdsID = "a", "x", "a"
-	// netnsDir is where `ip netns` keeps its named namespaces.
-	netnsDir = "/run/netns"
 	// readyTimeout bounds each wait for a daemon or a mount to come up.
 	readyTimeout = 2 * time.Minute
 )
@@ -170,7 +169,7 @@ func start(logf func(string, ...any)) (*Cluster, string, error) {
 			return c, "", err
 		}
 	}
-	if err := addNetns(c.srvNS); err != nil {
+	if err := procs.AddNetns(c.srvNS); err != nil {
 		return c, fmt.Sprintf("ceph: cannot make a network namespace here: %v", err), nil
 	}
 	// A fixed MAC: a bridge without one takes its lowest port's, and a
@@ -182,7 +181,7 @@ func start(logf func(string, ...any)) (*Cluster, string, error) {
 		{"-n", c.srvNS, "addr", "add", c.addr + "/24", "dev", "br0"},
 		{"-n", c.srvNS, "link", "set", "br0", "up"},
 	} {
-		if err := ipRun(s...); err != nil {
+		if err := procs.IP(s...); err != nil {
 			return c, "", err
 		}
 	}

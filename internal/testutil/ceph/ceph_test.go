@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/moby/sys/mountinfo"
+
+	"github.com/filevol/filevol/internal/testutil/procs"
 )
 
 // TestHarness: two nodes see one filesystem, each client in its node's
@@ -32,14 +34,14 @@ func TestHarness(t *testing.T) {
 			t.Fatalf("read through node-b: %q, %v", got, err)
 		}
 		for _, name := range []string{"node-a", "node-b"} {
-			ns := filepath.Join(netnsDir, fmt.Sprintf("%s%d-%s", Prefix, slot, name))
+			ns := filepath.Join(procs.NetnsDir, fmt.Sprintf("%s%d-%s", Prefix, slot, name))
 			pid := c.ClientPID(t, name)
-			if !slices.Contains(pidsInNetns(ns), pid) {
+			if !slices.Contains(procs.InNetns(ns), pid) {
 				t.Errorf("%s's client %d is not in %s", name, pid, ns)
 			}
 			pids = append(pids, pid)
 		}
-		srv := pidsInNetns(filepath.Join(netnsDir, c.srvNS))
+		srv := procs.InNetns(filepath.Join(procs.NetnsDir, c.srvNS))
 		if len(srv) != 4 {
 			t.Errorf("processes in %s: %v, want mon, mgr, osd and mds", c.srvNS, srv)
 		}
@@ -70,14 +72,14 @@ func TestHarness(t *testing.T) {
 		return
 	}
 	for _, p := range pids {
-		if running(p) {
+		if procs.Running(p) {
 			t.Errorf("process %d still runs after teardown", p)
 		}
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("%s after teardown: %v", dir, err)
 	}
-	ents, _ := os.ReadDir(netnsDir)
+	ents, _ := os.ReadDir(procs.NetnsDir)
 	for _, e := range ents {
 		if len(e.Name()) > len(Prefix) && e.Name()[:len(Prefix)] == Prefix && e.Name()[len(Prefix):len(Prefix)+len(fmt.Sprint(slot))+1] == fmt.Sprintf("%d-", slot) {
 			t.Errorf("namespace %s left", e.Name())

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/filevol/filevol/internal/testutil/procs"
 )
 
 // confTemplate is the cluster's ceph.conf; %[1]s is the slot's directory,
@@ -215,7 +217,7 @@ func (c *Cluster) waitFor(ctx context.Context, what string, ready func() (bool, 
 			return nil
 		}
 		if p := c.deadDaemon(); p != nil {
-			return fmt.Errorf("waiting for %s: %s exited: %v\n%s", what, p.name, p.cmd.ProcessState, tail(filepath.Join(c.LogDir(), p.name+".log"), 15))
+			return fmt.Errorf("waiting for %s: %s exited: %v\n%s", what, p.name, p.cmd.ProcessState, procs.Tail(filepath.Join(c.LogDir(), p.name+".log"), 15))
 		}
 		select {
 		case <-ctx.Done():
@@ -248,7 +250,7 @@ func (c *Cluster) spawn(name, ns, prog string, args ...string) (*proc, error) {
 		return nil, err
 	}
 	defer out.Close()
-	cmd := exec.Command("nsenter", append([]string{"--net=" + filepath.Join(netnsDir, ns), "--", prog}, args...)...)
+	cmd := exec.Command("nsenter", append([]string{"--net=" + filepath.Join(procs.NetnsDir, ns), "--", prog}, args...)...)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -256,7 +258,7 @@ func (c *Cluster) spawn(name, ns, prog string, args ...string) (*proc, error) {
 	}
 	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(p.done) }()
-	recordPID(c.dir, cmd.Process.Pid, name)
+	procs.Record(c.dir, cmd.Process.Pid, name)
 	return p, nil
 }
 
@@ -276,7 +278,7 @@ func (c *Cluster) deadDaemon() *proc {
 
 // run runs a program to its end in the cluster's network namespace.
 func (c *Cluster) run(prog string, args ...string) error {
-	cmd := exec.Command("nsenter", append([]string{"--net=" + filepath.Join(netnsDir, c.srvNS), "--", prog}, args...)...)
+	cmd := exec.Command("nsenter", append([]string{"--net=" + filepath.Join(procs.NetnsDir, c.srvNS), "--", prog}, args...)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("%s %s: %w: %s", prog, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
@@ -288,7 +290,7 @@ func (c *Cluster) run(prog string, args ...string) error {
 func (c *Cluster) cli(ctx context.Context, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	full := append([]string{"--net=" + filepath.Join(netnsDir, c.srvNS), "--", "ceph", "-c", c.Conf(), "-n", "client.admin", "--connect-timeout", "20"}, args...)
+	full := append([]string{"--net=" + filepath.Join(procs.NetnsDir, c.srvNS), "--", "ceph", "-c", c.Conf(), "-n", "client.admin", "--connect-timeout", "20"}, args...)
 	cmd := exec.CommandContext(ctx, "nsenter", full...)
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr
@@ -310,17 +312,4 @@ func (c *Cluster) Ceph(t interface {
 		t.Fatalf("ceph: %v", err)
 	}
 	return out
-}
-
-// tail returns the last n lines of a file, for failure messages.
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return path + ":\n" + strings.Join(lines, "\n")
 }

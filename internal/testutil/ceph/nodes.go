@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/filevol/filevol/internal/testutil"
+	"github.com/filevol/filevol/internal/testutil/procs"
 )
 
 // MountNode adds a node: its network namespace, linked to the cluster's
@@ -38,7 +39,7 @@ func (c *Cluster) MountNode(t testing.TB, name string, clientArgs ...string) str
 		}
 	})
 	if err := c.mount(n, clientArgs); err != nil {
-		t.Fatalf("ceph: node %s: %v\n%s", name, err, tail(filepath.Join(c.LogDir(), n.user+".log"), 20))
+		t.Fatalf("ceph: node %s: %v\n%s", name, err, procs.Tail(filepath.Join(c.LogDir(), n.user+".log"), 20))
 	}
 	t.Logf("ceph: %s (%s, %s) mounted the filesystem at %s in %v", name, n.user, n.addr, n.mnt, time.Since(start).Round(time.Millisecond))
 	return n.mnt
@@ -70,7 +71,7 @@ func (c *Cluster) addNode(name string) (*node, error) {
 	c.nodes[name] = n
 	c.mu.Unlock()
 
-	if err := addNetns(n.ns); err != nil {
+	if err := procs.AddNetns(n.ns); err != nil {
 		return n, err
 	}
 	for _, s := range [][]string{
@@ -80,7 +81,7 @@ func (c *Cluster) addNode(name string) (*node, error) {
 		{"-n", n.ns, "addr", "add", n.addr + "/24", "dev", "eth0"},
 		{"-n", n.ns, "link", "set", "eth0", "up"},
 	} {
-		if err := ipRun(s...); err != nil {
+		if err := procs.IP(s...); err != nil {
 			return n, err
 		}
 	}
@@ -107,7 +108,7 @@ func (c *Cluster) mount(n *node, clientArgs []string) error {
 		}
 		select {
 		case <-p.done:
-			return fmt.Errorf("ceph-fuse exited: %v\n%s", p.cmd.ProcessState, tail(filepath.Join(c.LogDir(), n.user+".out"), 10))
+			return fmt.Errorf("ceph-fuse exited: %v\n%s", p.cmd.ProcessState, procs.Tail(filepath.Join(c.LogDir(), n.user+".out"), 10))
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
@@ -138,7 +139,7 @@ func (c *Cluster) node(t testing.TB, name string) *node {
 // told.
 func (c *Cluster) CutOff(t testing.TB, name string) {
 	t.Helper()
-	if err := ipRun("-n", c.srvNS, "link", "set", c.node(t, name).port, "down"); err != nil {
+	if err := procs.IP("-n", c.srvNS, "link", "set", c.node(t, name).port, "down"); err != nil {
 		t.Fatalf("ceph: cut off %s: %v", name, err)
 	}
 }
@@ -146,7 +147,7 @@ func (c *Cluster) CutOff(t testing.TB, name string) {
 // Restore brings node's link up again.
 func (c *Cluster) Restore(t testing.TB, name string) {
 	t.Helper()
-	if err := ipRun("-n", c.srvNS, "link", "set", c.node(t, name).port, "up"); err != nil {
+	if err := procs.IP("-n", c.srvNS, "link", "set", c.node(t, name).port, "up"); err != nil {
 		t.Fatalf("ceph: restore %s: %v", name, err)
 	}
 }
@@ -280,7 +281,7 @@ func (c *Cluster) removeNode(n *node) error {
 	n.gone = true
 	c.mu.Unlock()
 	var errs []error
-	_ = ipRun("-n", c.srvNS, "link", "set", n.port, "up")
+	_ = procs.IP("-n", c.srvNS, "link", "set", n.port, "up")
 	if err := testutil.CleanLeftovers(n.mnt); err != nil {
 		errs = append(errs, err)
 	}
@@ -292,7 +293,7 @@ func (c *Cluster) removeNode(n *node) error {
 			<-n.p.done
 		}
 	}
-	if err := delNetns(n.ns); err != nil {
+	if err := procs.DelNetns(n.ns); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -1,14 +1,10 @@
 package gluster
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/filevol/filevol/internal/testutil"
+	"github.com/filevol/filevol/internal/testutil/procs"
 )
 
 // teardown removes the nodes, kills the server (SIGKILL to unshare, whose
@@ -95,19 +92,19 @@ func cleanSlot(slot int) error {
 	dir := filepath.Join(Base, strconv.Itoa(slot))
 	nsPrefix := fmt.Sprintf("%s%d-", Prefix, slot)
 	var nss []string
-	if ents, err := os.ReadDir(netnsDir); err == nil {
+	if ents, err := os.ReadDir(procs.NetnsDir); err == nil {
 		for _, e := range ents {
 			if strings.HasPrefix(e.Name(), nsPrefix) {
 				nss = append(nss, e.Name())
 			}
 		}
 	}
-	pids := recordedPIDs(dir)
+	pids := procs.Recorded(dir)
 	for _, ns := range nss {
-		pids = append(pids, pidsInNetns(filepath.Join(netnsDir, ns))...)
+		pids = append(pids, procs.InNetns(filepath.Join(procs.NetnsDir, ns))...)
 	}
 	var errs []error
-	if err := killAndWait(pids); err != nil {
+	if err := procs.KillAndWait(pids, 5*time.Second); err != nil {
 		errs = append(errs, err)
 	}
 	if _, err := os.Stat(dir); err == nil {
@@ -116,154 +113,9 @@ func cleanSlot(slot int) error {
 		}
 	}
 	for _, ns := range nss {
-		if err := delNetns(ns); err != nil {
+		if err := procs.DelNetns(ns); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// pidRecord is one line of /tmp/fvgl/N/pids: "PID STARTTIME ROLE".
-func (c *Cluster) recordPID(pid int, role string) {
-	st, err := startTime(pid)
-	if err != nil {
-		return
-	}
-	f, err := os.OpenFile(filepath.Join(c.dir, "pids"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	fmt.Fprintf(f, "%d %d %s\n", pid, st, role)
-}
-
-// recordedPIDs returns the recorded PIDs that still name the same process.
-func recordedPIDs(dir string) []int {
-	f, err := os.Open(filepath.Join(dir, "pids"))
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	var pids []int
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		var pid int
-		var st uint64
-		if _, err := fmt.Sscan(s.Text(), &pid, &st); err != nil {
-			continue
-		}
-		if now, err := startTime(pid); err == nil && now == st {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
-// startTime is field 22 of /proc/PID/stat (clock ticks since boot).
-func startTime(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, errors.New("bad stat")
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return 0, errors.New("bad stat")
-	}
-	return strconv.ParseUint(f[19], 10, 64)
-}
-
-// pidsInNetns lists the processes whose network namespace is the one bound
-// at path (as `ip netns pids` does).
-func pidsInNetns(path string) []int {
-	var want unix.Stat_t
-	if err := unix.Stat(path, &want); err != nil {
-		return nil
-	}
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		var st unix.Stat_t
-		if unix.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &st) == nil && st.Dev == want.Dev && st.Ino == want.Ino {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
-// killAndWait sends SIGKILL to pids and waits (5 s at most) until none is
-// left but zombies.
-func killAndWait(pids []int) error {
-	slices.Sort(pids)
-	pids = slices.Compact(pids)
-	for _, p := range pids {
-		_ = unix.Kill(p, unix.SIGKILL)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		var alive []int
-		for _, p := range pids {
-			if running(p) {
-				alive = append(alive, p)
-			}
-		}
-		if len(alive) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("processes %v still running after SIGKILL", alive)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// running reports whether pid exists and is not a zombie.
-func running(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	return i >= 0 && len(b) > i+2 && b[i+2] != 'Z' && b[i+2] != 'X'
-}
-
-func addNetns(name string) error { return ipRun("netns", "add", name) }
-
-// delNetns deletes a named namespace; a missing one is not an error.
-func delNetns(name string) error {
-	if _, err := os.Stat(filepath.Join(netnsDir, name)); errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	return ipRun("netns", "delete", name)
-}
-
-func ipRun(args ...string) error {
-	out, err := exec.Command("ip", args...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
-	}
-	return nil
-}
-
-// tail returns the last n lines of a file, for failure messages.
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return path + ":\n" + strings.Join(lines, "\n")
 }

@@ -61,6 +61,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/filevol/filevol/internal/testutil/procs"
 )
 
 const (
@@ -77,8 +79,6 @@ const (
 	netPrefix = "10.213"
 	// volName is the volume's name.
 	volName = "fvgl"
-	// netnsDir is where `ip netns` keeps its named namespaces.
-	netnsDir = "/run/netns"
 )
 
 // Options configures the volume.
@@ -154,32 +154,32 @@ func Start(t testing.TB, opts ...Options) *Cluster {
 			t.Fatalf("gluster: %v", err)
 		}
 	}
-	if err := addNetns(c.srvNS); err != nil {
+	if err := procs.AddNetns(c.srvNS); err != nil {
 		t.Skipf("gluster: cannot make a network namespace here: %v", err)
 	}
-	if err := ipRun("-n", c.srvNS, "link", "set", "lo", "up"); err != nil {
+	if err := procs.IP("-n", c.srvNS, "link", "set", "lo", "up"); err != nil {
 		t.Fatalf("gluster: %v", err)
 	}
 	// A fixed MAC: a bridge without one takes its lowest port's, and
 	// removing that port (a node's teardown) changes it under the other
 	// nodes' ARP caches: their packets to the server were lost for 7-27 s.
 	mac := fmt.Sprintf("02:66:76:67:%02x:01", slot)
-	if err := ipRun("-n", c.srvNS, "link", "add", "br0", "address", mac, "type", "bridge"); err != nil {
+	if err := procs.IP("-n", c.srvNS, "link", "add", "br0", "address", mac, "type", "bridge"); err != nil {
 		t.Fatalf("gluster: %v", err)
 	}
-	if err := ipRun("-n", c.srvNS, "addr", "add", c.addr+"/24", "dev", "br0"); err != nil {
+	if err := procs.IP("-n", c.srvNS, "addr", "add", c.addr+"/24", "dev", "br0"); err != nil {
 		t.Fatalf("gluster: %v", err)
 	}
-	if err := ipRun("-n", c.srvNS, "link", "set", "br0", "up"); err != nil {
+	if err := procs.IP("-n", c.srvNS, "link", "set", "br0", "up"); err != nil {
 		t.Fatalf("gluster: %v", err)
 	}
 	netDone := time.Now()
 	if err := c.startServer(); err != nil {
-		t.Fatalf("gluster: %v\n%s", err, tail(filepath.Join(c.dir, "log", "glusterd.log"), 20))
+		t.Fatalf("gluster: %v\n%s", err, procs.Tail(filepath.Join(c.dir, "log", "glusterd.log"), 20))
 	}
 	serverUp := time.Now()
 	if err := c.createVolume(o); err != nil {
-		t.Fatalf("gluster: %v\n%s", err, tail(filepath.Join(c.dir, "log", "glusterd.log"), 20))
+		t.Fatalf("gluster: %v\n%s", err, procs.Tail(filepath.Join(c.dir, "log", "glusterd.log"), 20))
 	}
 	c.StartDuration = time.Since(begin)
 	t.Logf("gluster: volume %s on %s:%s started in %v (slot %d; sweep and network %v, glusterd %v, volume %v)",

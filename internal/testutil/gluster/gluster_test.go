@@ -15,6 +15,8 @@ import (
 
 	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
+
+	"github.com/filevol/filevol/internal/testutil/procs"
 )
 
 // TestHarness: two nodes see one volume; a cut-off node's port is down and
@@ -42,14 +44,14 @@ func TestHarness(t *testing.T) {
 		}
 		// Each client runs in its node's network namespace.
 		for _, name := range []string{"node-a", "node-b"} {
-			ns := filepath.Join(netnsDir, fmt.Sprintf("%s%d-%s", Prefix, slot, name))
+			ns := filepath.Join(procs.NetnsDir, fmt.Sprintf("%s%d-%s", Prefix, slot, name))
 			pid := g.ClientPID(t, name)
-			if !containsInt(pidsInNetns(ns), pid) {
+			if !containsInt(procs.InNetns(ns), pid) {
 				t.Errorf("%s's client %d is not in %s", name, pid, ns)
 			}
 			pids = append(pids, pid)
 		}
-		pids = append(pids, pidsInNetns(filepath.Join(netnsDir, g.srvNS))...)
+		pids = append(pids, procs.InNetns(filepath.Join(procs.NetnsDir, g.srvNS))...)
 		if len(pids) < 4 { // 2 clients, glusterd, the brick (and unshare is outside: in the host's)
 			t.Errorf("processes: %v, want 2 clients and glusterd and its brick", pids)
 		}
@@ -122,7 +124,7 @@ func TestStartSweepsAKilledRun(t *testing.T) {
 	}
 	dir := filepath.Join(Base, strconv.Itoa(slot))
 	ns := fmt.Sprintf("%s%d-", Prefix, slot)
-	pids := append(pidsInNetns(filepath.Join(netnsDir, ns+"srv")), pidsInNetns(filepath.Join(netnsDir, ns+"node-a"))...)
+	pids := append(procs.InNetns(filepath.Join(procs.NetnsDir, ns+"srv")), procs.InNetns(filepath.Join(procs.NetnsDir, ns+"node-a"))...)
 	pids = append(pids, server)
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
@@ -138,14 +140,14 @@ func TestStartSweepsAKilledRun(t *testing.T) {
 		// Whether or not the new cluster reuses the slot, the killed run's
 		// processes, mounts and node namespace are gone now.
 		for _, p := range pids {
-			if running(p) {
+			if procs.Running(p) {
 				t.Errorf("process %d of the killed run still running", p)
 			}
 		}
 		if ms, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir)); err != nil || len(ms) > 0 {
 			t.Errorf("mounts of the killed run left under %s: %d (%v)", dir, len(ms), err)
 		}
-		if _, err := os.Stat(filepath.Join(netnsDir, ns+"node-a")); !errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(filepath.Join(procs.NetnsDir, ns+"node-a")); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("namespace %snode-a of the killed run left: %v", ns, err)
 		}
 	})
@@ -162,7 +164,7 @@ func assertSlotClean(t *testing.T, slot int, dir string, pids []int) {
 	if dir == "" {
 		t.Fatal("no cluster ran")
 	}
-	if ents, err := os.ReadDir(netnsDir); err == nil {
+	if ents, err := os.ReadDir(procs.NetnsDir); err == nil {
 		for _, e := range ents {
 			if strings.HasPrefix(e.Name(), fmt.Sprintf("%s%d-", Prefix, slot)) {
 				t.Errorf("namespace %s left", e.Name())
@@ -173,7 +175,7 @@ func assertSlotClean(t *testing.T, slot int, dir string, pids []int) {
 		t.Errorf("mounts left under %s: %d (%v)", dir, len(ms), err)
 	}
 	for _, p := range pids {
-		if running(p) {
+		if procs.Running(p) {
 			t.Errorf("process %d left running", p)
 		}
 	}
@@ -221,7 +223,7 @@ func TestServerHoldsNoForeignMounts(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = unix.Unmount(foreign, unix.MNT_DETACH) })
 	g := Start(t, Options{})
-	for _, pid := range pidsInNetns(filepath.Join(netnsDir, g.srvNS)) {
+	for _, pid := range procs.InNetns(filepath.Join(procs.NetnsDir, g.srvNS)) {
 		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", pid))
 		if err != nil {
 			continue // exited meanwhile

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/filevol/filevol/internal/testutil"
+	"github.com/filevol/filevol/internal/testutil/procs"
 )
 
 // MountNode adds a node: its network namespace, linked to the server's
@@ -40,7 +41,7 @@ func (c *Cluster) MountNode(t testing.TB, name string, clientArgs ...string) str
 		}
 	})
 	if err := c.mount(n, clientArgs); err != nil {
-		t.Fatalf("gluster: node %s: %v\n%s", name, err, tail(n.log, 20))
+		t.Fatalf("gluster: node %s: %v\n%s", name, err, procs.Tail(n.log, 20))
 	}
 	t.Logf("gluster: %s (%s) mounted the volume at %s in %v", name, n.addr, n.mnt, time.Since(start).Round(time.Millisecond))
 	return n.mnt
@@ -72,7 +73,7 @@ func (c *Cluster) addNode(name string) (*node, error) {
 	c.nodes[name] = n
 	c.mu.Unlock()
 
-	if err := addNetns(n.ns); err != nil {
+	if err := procs.AddNetns(n.ns); err != nil {
 		return n, err
 	}
 	steps := [][]string{
@@ -83,7 +84,7 @@ func (c *Cluster) addNode(name string) (*node, error) {
 		{"-n", n.ns, "link", "set", "eth0", "up"},
 	}
 	for _, s := range steps {
-		if err := ipRun(s...); err != nil {
+		if err := procs.IP(s...); err != nil {
 			return n, err
 		}
 	}
@@ -94,7 +95,7 @@ func (c *Cluster) addNode(name string) (*node, error) {
 // node's network namespace only) and waits until the volume answers at the
 // mount point.
 func (c *Cluster) mount(n *node, clientArgs []string) error {
-	args := []string{"--net=" + filepath.Join(netnsDir, n.ns), "--",
+	args := []string{"--net=" + filepath.Join(procs.NetnsDir, n.ns), "--",
 		"glusterfs", "-N", "--process-name", "fuse",
 		"--volfile-server=" + c.addr, "--volfile-id=" + volName,
 		"--log-file=" + n.log}
@@ -113,7 +114,7 @@ func (c *Cluster) mount(n *node, clientArgs []string) error {
 	n.cmd = cmd
 	n.done = make(chan struct{})
 	go func() { _ = cmd.Wait(); close(n.done) }()
-	c.recordPID(cmd.Process.Pid, "client-"+n.name)
+	procs.Record(c.dir, cmd.Process.Pid, "client-"+n.name)
 	deadline := time.Now().Add(readyTimeout)
 	for {
 		if fuseMounted(n.mnt) {
@@ -157,7 +158,7 @@ func (c *Cluster) CutOff(t testing.TB, name string) {
 	t.Helper()
 	n, err := c.node(name)
 	if err == nil {
-		err = ipRun("-n", c.srvNS, "link", "set", n.port, "down")
+		err = procs.IP("-n", c.srvNS, "link", "set", n.port, "down")
 	}
 	if err != nil {
 		t.Fatalf("gluster: cut off %s: %v", name, err)
@@ -169,7 +170,7 @@ func (c *Cluster) Restore(t testing.TB, name string) {
 	t.Helper()
 	n, err := c.node(name)
 	if err == nil {
-		err = ipRun("-n", c.srvNS, "link", "set", n.port, "up")
+		err = procs.IP("-n", c.srvNS, "link", "set", n.port, "up")
 	}
 	if err != nil {
 		t.Fatalf("gluster: restore %s: %v", name, err)
@@ -228,7 +229,7 @@ func (c *Cluster) removeNode(n *node) error {
 	n.gone = true
 	c.mu.Unlock()
 	var errs []error
-	_ = ipRun("-n", c.srvNS, "link", "set", n.port, "up")
+	_ = procs.IP("-n", c.srvNS, "link", "set", n.port, "up")
 	if err := testutil.CleanLeftovers(n.mnt); err != nil {
 		errs = append(errs, err)
 	}
@@ -240,7 +241,7 @@ func (c *Cluster) removeNode(n *node) error {
 			<-n.done
 		}
 	}
-	if err := delNetns(n.ns); err != nil {
+	if err := procs.DelNetns(n.ns); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -269,6 +270,6 @@ func (c *Cluster) RestartClient(t testing.TB, name string, clientArgs ...string)
 		}
 	}
 	if err := c.mount(n, clientArgs); err != nil {
-		t.Fatalf("gluster: node %s: %v\n%s", name, err, tail(n.log, 20))
+		t.Fatalf("gluster: node %s: %v\n%s", name, err, procs.Tail(n.log, 20))
 	}
 }

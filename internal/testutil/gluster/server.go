@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/filevol/filevol/internal/testutil/procs"
 )
 
 // readyTimeout bounds each wait for glusterd, a brick or a client mount to
@@ -95,7 +97,7 @@ wait $!`, c.dir)
 		return err
 	}
 	defer out.Close()
-	cmd := exec.Command("nsenter", "--net="+filepath.Join(netnsDir, c.srvNS), "--",
+	cmd := exec.Command("nsenter", "--net="+filepath.Join(procs.NetnsDir, c.srvNS), "--",
 		"unshare", "--mount", "--propagation", "private", "--pid", "--fork", "--kill-child", "--mount-proc",
 		"--", "sh", "-c", script)
 	cmd.Stdout, cmd.Stderr = out, out
@@ -106,7 +108,7 @@ wait $!`, c.dir)
 	c.server = cmd
 	c.serverDone = make(chan struct{})
 	go func() { _ = cmd.Wait(); close(c.serverDone) }()
-	c.recordPID(cmd.Process.Pid, "server")
+	procs.Record(c.dir, cmd.Process.Pid, "server")
 	sock := filepath.Join(c.dir, "run", "glusterd.socket")
 	deadline := time.Now().Add(readyTimeout)
 	for {
@@ -117,7 +119,7 @@ wait $!`, c.dir)
 		}
 		select {
 		case <-c.serverDone:
-			return fmt.Errorf("glusterd exited: %v\n%s", cmd.ProcessState, tail(filepath.Join(c.dir, "log", "server.out"), 10))
+			return fmt.Errorf("glusterd exited: %v\n%s", cmd.ProcessState, procs.Tail(filepath.Join(c.dir, "log", "server.out"), 10))
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
@@ -216,7 +218,7 @@ func (c *Cluster) cli(ctx context.Context, args ...string) (string, error) {
 func (c *Cluster) RestartBrick(t testing.TB) {
 	t.Helper()
 	var bricks []int
-	for _, pid := range pidsInNetns(filepath.Join(netnsDir, c.srvNS)) {
+	for _, pid := range procs.InNetns(filepath.Join(procs.NetnsDir, c.srvNS)) {
 		if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil && strings.TrimSpace(string(comm)) == "glusterfsd" {
 			bricks = append(bricks, pid)
 		}
@@ -224,7 +226,7 @@ func (c *Cluster) RestartBrick(t testing.TB) {
 	if len(bricks) != 1 {
 		t.Fatalf("gluster: brick processes in %s: %v, want one", c.srvNS, bricks)
 	}
-	if err := killAndWait(bricks); err != nil {
+	if err := procs.KillAndWait(bricks, 5*time.Second); err != nil {
 		t.Fatalf("gluster: kill brick: %v", err)
 	}
 	c.Gluster(t, "volume", "start", volName, "force")
