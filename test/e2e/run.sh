@@ -59,8 +59,8 @@ E2E_SLOW=${E2E_SLOW:-0}
 E2E_FOCUS=${E2E_FOCUS:-External.Storage}
 E2E_SKIP=${E2E_SKIP:-}
 # 6: the suite waits on pods and the API far more than it computes (with 4, vmstat
-# showed the 2 cores 54-83 % idle through the node-local pass), so more specs at
-# once finish sooner; test/e2e/README.md has the figures.
+# showed the 2 cores 54-83 % idle through the node-local pass); with 6 the three
+# passes took 1,188 s instead of 1,374 (test/e2e/README.md has the figures).
 E2E_PROCS=${E2E_PROCS:-6}
 E2E_KEEP=${E2E_KEEP:-0}
 E2E_INSTALL=${E2E_INSTALL:-helm}
