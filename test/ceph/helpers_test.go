@@ -22,6 +22,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	hostofd "github.com/filevol/filevol/internal/hostos/ofd"
 	"github.com/filevol/filevol/internal/testutil/ceph"
 )
 
@@ -48,10 +49,13 @@ func twoNodes(t *testing.T) (*ceph.Cluster, string, string) {
 }
 
 // ofd takes (F_WRLCK, F_RDLCK) or drops (F_UNLCK) a whole-file OFD lock on
-// f, without waiting.
+// f, without waiting, the way filevol does (internal/hostos/ofd): a lock
+// held elsewhere still reads as EAGAIN.
 func ofd(f *os.File, typ int16) error {
-	lk := unix.Flock_t{Type: typ}
-	return unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk)
+	if typ == unix.F_UNLCK {
+		return hostofd.Kernel{}.Unlock(f, hostofd.Whole)
+	}
+	return hostofd.Kernel{}.TryLock(f, hostofd.Type(typ), hostofd.Whole)
 }
 
 // waitLock retries a whole-file OFD write lock on f every 20 ms while it

@@ -152,14 +152,14 @@ func start(logf func(string, ...any)) (*Cluster, string, error) {
 	if skip := missing(); skip != "" {
 		return nil, skip, nil
 	}
-	slot, lock, err := takeSlot(logf)
+	slot, lock, err := slots.Take(logf)
 	if err != nil {
 		return nil, "", err
 	}
 	c := &Cluster{
 		slot:  slot,
 		lock:  lock,
-		dir:   filepath.Join(Base, fmt.Sprint(slot)),
+		dir:   slots.Dir(slot),
 		srvNS: fmt.Sprintf("%s%d-srv", Prefix, slot),
 		addr:  fmt.Sprintf("%s.%d.1", netPrefix, slot),
 		nodes: map[string]*node{},

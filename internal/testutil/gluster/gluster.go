@@ -56,7 +56,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -130,14 +129,14 @@ func Start(t testing.TB, opts ...Options) *Cluster {
 	}
 	begin := time.Now()
 	requirePrograms(t)
-	slot, lock, err := takeSlot(t)
+	slot, lock, err := slots.Take(t.Logf)
 	if err != nil {
 		t.Fatalf("gluster: %v", err)
 	}
 	c := &Cluster{
 		slot:  slot,
 		lock:  lock,
-		dir:   filepath.Join(Base, strconv.Itoa(slot)),
+		dir:   slots.Dir(slot),
 		srvNS: fmt.Sprintf("%s%d-srv", Prefix, slot),
 		addr:  fmt.Sprintf("%s.%d.1", netPrefix, slot),
 		nodes: map[string]*node{},

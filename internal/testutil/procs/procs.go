@@ -4,7 +4,8 @@
 // with its start time, so that a later run, cleaning up after a killed
 // one, kills exactly the processes that run started and never a process
 // that reused a PID; namespaces are made and removed with `ip netns`, and
-// the processes inside one are found from /proc. Tests only.
+// the processes inside one are found from /proc; numbered slots (Slots)
+// let several test processes each run a cluster at once. Tests only.
 package procs
 
 import (

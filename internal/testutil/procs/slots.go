@@ -1,0 +1,110 @@
+package procs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/filevol/filevol/internal/testutil"
+)
+
+// Slots are a harness's numbered places on the machine, so that several
+// test processes can each run a cluster at once: slot N is the flock on
+// Base/slot-N.lock, the directory Base/N and the network namespaces named
+// NetnsPrefix+"N-"*. Whoever holds the lock owns the rest.
+type Slots struct {
+	Base        string
+	Max         int
+	NetnsPrefix string
+	// KillWait bounds the wait for the slot's killed processes to go.
+	KillWait time.Duration
+	// MountsFirst, when set, is a directory of the slot (relative to it)
+	// whose mounts are cleaned before the processes are killed: a FUSE
+	// client killed first would leave a dead mount there.
+	MountsFirst string
+}
+
+// Dir is slot's directory.
+func (s Slots) Dir(slot int) string { return filepath.Join(s.Base, strconv.Itoa(slot)) }
+
+// Take sweeps every slot whose lock is free (cleaning what a killed run
+// left there, logging what it could not) and keeps the first one, locked.
+func (s Slots) Take(logf func(string, ...any)) (int, *os.File, error) {
+	if err := os.MkdirAll(s.Base, 0o755); err != nil {
+		return 0, nil, err
+	}
+	kept := -1
+	var keptLock *os.File
+	for slot := range s.Max {
+		f, err := os.OpenFile(filepath.Join(s.Base, fmt.Sprintf("slot-%d.lock", slot)), os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			return 0, nil, err
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			f.Close() // a live process holds it
+			continue
+		}
+		if err := s.Clean(slot); err != nil {
+			logf("cleaning slot %d of %s left by an earlier run: %v", slot, s.Base, err)
+			f.Close()
+			continue
+		}
+		if kept < 0 {
+			kept, keptLock = slot, f
+		} else {
+			f.Close()
+		}
+	}
+	if kept < 0 {
+		return 0, nil, fmt.Errorf("no free slot of %d under %s", s.Max, s.Base)
+	}
+	return kept, keptLock, nil
+}
+
+// Clean removes whatever slot's owner left: the processes it recorded
+// (checked by start time, so a reused PID is left alone) and those in its
+// namespaces, its mounts and loop devices under its directory, the
+// directory and its namespaces. The caller holds the slot's lock.
+func (s Slots) Clean(slot int) error {
+	dir := s.Dir(slot)
+	prefix := fmt.Sprintf("%s%d-", s.NetnsPrefix, slot)
+	var nss []string
+	if ents, err := os.ReadDir(NetnsDir); err == nil {
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), prefix) {
+				nss = append(nss, e.Name())
+			}
+		}
+	}
+	pids := Recorded(dir)
+	for _, ns := range nss {
+		pids = append(pids, InNetns(filepath.Join(NetnsDir, ns))...)
+	}
+	var errs []error
+	_, statErr := os.Stat(dir)
+	if s.MountsFirst != "" && statErr == nil {
+		if err := testutil.CleanLeftovers(filepath.Join(dir, s.MountsFirst)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := KillAndWait(pids, s.KillWait); err != nil {
+		errs = append(errs, err)
+	}
+	if statErr == nil {
+		if err := testutil.CleanLeftovers(dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, ns := range nss {
+		if err := DelNetns(ns); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
