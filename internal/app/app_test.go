@@ -18,6 +18,7 @@ import (
 	"github.com/filevol/filevol/internal/nodeview/api"
 	"github.com/filevol/filevol/internal/options"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // The HTTP endpoint serves health, metrics and the node view, whose health
@@ -66,7 +67,7 @@ func TestHTTPEndpoint(t *testing.T) {
 	if err := json.Unmarshal([]byte(get(api.Path)), &r); err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Volumes) != 1 || len(r.Volumes[0].Health) != 1 || r.Volumes[0].Health[0].Reason != csi.ReasonImageMissing ||
+	if len(r.Volumes) != 1 || len(r.Volumes[0].Health) != 1 || r.Volumes[0].Health[0].Reason != volume.ReasonImageMissing ||
 		r.Volumes[0].Health[0].Status != "DATA_LOSS" {
 		t.Errorf("/debug/volumes = %+v, want one volume with ImageMissing (DATA_LOSS)", r.Volumes)
 	}

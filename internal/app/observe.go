@@ -14,6 +14,7 @@ import (
 	"github.com/filevol/filevol/internal/nodeview/api"
 	"github.com/filevol/filevol/internal/options"
 	"github.com/filevol/filevol/internal/version"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // dirVolumeHealth is volumeHealth for directory volumes, without the
@@ -24,7 +25,7 @@ func dirVolumeHealth(health nodeview.HealthFunc) nodeview.HealthFunc {
 		conds, err := health(ctx, id, staging, target)
 		out := conds[:0]
 		for _, c := range conds {
-			if c.Reason != csi.ReasonSizeNotEnforced {
+			if c.Reason != volume.ReasonSizeNotEnforced {
 				out = append(out, c)
 			}
 		}

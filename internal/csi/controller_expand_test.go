@@ -2,8 +2,9 @@ package csi
 
 import (
 	"context"
-	"github.com/filevol/filevol/internal/volid"
 	"testing"
+
+	"github.com/filevol/filevol/internal/volid"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"

@@ -6,6 +6,7 @@ import (
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // ControllerGetVolumeHealth reports the pool-side health of one volume; an
@@ -50,10 +51,10 @@ func (s *ControllerService) ControllerListVolumeHealth(ctx context.Context, req 
 
 // health is what the store says of a volume: its data must be there.
 func (st *poolStore) health(id string) []*csipb.VolumeHealth_VolumeHealthEntry {
-	out := notedHealth(st.VolumeStore, id)
+	out := volume.NotedHealth(st.VolumeStore, id)
 	if !st.ImageLost(id) {
 		return out
 	}
-	return append(out, healthEntry(csipb.VolumeHealthErrorType_DATA_LOSS, ReasonImageMissing,
+	return append(out, volume.HealthEntry(csipb.VolumeHealthErrorType_DATA_LOSS, volume.ReasonImageMissing,
 		"the image file of volume "+id+" is missing from pool "+st.Dir()))
 }

@@ -3,7 +3,6 @@ package csi
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -22,36 +21,21 @@ import (
 	"github.com/filevol/filevol/internal/nodestate"
 	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volid"
+	"github.com/filevol/filevol/internal/volume"
 )
 
-// codedError is an error whose gRPC code the handler chose (validation,
-// state conflicts). Everything else is mapped by toStatus.
-type codedError struct {
-	code codes.Code
-	msg  string
-}
-
-func (e *codedError) Error() string { return e.msg }
-
-func coded(c codes.Code, format string, args ...any) error {
-	return &codedError{code: c, msg: fmt.Sprintf(format, args...)}
-}
-
-func invalidArgument(format string, args ...any) error {
-	return coded(codes.InvalidArgument, format, args...)
-}
-func notFound(format string, args ...any) error { return coded(codes.NotFound, format, args...) }
-func failedPrecondition(format string, args ...any) error {
-	return coded(codes.FailedPrecondition, format, args...)
-}
-func alreadyExists(format string, args ...any) error {
-	return coded(codes.AlreadyExists, format, args...)
-}
-func outOfRange(format string, args ...any) error { return coded(codes.OutOfRange, format, args...) }
-func resourceExhausted(format string, args ...any) error {
-	return coded(codes.ResourceExhausted, format, args...)
-}
-func aborted(format string, args ...any) error { return coded(codes.Aborted, format, args...) }
+// The codes a handler chooses (validation, state conflicts): a
+// volume.CodedError, as a kind of volume chooses them. Everything else is
+// mapped by toStatus.
+var (
+	invalidArgument    = volume.InvalidArgument
+	notFound           = volume.NotFound
+	failedPrecondition = volume.FailedPrecondition
+	alreadyExists      = volume.AlreadyExists
+	outOfRange         = volume.OutOfRange
+	resourceExhausted  = volume.ResourceExhausted
+	aborted            = volume.Aborted
+)
 
 // sentinelCodes maps the named errors of the lower layers to gRPC codes.
 // Order matters only where one error could wrap two sentinels. Every
@@ -164,9 +148,9 @@ func toStatus(err error) error {
 	if err == nil {
 		return nil
 	}
-	var ce *codedError
+	var ce *volume.CodedError
 	if errors.As(err, &ce) {
-		return status.Error(ce.code, err.Error())
+		return status.Error(ce.Code, err.Error())
 	}
 	if s, ok := status.FromError(err); ok && s.Code() != codes.Unknown {
 		return err

@@ -11,6 +11,7 @@ import (
 	"github.com/filevol/filevol/internal/freeze"
 	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volid"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // GroupStore is what a group snapshot asks of a pool besides its
@@ -111,7 +112,7 @@ func freezeTargets(st *poolStore, srcs []string) ([]freeze.Target, error) {
 // gid while the freezer holds every target frozen: the clones run side by
 // side (a reflink is a metadata copy; their fsyncs share the directory's).
 // On an error, members already cut are deleted again.
-func cutMembers(ctx context.Context, st *poolStore, gs GroupStore, gid string, srcs []string, params map[string]string, secrets pool.Secrets, targets []freeze.Target) ([]pool.Snapshot, error) {
+func cutMembers(ctx context.Context, st *poolStore, gs GroupStore, gid string, srcs []string, params map[string]string, secrets volume.Secrets, targets []freeze.Target) ([]pool.Snapshot, error) {
 	snaps := make([]pool.Snapshot, len(srcs))
 	err := st.freezer.HoldAll(ctx, targets, func() error {
 		errs := make([]error, len(srcs))

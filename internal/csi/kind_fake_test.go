@@ -14,6 +14,7 @@ import (
 
 	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volid"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // A second kind of volume, for tests of the routing only: a controller
@@ -48,7 +49,7 @@ func (l *fakeLog) took(prefix string) bool {
 
 // addSecrets logs each secret a call received, as "secret <call> k=v":
 // what reached the backend, for the tests of their way there.
-func (l *fakeLog) addSecrets(call string, s pool.Secrets) {
+func (l *fakeLog) addSecrets(call string, s volume.Secrets) {
 	for _, k := range slices.Sorted(maps.Keys(s)) {
 		l.add("secret %s %s=%s", call, k, s[k])
 	}
@@ -98,7 +99,7 @@ func (f *fakeNode) Get(id string) (pool.Volume, error) {
 
 func (f *fakeNode) InUse(id string) (bool, error) { return f.staged[id], nil }
 
-func (f *fakeNode) Stage(_ context.Context, vol pool.Volume, r StageRequest) (string, error) {
+func (f *fakeNode) Stage(_ context.Context, vol pool.Volume, r volume.StageRequest) (string, error) {
 	f.add("stage %s %+v", vol.ID, r)
 	f.addSecrets("stage", r.Secrets)
 	if f.stageErr != nil {
@@ -115,7 +116,7 @@ func (f *fakeNode) Unstage(_ context.Context, id, staging string) error {
 	return nil
 }
 
-func (f *fakeNode) Publish(_ context.Context, vol pool.Volume, r PublishRequest) error {
+func (f *fakeNode) Publish(_ context.Context, vol pool.Volume, r volume.PublishRequest) error {
 	f.add("publish %s %+v", vol.ID, r)
 	f.addSecrets("publish", r.Secrets)
 	return os.MkdirAll(r.TargetPath, 0o750)
@@ -131,7 +132,7 @@ func (f *fakeNode) Stats(_ context.Context, vol pool.Volume, path string) ([]*cs
 	return []*csipb.VolumeUsage{{Unit: csipb.VolumeUsage_BYTES, Total: vol.CapacityBytes}}, nil
 }
 
-func (f *fakeNode) Expand(_ context.Context, vol pool.Volume, r ExpandRequest) (int64, error) {
+func (f *fakeNode) Expand(_ context.Context, vol pool.Volume, r volume.ExpandRequest) (int64, error) {
 	f.add("expand %s %+v", vol.ID, r)
 	f.addSecrets("expand", r.Secrets)
 	return r.RequiredBytes, nil
@@ -139,7 +140,7 @@ func (f *fakeNode) Expand(_ context.Context, vol pool.Volume, r ExpandRequest) (
 
 func (f *fakeNode) Health(_ context.Context, vol pool.Volume, publishPath, stagingPath string) ([]*csipb.VolumeHealth_VolumeHealthEntry, error) {
 	f.add("health %s %s %s", vol.ID, publishPath, stagingPath)
-	return []*csipb.VolumeHealth_VolumeHealthEntry{healthEntry(csipb.VolumeHealthErrorType_DEGRADED, "Fake", "said the fake")}, nil
+	return []*csipb.VolumeHealth_VolumeHealthEntry{volume.HealthEntry(csipb.VolumeHealthErrorType_DEGRADED, "Fake", "said the fake")}, nil
 }
 
 // fakeStore is the controller half of the fake kind.

@@ -10,6 +10,7 @@ import (
 	"github.com/filevol/filevol/internal/inuse"
 	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volid"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // NodeService implements the CSI Node service. It validates, locks,
@@ -57,7 +58,7 @@ func (s *NodeService) NodeStageVolume(ctx context.Context, req *csipb.NodeStageV
 		return nil, err
 	}
 	defer unlock()
-	r := StageRequest{StagingPath: staging, Block: c.GetBlock() != nil, FSType: fsType,
+	r := volume.StageRequest{StagingPath: staging, Block: c.GetBlock() != nil, FSType: fsType,
 		MountFlags: c.GetMount().GetMountFlags(), ReadOnly: readerOnly(c), Secrets: req.GetSecrets()}
 	if err := s.checkAttached(nv, id, req.GetPublishContext()); err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 
 	"github.com/filevol/filevol/internal/inuse"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // NodeBackend is the node's half of one kind of volume in one pool: the
@@ -42,12 +43,12 @@ type NodeBackend interface {
 	InUse(id string) (bool, error)
 	// Stage makes the volume staged at r.StagingPath and returns what the
 	// staging path holds (a device, a directory), for the log.
-	Stage(ctx context.Context, vol pool.Volume, r StageRequest) (string, error)
+	Stage(ctx context.Context, vol pool.Volume, r volume.StageRequest) (string, error)
 	// Unstage undoes Stage; FAILED_PRECONDITION while the volume is still
 	// published. Also for a volume whose record is gone.
 	Unstage(ctx context.Context, id, staging string) error
 	// Publish makes the staged volume available at r.TargetPath.
-	Publish(ctx context.Context, vol pool.Volume, r PublishRequest) error
+	Publish(ctx context.Context, vol pool.Volume, r volume.PublishRequest) error
 	// Unpublish undoes Publish and removes the target (spec: the SP
 	// deletes what it made). Also for a volume whose record is gone.
 	Unpublish(ctx context.Context, id, target string) error
@@ -58,53 +59,10 @@ type NodeBackend interface {
 	// the size its record says, growing it first when the request asks
 	// for more (a controller that deferred the expansion to the node);
 	// it returns the volume's size.
-	Expand(ctx context.Context, vol pool.Volume, r ExpandRequest) (int64, error)
+	Expand(ctx context.Context, vol pool.Volume, r volume.ExpandRequest) (int64, error)
 	// Health lists the volume's adverse conditions on this node, looking
 	// at the given paths too when they are not "".
 	Health(ctx context.Context, vol pool.Volume, publishPath, stagingPath string) ([]*csipb.VolumeHealth_VolumeHealthEntry, error)
-}
-
-// StageRequest is a validated NodeStageVolume.
-type StageRequest struct {
-	StagingPath string
-	// Block: raw block access; else a filesystem of FSType ("" for the
-	// one the volume was made with), mounted with MountFlags.
-	Block      bool
-	FSType     string
-	MountFlags []string
-	// ReadOnly: the access mode allows no writer.
-	ReadOnly bool
-	// Unrecorded: this node had no in-use record of the volume before
-	// this stage. The record is written before anything is attached and
-	// dropped only after the detach, so no earlier stage of this node
-	// can have left a device that is still attaching or attached, except
-	// one whose detach the kernel deferred (another process holds it
-	// open), which a lock probe finds (imageNode.ensureLoop).
-	Unrecorded bool
-	// Secrets are NodeStageVolume's (the node-stage Secret).
-	Secrets pool.Secrets
-}
-
-// PublishRequest is a validated NodePublishVolume.
-type PublishRequest struct {
-	StagingPath, TargetPath string
-	Block                   bool
-	MountFlags              []string
-	// ReadOnly: the request or the access mode asks for it.
-	ReadOnly bool
-	// SingleWriter: SINGLE_NODE_SINGLE_WRITER, so no other target may
-	// have the volume published.
-	SingleWriter bool
-	// Secrets are NodePublishVolume's (the node-publish Secret).
-	Secrets pool.Secrets
-}
-
-// ExpandRequest is a validated NodeExpandVolume; StagingPath may be "".
-type ExpandRequest struct {
-	VolumePath, StagingPath   string
-	RequiredBytes, LimitBytes int64
-	// Secrets are NodeExpandVolume's (the node-expand Secret).
-	Secrets pool.Secrets
 }
 
 // Optional parts of a backend, for kinds that have them.

@@ -13,6 +13,7 @@ import (
 	"github.com/filevol/filevol/internal/dirpool"
 	"github.com/filevol/filevol/internal/hostos/mount"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // dirNode is the node half of directory volumes (internal/dirpool): a
@@ -99,7 +100,7 @@ func (d *dirNode) poolRoot(table mount.Table) (mount.Info, string, error) {
 // and the node's reconcile (at start and at every garbage collection)
 // took its record for a crash's leftover and dropped it, after which the
 // controller deleted a volume kubelet still had staged.
-func (d *dirNode) Stage(_ context.Context, vol pool.Volume, r StageRequest) (string, error) {
+func (d *dirNode) Stage(_ context.Context, vol pool.Volume, r volume.StageRequest) (string, error) {
 	if r.Block {
 		return "", fmt.Errorf("%w: a directory volume has no block access", pool.ErrInvalidArgument)
 	}
@@ -127,7 +128,7 @@ func (d *dirNode) Unstage(_ context.Context, id, staging string) error {
 // Publish binds the volume's directory at the target with nosuid and
 // nodev (and read-only when asked), making the target directory first.
 // A target that holds the volume already is success (spec: idempotent).
-func (d *dirNode) Publish(_ context.Context, vol pool.Volume, r PublishRequest) error {
+func (d *dirNode) Publish(_ context.Context, vol pool.Volume, r volume.PublishRequest) error {
 	if r.Block {
 		return fmt.Errorf("%w: a directory volume has no block access", pool.ErrInvalidArgument)
 	}
@@ -229,7 +230,7 @@ func (d *dirNode) GuardNote(id string) string { return d.pool.GuardNote(id) }
 // Expand has nothing to do on the node: the controller raised the quota,
 // online. A controller that deferred expansion to the node is not
 // supported for directory volumes (the controller serves their pool).
-func (d *dirNode) Expand(_ context.Context, vol pool.Volume, r ExpandRequest) (int64, error) {
+func (d *dirNode) Expand(_ context.Context, vol pool.Volume, r volume.ExpandRequest) (int64, error) {
 	if r.RequiredBytes > vol.CapacityBytes {
 		return 0, failedPrecondition("volume %s has %d bytes; a directory volume grows by ControllerExpandVolume, not on the node", vol.ID, vol.CapacityBytes)
 	}
@@ -238,10 +239,10 @@ func (d *dirNode) Expand(_ context.Context, vol pool.Volume, r ExpandRequest) (i
 
 // Health reports a volume whose directory is gone or was replaced.
 func (d *dirNode) Health(_ context.Context, vol pool.Volume, _, _ string) ([]*csipb.VolumeHealth_VolumeHealthEntry, error) {
-	out := notedHealth(d, vol.ID)
+	out := volume.NotedHealth(d, vol.ID)
 	f, err := d.pool.OpenVolume(vol.ID)
 	if err != nil {
-		return append(out, healthEntry(csipb.VolumeHealthErrorType_DATA_LOSS, "DirectoryMissing", err.Error())), nil
+		return append(out, volume.HealthEntry(csipb.VolumeHealthErrorType_DATA_LOSS, "DirectoryMissing", err.Error())), nil
 	}
 	f.Close()
 	return out, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // NodeExpandVolume has the backend make the staged or published volume
@@ -33,7 +34,7 @@ func (s *NodeService) NodeExpandVolume(ctx context.Context, req *csipb.NodeExpan
 		}
 	}
 	cr := req.GetCapacityRange()
-	size, err := nv.Expand(ctx, vol, ExpandRequest{VolumePath: path, StagingPath: staging,
+	size, err := nv.Expand(ctx, vol, volume.ExpandRequest{VolumePath: path, StagingPath: staging,
 		RequiredBytes: cr.GetRequiredBytes(), LimitBytes: cr.GetLimitBytes(), Secrets: req.GetSecrets()})
 	if err != nil {
 		return nil, err

@@ -15,6 +15,7 @@ import (
 	"github.com/filevol/filevol/internal/hostos/fs"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 	"github.com/filevol/filevol/internal/volview"
 )
 
@@ -278,7 +279,7 @@ func TestNodeGetVolumeHealth(t *testing.T) {
 	if err := e.k.RemountReadOnly(staging); err != nil {
 		t.Fatal(err)
 	}
-	if got := health(); len(got) != 1 || got[0] != ReasonFilesystemReadOnly {
+	if got := health(); len(got) != 1 || got[0] != volume.ReasonFilesystemReadOnly {
 		t.Errorf("after the kernel remounted it read-only: %v", got)
 	}
 
@@ -293,7 +294,7 @@ func TestNodeGetVolumeHealth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := resp.GetVolumeHealth().GetHealthStatuses(); len(st) != 1 || st[0].GetReason() != ReasonLoopDeviceGone {
+	if st := resp.GetVolumeHealth().GetHealthStatuses(); len(st) != 1 || st[0].GetReason() != volume.ReasonLoopDeviceGone {
 		t.Errorf("block volume whose device was detached: %v", st)
 	}
 }

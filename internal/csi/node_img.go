@@ -88,7 +88,7 @@ const deviceScheduler = "none"
 // publish adds beside this node's own staged writer would conflict with
 // that writer's lock. Every other device takes loop.Options.Mark.
 //
-// unrecorded (StageRequest.Unrecorded) lets it skip the look-up, which
+// unrecorded (volume.StageRequest.Unrecorded) lets it skip the look-up, which
 // reads every loop device of the node (the kernel keeps no index from a
 // file to its devices: at 1,000 volumes, most of a stage's time), when
 // the image is also unlocked: no record says no earlier stage of this

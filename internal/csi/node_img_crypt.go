@@ -11,6 +11,7 @@ import (
 	"github.com/filevol/filevol/internal/hostos/fscrypt"
 	"github.com/filevol/filevol/internal/keywrap"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 	"github.com/filevol/filevol/internal/volview"
 )
 
@@ -51,7 +52,7 @@ const unchanged = "nothing was formatted, mounted or changed"
 // rotation); or, at the volume's first stage, made and recorded before
 // anything is encrypted with it. It attaches, formats and mounts nothing,
 // so a Secret that cannot open the key leaves the volume as it was.
-func (b *imageNode) stageKey(vol pool.Volume, r StageRequest) (pool.Volume, []byte, error) {
+func (b *imageNode) stageKey(vol pool.Volume, r volume.StageRequest) (pool.Volume, []byte, error) {
 	enc := vol.Encryption
 	switch {
 	case enc == nil:

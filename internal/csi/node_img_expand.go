@@ -12,6 +12,7 @@ import (
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 	"github.com/filevol/filevol/internal/volview"
 )
 
@@ -23,7 +24,7 @@ import (
 // Online ext4 growth needs CAP_SYS_RESOURCE; without it the call fails
 // with FAILED_PRECONDITION saying so, and the next Stage grows the
 // filesystem offline instead.
-func (b *imageNode) Expand(ctx context.Context, vol pool.Volume, r ExpandRequest) (int64, error) {
+func (b *imageNode) Expand(ctx context.Context, vol pool.Volume, r volume.ExpandRequest) (int64, error) {
 	size, err := b.expandImage(ctx, vol, r.RequiredBytes, r.LimitBytes)
 	if err != nil {
 		return 0, err

@@ -11,13 +11,14 @@ import (
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 	"github.com/filevol/filevol/internal/volview"
 )
 
 // Publish bind-mounts the staged filesystem into the target directory,
 // or the loop device node onto the target file for block volumes;
 // read-only requests get a read-only bind, or a read-only device.
-func (b *imageNode) Publish(ctx context.Context, vol pool.Volume, r PublishRequest) error {
+func (b *imageNode) Publish(ctx context.Context, vol pool.Volume, r volume.PublishRequest) error {
 	if r.Block {
 		return b.publishBlock(ctx, vol.ID, r.StagingPath, r.TargetPath, r.ReadOnly, r.SingleWriter)
 	}

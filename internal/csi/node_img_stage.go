@@ -14,6 +14,7 @@ import (
 	"github.com/filevol/filevol/internal/hostos/fs"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 	"github.com/filevol/filevol/internal/volview"
 )
 
@@ -21,7 +22,7 @@ import (
 // formats it if it carries no filesystem and mounts it at the staging
 // path. For block volumes the device bound at <staging>/device is the
 // staged state. It returns the device.
-func (b *imageNode) Stage(ctx context.Context, vol pool.Volume, r StageRequest) (string, error) {
+func (b *imageNode) Stage(ctx context.Context, vol pool.Volume, r volume.StageRequest) (string, error) {
 	id := vol.ID
 	// An encrypted volume's key first: a Secret that cannot open it
 	// leaves the volume untouched (node_img_crypt.go).
@@ -64,7 +65,7 @@ func (b *imageNode) Stage(ctx context.Context, vol pool.Volume, r StageRequest) 
 
 // stageDevice makes the attached dev the staged state at staging: its size
 // caught up with the image, then bound (block) or mounted (filesystem).
-func (b *imageNode) stageDevice(ctx context.Context, vol pool.Volume, dev loop.Device, r StageRequest, key []byte) error {
+func (b *imageNode) stageDevice(ctx context.Context, vol pool.Volume, dev loop.Device, r volume.StageRequest, key []byte) error {
 	// An image grown (ControllerExpandVolume) while its device stayed attached.
 	dev, err := b.refreshLoopSize(dev, b.pool.ImagePath(vol.ID))
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 	"github.com/filevol/filevol/internal/volview"
 )
 
@@ -104,6 +105,6 @@ func (b *imageNode) poolFullHealth(vol pool.Volume) *csipb.VolumeHealth_VolumeHe
 	if err != nil || c.FreeBytes >= allocationUnit {
 		return nil
 	}
-	return healthEntry(csipb.VolumeHealthErrorType_DEGRADED, ReasonPoolFull,
+	return volume.HealthEntry(csipb.VolumeHealthErrorType_DEGRADED, volume.ReasonPoolFull,
 		fmt.Sprintf("the pool %s holding this thin volume has %d bytes free: writes to blocks the volume has not allocated yet fail", b.pool.Dir(), c.FreeBytes))
 }

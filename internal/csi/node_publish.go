@@ -4,6 +4,7 @@ import (
 	"context"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/filevol/filevol/internal/volume"
 	"k8s.io/klog/v2"
 )
 
@@ -22,7 +23,7 @@ func (s *NodeService) NodePublishVolume(ctx context.Context, req *csipb.NodePubl
 	if err != nil {
 		return nil, err
 	}
-	r := PublishRequest{StagingPath: staging, TargetPath: target, Block: c.GetBlock() != nil,
+	r := volume.PublishRequest{StagingPath: staging, TargetPath: target, Block: c.GetBlock() != nil,
 		MountFlags: c.GetMount().GetMountFlags(), ReadOnly: req.GetReadonly() || readerOnly(c),
 		SingleWriter: c.GetAccessMode().GetMode() == csipb.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER,
 		Secrets:      req.GetSecrets()}

@@ -2,10 +2,11 @@ package csi
 
 import (
 	"fmt"
-	"github.com/filevol/filevol/internal/volid"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/filevol/filevol/internal/volid"
 
 	"google.golang.org/grpc/codes"
 

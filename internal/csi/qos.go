@@ -14,6 +14,7 @@ import (
 
 	"github.com/filevol/filevol/internal/hostos/cgroup"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 	"github.com/filevol/filevol/internal/volview"
 )
 
@@ -325,5 +326,5 @@ func (s *NodeService) qosHealth(id string) []*csipb.VolumeHealth_VolumeHealthEnt
 	if msg == "" {
 		return nil
 	}
-	return []*csipb.VolumeHealth_VolumeHealthEntry{healthEntry(csipb.VolumeHealthErrorType_DEGRADED, ReasonLimitsNotEnforced, msg)}
+	return []*csipb.VolumeHealth_VolumeHealthEntry{volume.HealthEntry(csipb.VolumeHealthErrorType_DEGRADED, volume.ReasonLimitsNotEnforced, msg)}
 }

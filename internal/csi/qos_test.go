@@ -11,6 +11,7 @@ import (
 
 	"github.com/filevol/filevol/internal/hostos/cgroup"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // The pod of nodeEnv.target, in a fake cgroup v2 tree laid out by the
@@ -101,8 +102,8 @@ func TestQoSPodNotFound(t *testing.T) {
 	other := strings.Replace(e.target("q"), testPodUID, "99999999-9999-4999-8999-999999999999", 1)
 	e.mustPublish(id, e.staging("q"), other, c, false)
 	h := e.health(id)
-	if len(h) != 1 || h[0].GetReason() != ReasonLimitsNotEnforced || !strings.Contains(h[0].GetMessage(), "pod cgroup not found") {
-		t.Fatalf("health = %v, want one %s", h, ReasonLimitsNotEnforced)
+	if len(h) != 1 || h[0].GetReason() != volume.ReasonLimitsNotEnforced || !strings.Contains(h[0].GetMessage(), "pod cgroup not found") {
+		t.Fatalf("health = %v, want one %s", h, volume.ReasonLimitsNotEnforced)
 	}
 }
 

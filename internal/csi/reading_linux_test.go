@@ -15,6 +15,7 @@ import (
 	"github.com/filevol/filevol/internal/hostos/mount"
 	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/testutil"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // TestReadingAgreesWithPerVolumeLookups: on the real kernel, with volumes
@@ -153,7 +154,7 @@ func TestReadingAgreesWithPerVolumeLookups(t *testing.T) {
 			}
 		}
 	}
-	for _, r := range []string{ReasonLoopDeviceGone, ReasonFilesystemReadOnly, ReasonImageDeleted, ReasonImageMissing} {
+	for _, r := range []string{volume.ReasonLoopDeviceGone, volume.ReasonFilesystemReadOnly, volume.ReasonImageDeleted, volume.ReasonImageMissing} {
 		if !saw[r] {
 			t.Errorf("no health answer reported %s: the comparison missed an abnormal case", r)
 		}

@@ -1,8 +1,9 @@
 package csi
 
 import (
-	"github.com/filevol/filevol/internal/volid"
 	"testing"
+
+	"github.com/filevol/filevol/internal/volid"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"

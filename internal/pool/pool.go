@@ -78,6 +78,7 @@ import (
 
 	"github.com/filevol/filevol/internal/nodestate"
 	"github.com/filevol/filevol/internal/recordstore"
+	"github.com/filevol/filevol/internal/volume"
 
 	"github.com/filevol/filevol/internal/volid"
 )
@@ -188,7 +189,7 @@ type CreateRequest struct {
 	Encryption string
 	// Secrets are CreateVolume's (the provisioner Secret), for a backend
 	// that needs key material to make the volume.
-	Secrets Secrets
+	Secrets volume.Secrets
 }
 
 // Capacity is what the pool can still hold.

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/filevol/filevol/internal/volid"
 	"maps"
 	"os"
 	"slices"
 	"time"
+
+	"github.com/filevol/filevol/internal/volid"
+	"github.com/filevol/filevol/internal/volume"
 
 	"golang.org/x/sys/unix"
 
@@ -67,7 +69,7 @@ type SnapshotRequest struct {
 	// (GroupMemberName names it).
 	GroupSnapshotID string
 	// Secrets are CreateSnapshot's (or CreateVolumeGroupSnapshot's).
-	Secrets Secrets
+	Secrets volume.Secrets
 }
 
 // RestoreSize is the smallest request a restore of the snapshot honours

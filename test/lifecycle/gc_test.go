@@ -6,12 +6,11 @@ import (
 	"path/filepath"
 	"testing"
 
-	fvcsi "github.com/filevol/filevol/internal/csi"
-
 	spec "github.com/container-storage-interface/spec/lib/go/csi"
 
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/testutil"
+	fvvolume "github.com/filevol/filevol/internal/volume"
 	"github.com/filevol/filevol/test/driver"
 )
 
@@ -102,7 +101,7 @@ func TestGCFindsAndCleansOrphans(t *testing.T) {
 	// The health RPC says the same about the lost volume.
 	h, err := d.Controller.ControllerGetVolumeHealth(ctx, &spec.ControllerGetVolumeHealthRequest{VolumeId: lostID})
 	if err != nil || len(h.GetVolumeHealth().GetHealthStatuses()) == 0 ||
-		h.GetVolumeHealth().GetHealthStatuses()[0].GetReason() != fvcsi.ReasonImageMissing {
+		h.GetVolumeHealth().GetHealthStatuses()[0].GetReason() != fvvolume.ReasonImageMissing {
 		t.Errorf("health of lost volume: %v %v", h, err)
 	}
 	if h, err := d.Controller.ControllerGetVolumeHealth(ctx, &spec.ControllerGetVolumeHealthRequest{VolumeId: freshID}); err != nil ||
