@@ -16,6 +16,7 @@ import (
 
 	"github.com/filevol/filevol/internal/csi"
 	"github.com/filevol/filevol/internal/dirpool"
+	"github.com/filevol/filevol/internal/dirpool/dirnode"
 	"github.com/filevol/filevol/internal/hostos"
 	"github.com/filevol/filevol/internal/metrics"
 	"github.com/filevol/filevol/internal/nodeview"
@@ -24,6 +25,7 @@ import (
 	"github.com/filevol/filevol/internal/registration"
 	"github.com/filevol/filevol/internal/sharedfs"
 	"github.com/filevol/filevol/internal/version"
+	"github.com/filevol/filevol/internal/volid"
 )
 
 // shutdownGrace bounds how long in-flight calls may run after SIGTERM;
@@ -75,7 +77,7 @@ func Run(ctx context.Context, o options.Options) error {
 			return fmt.Errorf("open directory pool %s: %w", o.DirPoolDir, err)
 		}
 		defer dp.Close()
-		d.ServeDirPool(dp)
+		d.Serve(dp.ID(), volid.KindDir, dp, dirnode.New(dp, o.KubeletDir))
 	}
 	view := &nodeview.Builder{Node: o.NodeID, Driver: o.DriverName, Version: version.Version,
 		Pool: p, Kernel: host, Health: volumeHealth(d), Warnings: risks.warnings}

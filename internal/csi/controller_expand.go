@@ -8,7 +8,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/filevol/filevol/internal/pool"
-	"github.com/filevol/filevol/internal/volid"
 )
 
 // ControllerExpandVolume grows the volume's image file (thin: ftruncate;
@@ -79,13 +78,7 @@ func (s *ControllerService) ControllerExpandVolume(ctx context.Context, req *csi
 	}
 	// A directory volume's quota is raised online: the node has nothing
 	// to do. An image's filesystem grows on the node.
-	return &csipb.ControllerExpandVolumeResponse{CapacityBytes: grown.CapacityBytes, NodeExpansionRequired: !isDirVolume(id)}, nil
-}
-
-// isDirVolume reports whether id names a directory volume (internal/dirpool).
-func isDirVolume(id string) bool {
-	v, err := volid.ParseVolumeAnyKind(id)
-	return err == nil && v.Kind == volid.KindDir
+	return &csipb.ControllerExpandVolumeResponse{CapacityBytes: grown.CapacityBytes, NodeExpansionRequired: st.Traits().NodeExpansion}, nil
 }
 
 // deferToNode answers for a volume that lives in another node's pool: a

@@ -41,12 +41,12 @@ func (s *ControllerService) ControllerPublishVolume(ctx context.Context, req *cs
 	if _, err := checkCapability(c); err != nil {
 		return nil, err
 	}
-	if multiNode(c) && !isDirVolume(id) {
-		return nil, errImageSingleNode(c)
-	}
 	st, err := s.stores.volume(id)
 	if err != nil {
 		return nil, err
+	}
+	if multiNode(c) && !st.Traits().MultiNode {
+		return nil, errImageSingleNode(c)
 	}
 	unlock, err := s.locks.tryLock(id)
 	if err != nil {

@@ -30,8 +30,8 @@ func (s *ControllerService) ValidateVolumeCapabilities(ctx context.Context, req 
 		return &csipb.ValidateVolumeCapabilitiesResponse{Message: msg}, nil
 	}
 	for _, c := range req.GetVolumeCapabilities() {
-		if multiNode(c) && (!s.cfg.Shared || !isDirVolume(vol.ID)) {
-			if !isDirVolume(vol.ID) {
+		if multiNode(c) && (!s.cfg.Shared || !st.Traits().MultiNode) {
+			if !st.Traits().MultiNode {
 				return unconfirmed(errImageSingleNode(c).Error())
 			}
 			return unconfirmed("access mode " + c.GetAccessMode().GetMode().String() + ": volume " + vol.ID + " is in a node-local directory pool")

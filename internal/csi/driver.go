@@ -8,7 +8,6 @@ import (
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 
-	"github.com/filevol/filevol/internal/dirpool"
 	"github.com/filevol/filevol/internal/freeze"
 	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volid"
@@ -137,20 +136,19 @@ func newNodeService(cfg Config, p *pool.Pool, h Host) *NodeService {
 	return s
 }
 
-// ServeDirPool serves the directory volumes of the directory pool dp
-// (internal/dirpool) beside the image pool: its store on the controller,
-// its node half on the node. Call it before serving.
-func (d *Driver) ServeDirPool(dp *dirpool.Pool) {
+// Serve serves the volumes of kind in the pool poolID beside the image
+// pool: store on the controller, node on the node (a process without one
+// of the services ignores its half). Call it before serving.
+func (d *Driver) Serve(poolID string, kind volid.Kind, store VolumeStore, node NodeBackend) {
 	if d.Controller != nil {
-		d.Controller.serve(dp.ID(), volid.KindDir, dp)
+		d.Controller.serve(poolID, kind, store)
 	}
 	if d.Node != nil {
-		b := &dirNode{pool: dp, kubeletDir: d.Node.cfg.KubeletDir}
-		d.Node.serve(dp.ID(), volid.KindDir, b)
+		d.Node.serve(poolID, kind, node)
 		// As New does for the image pool: a killed predecessor's temporary
 		// in-use records, and records of volumes no longer bound here.
 		for _, nv := range d.Node.vols.all {
-			if nv.NodeBackend == NodeBackend(b) {
+			if nv.NodeBackend == node {
 				nv.inuse.CleanTemp(d.Node.cfg.NodeID)
 				d.Node.reconcile(nv, true, nil)
 			}

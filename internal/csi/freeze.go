@@ -21,7 +21,7 @@ import (
 // application if it needs more. The caller holds id's controller lock;
 // st is the volume's store, in whose pool its nodes are asked.
 func (s *ControllerService) withFrozen(ctx context.Context, st *poolStore, id string, fn func() error) error {
-	if isDirVolume(id) {
+	if st.Traits().AtomicSnapshots {
 		// A btrfs snapshot of a directory volume is atomic: a point in time
 		// of the whole subvolume, with no filesystem of its own to freeze.
 		return fn()

@@ -53,8 +53,8 @@ func (s *ControllerService) groupSourceStore(srcs []string) (*poolStore, GroupSt
 		st = one
 	}
 	gs, ok := st.VolumeStore.(GroupStore)
-	if !ok || isDirVolume(srcs[0]) {
-		return nil, nil, failedPrecondition("source volume %s is a directory volume: group snapshots are of image volumes (their filesystems are frozen together)", srcs[0])
+	if !ok {
+		return nil, nil, failedPrecondition("source volume %s is of a kind whose volumes cannot be snapshotted in a group (directory volumes): group snapshots are of image volumes, their filesystems frozen together", srcs[0])
 	}
 	return st, gs, nil
 }

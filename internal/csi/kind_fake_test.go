@@ -265,3 +265,7 @@ func (f *fakeStore) Modify(_ context.Context, id string, m pool.Modification) (p
 	f.vols[id] = v
 	return v, nil
 }
+
+// The fake kind can do what image volumes can (pool.Traits).
+func (f *fakeNode) Traits() volume.Traits  { return pool.Traits }
+func (f *fakeStore) Traits() volume.Traits { return pool.Traits }

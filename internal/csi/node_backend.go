@@ -35,6 +35,8 @@ import (
 type NodeBackend interface {
 	// Dir is where the pool lives: the in-use records are under it.
 	Dir() string
+	// Traits says what the kind can do (the same as its VolumeStore's).
+	Traits() volume.Traits
 	// Get returns the volume's record, pool.ErrNotFound when it has none.
 	Get(id string) (pool.Volume, error)
 	// InUse reports whether this node's kernel holds anything of the

@@ -46,18 +46,18 @@ func (s *NodeService) begin(id string, c *csipb.VolumeCapability, capRequired bo
 			return nil, "", nil, err
 		}
 		fsType = t
-		if c != nil && multiNode(c) {
-			if !isDirVolume(id) {
-				return nil, "", nil, errImageSingleNode(c)
-			}
-			if !s.cfg.Shared {
-				return nil, "", nil, invalidArgument("access mode %s: this node's directory pool is node-local; MULTI_NODE_* needs --pool-shared", c.GetAccessMode().GetMode())
-			}
-		}
 	}
 	nv, err := s.vols.volume(id)
 	if err != nil {
 		return nil, "", nil, err
+	}
+	if c != nil && multiNode(c) {
+		if !nv.Traits().MultiNode {
+			return nil, "", nil, errImageSingleNode(c)
+		}
+		if !s.cfg.Shared {
+			return nil, "", nil, invalidArgument("access mode %s: this node's directory pool is node-local; MULTI_NODE_* needs --pool-shared", c.GetAccessMode().GetMode())
+		}
 	}
 	// The volume's freeze key too: no node call runs while the freeze
 	// agent holds the volume's filesystem frozen (node_freeze.go).

@@ -12,6 +12,7 @@ import (
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/inuse"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 	"github.com/filevol/filevol/internal/volview"
 )
 
@@ -237,3 +238,6 @@ func (b *imageNode) ownsDevice(d loop.Device) bool {
 	owner := b.host.Loops.Owner(d)
 	return owner == "" || owner == deviceOwner(b.node)
 }
+
+// Traits are the image kind's (pool.Traits).
+func (b *imageNode) Traits() volume.Traits { return pool.Traits }

@@ -11,6 +11,7 @@ import (
 	"github.com/filevol/filevol/internal/inuse"
 	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volid"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // VolumeStore is what the controller service asks of a pool: its records
@@ -30,6 +31,8 @@ type VolumeStore interface {
 	VolumeID(name string) string
 	SnapshotID(name string) string
 	Known(id string) bool
+	// Traits says what the kind can do (the same as its NodeBackend's).
+	Traits() volume.Traits
 	Get(id string) (pool.Volume, error)
 	GetByName(name string) (pool.Volume, error)
 	Create(ctx context.Context, req pool.CreateRequest) (pool.Volume, error)

@@ -6,10 +6,11 @@ import (
 
 	"crypto/sha256"
 	"encoding/hex"
-	"github.com/filevol/filevol/internal/volid"
 	"os"
 	"slices"
 	"testing"
+
+	"github.com/filevol/filevol/internal/volid"
 )
 
 // testPoolID is the ID of every pool openPool opens, so that the tests

@@ -19,10 +19,12 @@ import (
 
 	"github.com/filevol/filevol/internal/csi"
 	"github.com/filevol/filevol/internal/dirpool"
+	"github.com/filevol/filevol/internal/dirpool/dirnode"
 	"github.com/filevol/filevol/internal/hostos"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volid"
 )
 
 // NodeID is the node the test driver claims to be.
@@ -85,7 +87,7 @@ func StartWith(t testing.TB, dir, dirPoolDir string, mutate func(*csi.Config)) *
 			t.Fatalf("open directory pool: %v", err)
 		}
 		d.DirPool = dp
-		svc.ServeDirPool(dp)
+		svc.Serve(dp.ID(), volid.KindDir, dp, dirnode.New(dp, cfg.KubeletDir))
 	}
 	lis, err := csi.Listen("unix://" + d.Socket)
 	if err != nil {

@@ -1,4 +1,4 @@
-package csi
+package dirnode
 
 import (
 	"context"
@@ -16,25 +16,29 @@ import (
 	"github.com/filevol/filevol/internal/volume"
 )
 
-// dirNode is the node half of directory volumes (internal/dirpool): a
-// volume is a btrfs subvolume of a pool on this node; a stage and a
-// publish each bind the subvolume's directory, opened beneath
-// the pool without following a link (dirpool.OpenVolume), through its
-// descriptor: what a pod did inside the volume cannot redirect the bind.
-type dirNode struct {
+// Node is the node half of directory volumes (internal/dirpool): a
+// volume is a directory of a pool this node mounts (a btrfs subvolume, a
+// CephFS or plain directory); a stage and a publish each bind the
+// volume's directory, opened beneath the pool without following a link
+// (dirpool.OpenVolume), through its descriptor: what a pod did inside the
+// volume cannot redirect the bind. It is served by internal/csi as a
+// NodeBackend, which validates, locks and routes before calling it.
+type Node struct {
 	pool *dirpool.Pool
 	// kubeletDir: only binds under it are this node's (on a shared pool,
 	// other nodes' on the same host are not); "" counts every bind.
 	kubeletDir string
 }
 
-var _ NodeBackend = (*dirNode)(nil)
+// New is the node half of the directory pool p, on a node whose kubelet
+// keeps its mounts under kubeletDir.
+func New(p *dirpool.Pool, kubeletDir string) *Node { return &Node{pool: p, kubeletDir: kubeletDir} }
 
-func (d *dirNode) Dir() string                        { return d.pool.Dir() }
-func (d *dirNode) Get(id string) (pool.Volume, error) { return d.pool.Get(id) }
+func (d *Node) Dir() string                        { return d.pool.Dir() }
+func (d *Node) Get(id string) (pool.Volume, error) { return d.pool.Get(id) }
 
 // InUse reports whether a bind of the volume's directory is mounted here.
-func (d *dirNode) InUse(id string) (bool, error) {
+func (d *Node) InUse(id string) (bool, error) {
 	binds, err := d.binds(id)
 	return len(binds) > 0, err
 }
@@ -42,7 +46,7 @@ func (d *dirNode) InUse(id string) (bool, error) {
 // binds lists the mounts of the volume's subvolume: mounts of the pool's
 // filesystem (its device numbers) whose root within it is the volume's
 // directory.
-func (d *dirNode) binds(id string) ([]mount.Info, error) {
+func (d *Node) binds(id string) ([]mount.Info, error) {
 	rec, err := d.pool.Record(id)
 	if errors.Is(err, pool.ErrNotFound) {
 		return nil, nil
@@ -75,7 +79,7 @@ func (d *dirNode) binds(id string) ([]mount.Info, error) {
 // poolRoot finds the mount that holds the pool's directory and the
 // directory's path within the filesystem (mountinfo's root field of a
 // bind of it).
-func (d *dirNode) poolRoot(table mount.Table) (mount.Info, string, error) {
+func (d *Node) poolRoot(table mount.Table) (mount.Info, string, error) {
 	dir := d.pool.Dir()
 	var best mount.Info
 	found := false
@@ -100,7 +104,7 @@ func (d *dirNode) poolRoot(table mount.Table) (mount.Info, string, error) {
 // and the node's reconcile (at start and at every garbage collection)
 // took its record for a crash's leftover and dropped it, after which the
 // controller deleted a volume kubelet still had staged.
-func (d *dirNode) Stage(_ context.Context, vol pool.Volume, r volume.StageRequest) (string, error) {
+func (d *Node) Stage(_ context.Context, vol pool.Volume, r volume.StageRequest) (string, error) {
 	if r.Block {
 		return "", fmt.Errorf("%w: a directory volume has no block access", pool.ErrInvalidArgument)
 	}
@@ -112,14 +116,14 @@ func (d *dirNode) Stage(_ context.Context, vol pool.Volume, r volume.StageReques
 
 // Unstage unmounts the staging path; FAILED_PRECONDITION while the
 // volume is still published here (the CO unpublishes first).
-func (d *dirNode) Unstage(_ context.Context, id, staging string) error {
+func (d *Node) Unstage(_ context.Context, id, staging string) error {
 	binds, err := d.binds(id)
 	if err != nil {
 		return err
 	}
 	for _, m := range binds {
 		if m.MountPoint != staging {
-			return failedPrecondition("volume %s is still published at %s: unpublish it before unstaging", id, m.MountPoint)
+			return volume.FailedPrecondition("volume %s is still published at %s: unpublish it before unstaging", id, m.MountPoint)
 		}
 	}
 	return mount.UnmountAll(staging)
@@ -128,7 +132,7 @@ func (d *dirNode) Unstage(_ context.Context, id, staging string) error {
 // Publish binds the volume's directory at the target with nosuid and
 // nodev (and read-only when asked), making the target directory first.
 // A target that holds the volume already is success (spec: idempotent).
-func (d *dirNode) Publish(_ context.Context, vol pool.Volume, r volume.PublishRequest) error {
+func (d *Node) Publish(_ context.Context, vol pool.Volume, r volume.PublishRequest) error {
 	if r.Block {
 		return fmt.Errorf("%w: a directory volume has no block access", pool.ErrInvalidArgument)
 	}
@@ -139,7 +143,7 @@ func (d *dirNode) Publish(_ context.Context, vol pool.Volume, r volume.PublishRe
 		}
 		for _, m := range binds {
 			if m.MountPoint != r.StagingPath && m.MountPoint != r.TargetPath {
-				return failedPrecondition("volume %s is SINGLE_NODE_SINGLE_WRITER and already published at %s", vol.ID, m.MountPoint)
+				return volume.FailedPrecondition("volume %s is SINGLE_NODE_SINGLE_WRITER and already published at %s", vol.ID, m.MountPoint)
 			}
 		}
 	}
@@ -150,7 +154,7 @@ func (d *dirNode) Publish(_ context.Context, vol pool.Volume, r volume.PublishRe
 // opened beneath the pool (never a path a pod could change), making the
 // target directory first. A target that holds the volume already, as
 // asked, is success; anything else mounted there is ALREADY_EXISTS.
-func (d *dirNode) bindAt(id, target string, readOnly bool, flags []string) error {
+func (d *Node) bindAt(id, target string, readOnly bool, flags []string) error {
 	rec, err := d.pool.Record(id)
 	if err != nil {
 		return err
@@ -166,10 +170,10 @@ func (d *dirNode) bindAt(id, target string, readOnly bool, flags []string) error
 	if at := table.At(target); len(at) > 0 {
 		top := at[len(at)-1]
 		if top.Major != fsm.Major || top.Minor != fsm.Minor || top.Root != path.Join(root, rec.Path) {
-			return alreadyExists("%s has something else mounted (%s %s), not volume %s", target, top.FSType, top.Root, id)
+			return volume.AlreadyExists("%s has something else mounted (%s %s), not volume %s", target, top.FSType, top.Root, id)
 		}
 		if top.ReadOnly() != readOnly {
-			return alreadyExists("volume %s is mounted at %s with read-only=%t, not %t", id, target, top.ReadOnly(), readOnly)
+			return volume.AlreadyExists("volume %s is mounted at %s with read-only=%t, not %t", id, target, top.ReadOnly(), readOnly)
 		}
 		return nil
 	}
@@ -187,7 +191,7 @@ func (d *dirNode) bindAt(id, target string, readOnly bool, flags []string) error
 
 // Unpublish unmounts the target and removes it; a target already gone
 // is success.
-func (d *dirNode) Unpublish(_ context.Context, _, target string) error {
+func (d *Node) Unpublish(_ context.Context, _, target string) error {
 	if err := mount.UnmountAll(target); err != nil {
 		return err
 	}
@@ -200,7 +204,7 @@ func (d *dirNode) Unpublish(_ context.Context, _, target string) error {
 // Stats reports the volume's qgroup: bytes referenced of the limit, as of
 // the pool filesystem's last commit. Inodes are not limited by a qgroup
 // and not reported.
-func (d *dirNode) Stats(_ context.Context, vol pool.Volume, path string) ([]*csipb.VolumeUsage, error) {
+func (d *Node) Stats(_ context.Context, vol pool.Volume, path string) ([]*csipb.VolumeUsage, error) {
 	binds, err := d.binds(vol.ID)
 	if err != nil {
 		return nil, err
@@ -210,7 +214,7 @@ func (d *dirNode) Stats(_ context.Context, vol pool.Volume, path string) ([]*csi
 		found = found || m.MountPoint == path
 	}
 	if !found {
-		return nil, notFound("volume %s is not published at %s", vol.ID, path)
+		return nil, volume.NotFound("volume %s is not published at %s", vol.ID, path)
 	}
 	used, limit, err := d.pool.Usage(vol.ID)
 	if err != nil {
@@ -220,25 +224,25 @@ func (d *dirNode) Stats(_ context.Context, vol pool.Volume, path string) ([]*csi
 }
 
 // SizeNote says whether the volume's size is not enforced (a pool
-// without quota); NodeGetVolumeHealth reports it (notedHealth).
-func (d *dirNode) SizeNote(id string) string { return d.pool.SizeNote(id) }
+// without quota); NodeGetVolumeHealth reports it (volume.NotedHealth).
+func (d *Node) SizeNote(id string) string { return d.pool.SizeNote(id) }
 
 // GuardNote says what the pool's quota guard repaired in the volume;
-// NodeGetVolumeHealth reports it (notedHealth).
-func (d *dirNode) GuardNote(id string) string { return d.pool.GuardNote(id) }
+// NodeGetVolumeHealth reports it (volume.NotedHealth).
+func (d *Node) GuardNote(id string) string { return d.pool.GuardNote(id) }
 
 // Expand has nothing to do on the node: the controller raised the quota,
 // online. A controller that deferred expansion to the node is not
 // supported for directory volumes (the controller serves their pool).
-func (d *dirNode) Expand(_ context.Context, vol pool.Volume, r volume.ExpandRequest) (int64, error) {
+func (d *Node) Expand(_ context.Context, vol pool.Volume, r volume.ExpandRequest) (int64, error) {
 	if r.RequiredBytes > vol.CapacityBytes {
-		return 0, failedPrecondition("volume %s has %d bytes; a directory volume grows by ControllerExpandVolume, not on the node", vol.ID, vol.CapacityBytes)
+		return 0, volume.FailedPrecondition("volume %s has %d bytes; a directory volume grows by ControllerExpandVolume, not on the node", vol.ID, vol.CapacityBytes)
 	}
 	return vol.CapacityBytes, nil
 }
 
 // Health reports a volume whose directory is gone or was replaced.
-func (d *dirNode) Health(_ context.Context, vol pool.Volume, _, _ string) ([]*csipb.VolumeHealth_VolumeHealthEntry, error) {
+func (d *Node) Health(_ context.Context, vol pool.Volume, _, _ string) ([]*csipb.VolumeHealth_VolumeHealthEntry, error) {
 	out := volume.NotedHealth(d, vol.ID)
 	f, err := d.pool.OpenVolume(vol.ID)
 	if err != nil {
@@ -247,3 +251,6 @@ func (d *dirNode) Health(_ context.Context, vol pool.Volume, _, _ string) ([]*cs
 	f.Close()
 	return out, nil
 }
+
+// Traits are the directory kind's (dirpool.Traits).
+func (d *Node) Traits() volume.Traits { return dirpool.Traits }

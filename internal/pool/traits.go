@@ -1,0 +1,12 @@
+package pool
+
+import "github.com/filevol/filevol/internal/volume"
+
+// Traits are the image kind's: single-node (one writer's filesystem or
+// block device, attached on one node at a time), grown on the node too
+// (the filesystem in the image), snapshotted with the filesystems that
+// stage it frozen.
+var Traits = volume.Traits{NodeExpansion: true}
+
+// Traits says what image volumes can do (volume.Traits).
+func (p *Pool) Traits() volume.Traits { return Traits }
