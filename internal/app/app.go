@@ -22,6 +22,8 @@ import (
 	"github.com/filevol/filevol/internal/nodeview"
 	"github.com/filevol/filevol/internal/options"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/pool/imagenode"
+	"github.com/filevol/filevol/internal/reading"
 	"github.com/filevol/filevol/internal/registration"
 	"github.com/filevol/filevol/internal/sharedfs"
 	"github.com/filevol/filevol/internal/version"
@@ -68,7 +70,7 @@ func Run(ctx context.Context, o options.Options) error {
 		Shared:            o.PoolShared,
 		PoolName:          poolName(o, p),
 		SharedUnsafe:      risks.allowed,
-	}, p, host)
+	}, p, host, imagenode.New(p, host, o.NodeID, o.PoolShared))
 	defer d.Close()
 	var dp *dirpool.Pool
 	if o.DirPoolDir != "" {
@@ -82,7 +84,7 @@ func Run(ctx context.Context, o options.Options) error {
 	view := &nodeview.Builder{Node: o.NodeID, Driver: o.DriverName, Version: version.Version,
 		Pool: p, Kernel: host, Health: volumeHealth(d), Warnings: risks.warnings}
 	if d.Node != nil {
-		view.Share = d.Node.WithReading
+		view.Share = reading.WithListed
 	}
 	if dp != nil {
 		view.DirPool, view.DirHealth = dp, dirVolumeHealth(volumeHealth(d))

@@ -18,6 +18,7 @@ import (
 	"github.com/filevol/filevol/internal/nodeview/api"
 	"github.com/filevol/filevol/internal/options"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/pool/imagenode"
 	"github.com/filevol/filevol/internal/volume"
 )
 
@@ -40,7 +41,8 @@ func TestHTTPEndpoint(t *testing.T) {
 	if err := os.Remove(p.ImagePath(v.ID)); err != nil {
 		t.Fatal(err)
 	}
-	d := csi.New(csi.Config{DriverName: "filevol.csi.io", NodeID: "n1", Controller: true, Node: true}, p, fake.New().Host())
+	h := fake.New().Host()
+	d := csi.New(csi.Config{DriverName: "filevol.csi.io", NodeID: "n1", Controller: true, Node: true}, p, h, imagenode.New(p, h, "n1", false))
 	view := &nodeview.Builder{Node: "n1", Driver: "filevol.csi.io", Pool: p, Kernel: fake.New().Host(), Health: volumeHealth(d)}
 	srv := httptest.NewServer(httpMux(func() error { return nil }, metrics.New(metrics.Config{View: view}), view))
 	defer srv.Close()

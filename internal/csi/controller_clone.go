@@ -7,6 +7,7 @@ import (
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"k8s.io/klog/v2"
 
+	"github.com/filevol/filevol/internal/hostos/fs"
 	"github.com/filevol/filevol/internal/pool"
 )
 
@@ -48,7 +49,7 @@ func (s *ControllerService) createFromSource(ctx context.Context, st *poolStore,
 		return nil, err
 	}
 	if !p.block {
-		size = growTarget(p.fsType, srcSize, size, req.GetCapacityRange().GetLimitBytes())
+		size = fs.GrowTarget(p.fsType, srcSize, size, req.GetCapacityRange().GetLimitBytes())
 	}
 	vol, err := st.GetByName(name)
 	switch {

@@ -7,6 +7,7 @@ import (
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"k8s.io/klog/v2"
 
+	"github.com/filevol/filevol/internal/hostos/fs"
 	"github.com/filevol/filevol/internal/pool"
 )
 
@@ -66,7 +67,7 @@ func (s *ControllerService) ControllerExpandVolume(ctx context.Context, req *csi
 		return nil, outOfRange("no size fits the range: required_bytes %d rounds up to %d (allocation unit %d) but limit_bytes is %d",
 			required, size, allocationUnit, limit)
 	}
-	size = growTarget(vol.FSType, vol.CapacityBytes, size, limit) // btrfs: ≥ 256 MiB
+	size = fs.GrowTarget(vol.FSType, vol.CapacityBytes, size, limit) // btrfs: ≥ 256 MiB
 	// Through the pool even when nothing grows: it records an image an
 	// interrupted expansion left larger than its record.
 	grown, err := st.Expand(ctx, id, max(size, vol.CapacityBytes), roundUp(required, allocationUnit))

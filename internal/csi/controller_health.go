@@ -5,6 +5,7 @@ import (
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 
+	"github.com/filevol/filevol/internal/answer"
 	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volume"
 )
@@ -51,10 +52,10 @@ func (s *ControllerService) ControllerListVolumeHealth(ctx context.Context, req 
 
 // health is what the store says of a volume: its data must be there.
 func (st *poolStore) health(id string) []*csipb.VolumeHealth_VolumeHealthEntry {
-	out := volume.NotedHealth(st.VolumeStore, id)
+	out := answer.NotedHealth(st.VolumeStore, id)
 	if !st.ImageLost(id) {
 		return out
 	}
-	return append(out, volume.HealthEntry(csipb.VolumeHealthErrorType_DATA_LOSS, volume.ReasonImageMissing,
+	return append(out, answer.HealthEntry(csipb.VolumeHealthErrorType_DATA_LOSS, volume.ReasonImageMissing,
 		"the image file of volume "+id+" is missing from pool "+st.Dir()))
 }

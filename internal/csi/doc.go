@@ -11,8 +11,11 @@
 // The services do what every kind of volume shares and route the rest by
 // the pool and kind that a volume ID names (routes.go): the controller to
 // a VolumeStore (store.go), the node to a NodeBackend (node_backend.go).
-// Image volumes are *pool.Pool and imageNode (node_img*.go); a new kind
-// of volume or pool implements both halves and is registered beside them.
+// Image volumes are *pool.Pool and internal/pool/imagenode, directory
+// volumes *dirpool.Pool and internal/dirpool/dirnode; the services import
+// no node half (internal/app wires them), and ask a kind what it can do
+// (volume.Traits) rather than which kind it is. A new kind of volume or
+// pool implements both halves and is registered beside them (Driver.Serve).
 //
 // It owns no state: volumes live in the pool (internal/pool), the kernel's
 // view (loop devices, mounts) is asked for through the host interface

@@ -72,13 +72,13 @@ type Driver struct {
 	Freeze *freeze.Agent
 }
 
-// New builds the services for cfg, serving the image volumes of the
-// node-local pool p (and the version 0 IDs, which name no pool). Identity
-// is always served; the controller and node services only when cfg asks
-// for them. Another pool or kind is served beside p by registering its
-// VolumeStore and NodeBackend (ControllerService.serve,
-// NodeService.serve): the services do not change.
-func New(cfg Config, p *pool.Pool, h Host) *Driver {
+// New builds the services for cfg, serving the image volumes of the pool
+// p (and the version 0 IDs, which name no pool), whose node half is img
+// (internal/pool/imagenode; unused without the node service). Identity is
+// always served; the controller and node services only when cfg asks for
+// them. Another pool or kind is served beside p by Serve: the services do
+// not change.
+func New(cfg Config, p *pool.Pool, h Host, img NodeBackend) *Driver {
 	d := &Driver{Identity: &IdentityService{cfg: cfg, pool: p}}
 	// In one process the services share the per-volume locks, so that a
 	// controller call and a node call never work on one volume at once
@@ -99,7 +99,7 @@ func New(cfg Config, p *pool.Pool, h Host) *Driver {
 		}
 	}
 	if cfg.Node {
-		d.Node = newNodeService(cfg, p, h)
+		d.Node = newNodeService(cfg, p, h, img)
 		d.Node.locks = locks
 		// Before serving: a predecessor killed while a snapshot held a
 		// pod's filesystem frozen left its mark (internal/freeze).
@@ -126,12 +126,11 @@ func newControllerService(cfg Config, p *pool.Pool) *ControllerService {
 }
 
 // newNodeService is the node service of the image volumes in pool p, on
-// the kernel h.
-func newNodeService(cfg Config, p *pool.Pool, h Host) *NodeService {
+// the kernel h, whose node half is img.
+func newNodeService(cfg Config, p *pool.Pool, h Host, img NodeBackend) *NodeService {
 	s := &NodeService{cfg: cfg, pool: p, host: h, locks: newInflight(), paths: pathPolicy{kubeletDir: cfg.KubeletDir},
 		qos: newQoSEnforcer(cfg.CgroupRoots)}
-	s.serve(p.ID(), volid.KindImage, &imageNode{pool: p, host: h, node: cfg.NodeID, fence: cfg.Shared,
-		readings: &sharedReadings{host: h}})
+	s.serve(p.ID(), volid.KindImage, img)
 	s.vols.addLegacy(p.ID())
 	return s
 }

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/filevol/filevol/internal/answer"
 	"github.com/filevol/filevol/internal/attach"
 	"github.com/filevol/filevol/internal/dirpool"
 	"github.com/filevol/filevol/internal/freeze"
@@ -21,20 +22,19 @@ import (
 	"github.com/filevol/filevol/internal/nodestate"
 	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volid"
-	"github.com/filevol/filevol/internal/volume"
 )
 
 // The codes a handler chooses (validation, state conflicts): a
-// volume.CodedError, as a kind of volume chooses them. Everything else is
+// answer.CodedError, as a kind of volume chooses them. Everything else is
 // mapped by toStatus.
 var (
-	invalidArgument    = volume.InvalidArgument
-	notFound           = volume.NotFound
-	failedPrecondition = volume.FailedPrecondition
-	alreadyExists      = volume.AlreadyExists
-	outOfRange         = volume.OutOfRange
-	resourceExhausted  = volume.ResourceExhausted
-	aborted            = volume.Aborted
+	invalidArgument    = answer.InvalidArgument
+	notFound           = answer.NotFound
+	failedPrecondition = answer.FailedPrecondition
+	alreadyExists      = answer.AlreadyExists
+	outOfRange         = answer.OutOfRange
+	resourceExhausted  = answer.ResourceExhausted
+	aborted            = answer.Aborted
 )
 
 // sentinelCodes maps the named errors of the lower layers to gRPC codes.
@@ -148,7 +148,7 @@ func toStatus(err error) error {
 	if err == nil {
 		return nil
 	}
-	var ce *volume.CodedError
+	var ce *answer.CodedError
 	if errors.As(err, &ce) {
 		return status.Error(ce.Code, err.Error())
 	}

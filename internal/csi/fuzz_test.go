@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/filevol/filevol/internal/volview"
 	"google.golang.org/grpc/codes"
 )
 
@@ -25,7 +26,7 @@ func FuzzCheckPath(f *testing.F) {
 			}
 			return
 		}
-		if !within(clean, "/var/lib/kubelet") || strings.Contains(clean, "\x00") {
+		if !volview.Within(clean, "/var/lib/kubelet") || strings.Contains(clean, "\x00") {
 			t.Fatalf("accepted %q as %q", p, clean)
 		}
 		for _, part := range strings.Split(clean, "/") {

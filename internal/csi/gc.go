@@ -9,6 +9,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/filevol/filevol/internal/hostos/loop"
+	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volview"
 )
 
@@ -134,7 +135,7 @@ func (s *NodeService) gcLoops(ctx context.Context, r *GCReport) ([]loop.Device, 
 		// remounted over a dead one, and detaching another node's device
 		// would take away one that node just attached and is about to
 		// mount. A device whose file the kernel cannot stat any more (a
-		// dead client's) is decided otherwise (node_img_dead.go).
+		// dead client's) is decided otherwise (internal/pool/imagenode/dead.go).
 		if !ok || !s.host.Loops.BackedBy(d, filepath.Join(s.pool.VolumesDir(), filepath.Base(d.BackingFile))) {
 			if img != nil && s.gcUnreachable(img, d, r) {
 				left = left[:len(left)-1]
@@ -145,7 +146,7 @@ func (s *NodeService) gcLoops(ctx context.Context, r *GCReport) ([]loop.Device, 
 		}
 		// Nodes sharing one kernel and one file: the owner written into
 		// the device says whose it is.
-		if owner := s.host.Loops.Owner(d); s.cfg.Shared && owner != "" && owner != deviceOwner(s.cfg.NodeID) {
+		if owner := s.host.Loops.Owner(d); s.cfg.Shared && owner != "" && owner != pool.DeviceOwner(s.cfg.NodeID) {
 			klog.V(4).InfoS("loop device of another node of the shared pool; left alone", "device", d.Path, "image", d.BackingFile, "owner", owner)
 			continue
 		}
@@ -172,15 +173,15 @@ func (s *NodeService) gcLoops(ctx context.Context, r *GCReport) ([]loop.Device, 
 }
 
 // gcUnreachable detaches d, a device nothing uses, when it is this node's
-// device left on a dead client's file of image (node_img_dead.go: used by
+// device left on a dead client's file of image (internal/pool/imagenode/dead.go: used by
 // nothing, and the volume recorded in use by this node alone). It reports
 // whether it detached it.
-func (s *NodeService) gcUnreachable(img *imageNode, d loop.Device, r *GCReport) bool {
-	id, ok := img.unreachableImage(d)
+func (s *NodeService) gcUnreachable(img unreachableSweeper, d loop.Device, r *GCReport) bool {
+	id, ok := img.UnreachableImage(d)
 	if !ok {
 		return false
 	}
-	if !img.recordedHereOnly(id) {
+	if !img.RecordedHereOnly(id) {
 		klog.V(4).InfoS("loop device on a dead client's file, not recorded by this node alone; left alone", "device", d.Path, "image", d.BackingFile)
 		return false
 	}
@@ -201,11 +202,20 @@ func (s *NodeService) gcUnreachable(img *imageNode, d loop.Device, r *GCReport) 
 	return detached
 }
 
-// imageBackend is the image volumes' backend of this node's pool, nil when
-// the pool serves none.
-func (s *NodeService) imageBackend() *imageNode {
+// unreachableSweeper is a node half whose devices can be left on a dead
+// client's file of a shared pool (the image kind's, dead.go): it names
+// the volume of such a device, and whether this node alone records it in
+// use, so that the sweep may detach the device.
+type unreachableSweeper interface {
+	UnreachableImage(d loop.Device) (id string, ok bool)
+	RecordedHereOnly(id string) bool
+}
+
+// imageBackend is the node half of this node's pool whose devices the
+// sweep looks at, nil when the pool serves none.
+func (s *NodeService) imageBackend() unreachableSweeper {
 	for _, nv := range s.vols.all {
-		if b, ok := nv.NodeBackend.(*imageNode); ok && b.pool == s.pool {
+		if b, ok := nv.NodeBackend.(unreachableSweeper); ok && nv.Dir() == s.pool.Dir() {
 			return b
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/filevol/filevol/internal/hostos/fake"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/pool/imagenode"
 )
 
 // TestSharedPoolNodeLeavesOtherNodesWork: two nodes share one pool
@@ -29,7 +30,8 @@ func TestSharedPoolNodeLeavesOtherNodesWork(t *testing.T) {
 		return p
 	}
 	node := func(p *pool.Pool, name string) *Driver {
-		return New(Config{DriverName: "filevol.csi.io", NodeID: name, Node: true}, p, fake.New().Host())
+		h := fake.New().Host()
+		return New(Config{DriverName: "filevol.csi.io", NodeID: name, Node: true}, p, h, imagenode.New(p, h, name, false))
 	}
 	a := open("node-a")
 	frozen, err := a.Create(ctx, pool.CreateRequest{Name: "a-frozen", CapacityBytes: 1 << 20})

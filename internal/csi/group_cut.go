@@ -28,8 +28,6 @@ type GroupStore interface {
 	DeleteGroupMembers(ctx context.Context, gid string, ids []string) error
 }
 
-var _ GroupStore = (*pool.Pool)(nil)
-
 // groupSourceStore returns the one store that holds every source volume,
 // which must take group snapshots. Volumes of several pools (of several
 // nodes: each node-local pool is its node's), or of a kind without

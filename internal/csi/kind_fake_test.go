@@ -12,6 +12,7 @@ import (
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 
+	"github.com/filevol/filevol/internal/answer"
 	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volid"
 	"github.com/filevol/filevol/internal/volume"
@@ -140,7 +141,7 @@ func (f *fakeNode) Expand(_ context.Context, vol pool.Volume, r volume.ExpandReq
 
 func (f *fakeNode) Health(_ context.Context, vol pool.Volume, publishPath, stagingPath string) ([]*csipb.VolumeHealth_VolumeHealthEntry, error) {
 	f.add("health %s %s %s", vol.ID, publishPath, stagingPath)
-	return []*csipb.VolumeHealth_VolumeHealthEntry{volume.HealthEntry(csipb.VolumeHealthErrorType_DEGRADED, "Fake", "said the fake")}, nil
+	return []*csipb.VolumeHealth_VolumeHealthEntry{answer.HealthEntry(csipb.VolumeHealthErrorType_DEGRADED, "Fake", "said the fake")}, nil
 }
 
 // fakeStore is the controller half of the fake kind.

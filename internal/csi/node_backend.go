@@ -5,6 +5,7 @@ import (
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 
+	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/inuse"
 	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volume"
@@ -13,7 +14,7 @@ import (
 // NodeBackend is the node's half of one kind of volume in one pool: the
 // work on this node's kernel that staging, publishing, measuring and
 // growing a volume of that kind takes (for an image volume: loop devices,
-// mkfs, mounts and binds; node_img*.go). What every kind shares is the
+// mkfs, mounts and binds; internal/pool/imagenode). What every kind shares is the
 // NodeService's, done before a backend is called, so a new kind does not
 // repeat it and cannot get it wrong:
 //
@@ -83,5 +84,11 @@ type (
 	stagedFinder interface {
 		Attached() ([]string, error)
 		StagedEntry(id string) (inuse.Entry, bool, error)
+	}
+	// listingFinder is a stagedFinder that finds the volumes attached
+	// here in a listing of the loop devices the caller holds (a sweep's),
+	// instead of listing them again.
+	listingFinder interface {
+		AttachedIn(devs []loop.Device) []string
 	}
 )

@@ -14,6 +14,7 @@ import (
 	"github.com/filevol/filevol/internal/hostos/mount"
 	"github.com/filevol/filevol/internal/inuse"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/pool/imagenode"
 )
 
 // The node unit tests run the NodeService on a real pool in a temporary
@@ -49,11 +50,12 @@ func nodeEnvOn(t *testing.T, dir string, host func(poolDir string) Host) (*nodeE
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
+	h := host(p.Dir())
 	kubelet := filepath.Join(dir, "kubelet")
 	if err := os.MkdirAll(kubelet, 0o750); err != nil {
 		t.Fatal(err)
 	}
-	d := New(Config{DriverName: "filevol.csi.io", NodeID: "n1", Node: true, KubeletDir: kubelet}, p, host(p.Dir()))
+	d := New(Config{DriverName: "filevol.csi.io", NodeID: "n1", Node: true, KubeletDir: kubelet}, p, h, imagenode.New(p, h, "n1", false))
 	return &nodeEnv{t: t, pool: p, node: d.Node, kubelet: kubelet}, d
 }
 

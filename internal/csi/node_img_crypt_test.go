@@ -2,6 +2,7 @@ package csi
 
 import (
 	"context"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -60,9 +61,9 @@ func TestEncryptedVolumeOnTheNode(t *testing.T) {
 	}
 	w := e.wrapped(id)
 	keys := e.k.Keys()
-	kid, ok, err := keys.Policy(dataDir(staging))
+	kid, ok, err := keys.Policy(filepath.Join(staging, "data"))
 	if err != nil || !ok {
-		t.Fatalf("%s not encrypted: %v", dataDir(staging), err)
+		t.Fatalf("%s not encrypted: %v", filepath.Join(staging, "data"), err)
 	}
 	if st, _ := keys.Status(staging, kid); st != fscrypt.Present {
 		t.Errorf("key %s after stage: %v", kid, st)
@@ -72,8 +73,8 @@ func TestEncryptedVolumeOnTheNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.mustPublish(id, staging, target, capMount("", rw), false)
-	if m, ok := e.top(target); !ok || m.Root != "/"+dataDirName {
-		t.Errorf("target mount %+v, want a bind of /%s", m, dataDirName)
+	if m, ok := e.top(target); !ok || m.Root != "/data" {
+		t.Errorf("target mount %+v, want a bind of /data", m)
 	}
 	if err := e.unpublish(id, target); err != nil {
 		t.Fatal(err)

@@ -71,8 +71,8 @@ func (s *NodeService) reconcile(nv *nodeVolumes, beforeServing bool, listing []l
 	// the node once per record: a second per sweep at 1,000 volumes).
 	f, finder := nv.NodeBackend.(stagedFinder)
 	var ids []string
-	if b, ok := nv.NodeBackend.(*imageNode); ok && listing != nil && !beforeServing && b.pool == s.pool {
-		ids = b.attachedIn(listing)
+	if b, ok := nv.NodeBackend.(listingFinder); ok && listing != nil && !beforeServing && nv.Dir() == s.pool.Dir() {
+		ids = b.AttachedIn(listing)
 	} else if finder {
 		if ids, err = f.Attached(); err != nil {
 			klog.ErrorS(err, "find the volumes attached here to reconcile in-use records", "pool", nv.Dir())

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/filevol/filevol/internal/hostos/mount"
+	"github.com/filevol/filevol/internal/volume"
+	"github.com/filevol/filevol/internal/volview"
 )
 
 // Mount policy: no mount option a CO passes may escalate what a pod can do.
@@ -21,7 +23,7 @@ import (
 // as well. Everything else (noatime, discard, data=..., ...) is passed on;
 // the kernel refuses what the filesystem does not know.
 var (
-	alwaysMountOptions  = []string{"nosuid", "nodev"}
+	alwaysMountOptions  = volume.AlwaysMountOptions
 	refusedMountOptions = map[string]string{
 		"suid":     "volumes are always mounted nosuid",
 		"dev":      "volumes are always mounted nodev",
@@ -63,7 +65,7 @@ func (pp pathPolicy) check(what, p string) (string, error) {
 		return p, nil
 	}
 	root := filepath.Clean(pp.kubeletDir)
-	if !within(p, root) {
+	if !volview.Within(p, root) {
 		return "", invalidArgument("%s %s is outside the kubelet directory %s", what, p, root)
 	}
 	resolved, err := resolveExisting(p)
@@ -74,15 +76,10 @@ func (pp pathPolicy) check(what, p string) (string, error) {
 	if err != nil {
 		rootResolved = root
 	}
-	if !within(resolved, rootResolved) {
+	if !volview.Within(resolved, rootResolved) {
 		return "", invalidArgument("%s %s resolves to %s, outside the kubelet directory %s", what, p, resolved, root)
 	}
 	return p, nil
-}
-
-// within reports whether p is root or below it.
-func within(p, root string) bool {
-	return p == root || strings.HasPrefix(p, strings.TrimSuffix(root, "/")+"/")
 }
 
 // resolveExisting resolves symlinks in the longest existing prefix of p and

@@ -12,8 +12,10 @@ import (
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"k8s.io/klog/v2"
 
+	"github.com/filevol/filevol/internal/answer"
 	"github.com/filevol/filevol/internal/hostos/cgroup"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/reading"
 	"github.com/filevol/filevol/internal/volume"
 	"github.com/filevol/filevol/internal/volview"
 )
@@ -117,7 +119,7 @@ func newQoSEnforcer(roots []string) *qosEnforcer {
 // the block devices through which pods do its I/O, and the UIDs of the
 // pods that have it published on this node.
 type ioUsers interface {
-	// IOUsers answers from the reading ctx carries, if any (WithReading);
+	// IOUsers answers from the reading ctx carries, if any (reading.With);
 	// given paths, from what is mounted there alone (a publish's target:
 	// its pod is the one to limit now, the reconcile brings the others).
 	IOUsers(ctx context.Context, id string, at ...string) (devices []string, pods []string, err error)
@@ -288,12 +290,12 @@ func (s *NodeService) ReconcileQoS() {
 	// pass: a look-up of its own per volume made a pass over 1,000
 	// volumes a million sysfs reads and 1,000 parses of the table, every
 	// second, and took a CPU of two away from everything else.
-	r, err := readKernel(s.host)
+	r, err := reading.Read(s.host)
 	if err != nil {
 		klog.ErrorS(err, "QoS reconcile: cannot read the kernel")
 		return
 	}
-	ctx := context.WithValue(context.Background(), readingKey{}, r)
+	ctx := reading.With(context.Background(), r)
 	for _, nv := range s.vols.all {
 		b, ok := nv.NodeBackend.(ioUsers)
 		f, ok2 := nv.NodeBackend.(stagedFinder)
@@ -326,5 +328,5 @@ func (s *NodeService) qosHealth(id string) []*csipb.VolumeHealth_VolumeHealthEnt
 	if msg == "" {
 		return nil
 	}
-	return []*csipb.VolumeHealth_VolumeHealthEntry{volume.HealthEntry(csipb.VolumeHealthErrorType_DEGRADED, volume.ReasonLimitsNotEnforced, msg)}
+	return []*csipb.VolumeHealth_VolumeHealthEntry{answer.HealthEntry(csipb.VolumeHealthErrorType_DEGRADED, volume.ReasonLimitsNotEnforced, msg)}
 }

@@ -54,8 +54,6 @@ type VolumeStore interface {
 	ListSnapshots() []pool.Snapshot
 }
 
-var _ VolumeStore = (*pool.Pool)(nil)
-
 // poolStore is one route of the controller: the store of a pool's volumes
 // of one kind, and what the controller and the nodes exchange through
 // that pool: the nodes' in-use records and the freeze requests.

@@ -12,6 +12,7 @@ import (
 	"github.com/filevol/filevol/internal/dirpool"
 	"github.com/filevol/filevol/internal/hostos/fs"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // StorageClass parameters filevol understands.
@@ -29,7 +30,7 @@ const (
 const (
 	// allocationUnit: every size is rounded up to whole MiB, which every
 	// filesystem and the loop driver accept.
-	allocationUnit = 1 << 20
+	allocationUnit = volume.AllocationUnit
 	// defaultVolumeSize when the CO gives no capacity range (spec: the
 	// plugin MAY choose).
 	defaultVolumeSize = 1 << 30

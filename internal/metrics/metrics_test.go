@@ -35,7 +35,7 @@ func TestScrapeAfterCalls(t *testing.T) {
 	}
 	defer p.Close()
 	host := fake.New()
-	d := csi.New(csi.Config{DriverName: "filevol.csi.io", Version: "test", NodeID: "n1", Controller: true}, p, host.Host())
+	d := csi.New(csi.Config{DriverName: "filevol.csi.io", Version: "test", NodeID: "n1", Controller: true}, p, host.Host(), nil)
 	view := &nodeview.Builder{Node: "n1", Driver: "filevol.csi.io", Pool: p, Kernel: host.Host()}
 	m := metrics.New(metrics.Config{View: view, Snapshots: func() (int, error) { return 2, nil }})
 

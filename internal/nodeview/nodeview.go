@@ -65,7 +65,7 @@ type Builder struct {
 	// Share, when set, is called once per Build before the health
 	// questions, with the loop devices and the mount table the view just
 	// read: the context it returns makes every health answer come from
-	// them (the driver's NodeService.WithReading), instead of a reading of
+	// them (reading.WithListed), instead of a reading of
 	// every loop device and the whole mount table per volume.
 	Share func(ctx context.Context, devs []loop.Device, table mount.Table) context.Context
 	// Warnings are copied into every Report (api.Report.Warnings).

@@ -37,6 +37,12 @@ const (
 	ownerNameFile = "owner"
 )
 
+// DeviceOwner is what a node writes into the loop devices it attaches
+// (loop.Options.Owner): "filevol/" and the node's owner key, within the
+// 63 bytes the device keeps. The node half attaches with it; the node's
+// garbage collector tells its own devices from other nodes' by it.
+func DeviceOwner(node string) string { return "filevol/" + OwnerKey(node) }
+
 // OwnerKey is the key that names an owner's files in a shared pool: 16 hex
 // digits of sha256(owner), as internal/inuse names a node's records (the
 // same node has the same key in both). A name may be 253 bytes long and

@@ -24,6 +24,7 @@ import (
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/pool/imagenode"
 	"github.com/filevol/filevol/internal/volid"
 )
 
@@ -79,7 +80,8 @@ func StartWith(t testing.TB, dir, dirPoolDir string, mutate func(*csi.Config)) *
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	svc := csi.New(cfg, p, hostos.New(p.Dir()))
+	h := hostos.New(p.Dir())
+	svc := csi.New(cfg, p, h, imagenode.New(p, h, cfg.NodeID, cfg.Shared))
 	d.Services = svc
 	if dirPoolDir != "" {
 		dp, err := dirpool.Open(dirPoolDir, dirpool.Options{NodeID: NodeID})

@@ -10,6 +10,7 @@ import (
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 
+	"github.com/filevol/filevol/internal/answer"
 	"github.com/filevol/filevol/internal/dirpool"
 	"github.com/filevol/filevol/internal/hostos/mount"
 	"github.com/filevol/filevol/internal/pool"
@@ -123,7 +124,7 @@ func (d *Node) Unstage(_ context.Context, id, staging string) error {
 	}
 	for _, m := range binds {
 		if m.MountPoint != staging {
-			return volume.FailedPrecondition("volume %s is still published at %s: unpublish it before unstaging", id, m.MountPoint)
+			return answer.FailedPrecondition("volume %s is still published at %s: unpublish it before unstaging", id, m.MountPoint)
 		}
 	}
 	return mount.UnmountAll(staging)
@@ -143,7 +144,7 @@ func (d *Node) Publish(_ context.Context, vol pool.Volume, r volume.PublishReque
 		}
 		for _, m := range binds {
 			if m.MountPoint != r.StagingPath && m.MountPoint != r.TargetPath {
-				return volume.FailedPrecondition("volume %s is SINGLE_NODE_SINGLE_WRITER and already published at %s", vol.ID, m.MountPoint)
+				return answer.FailedPrecondition("volume %s is SINGLE_NODE_SINGLE_WRITER and already published at %s", vol.ID, m.MountPoint)
 			}
 		}
 	}
@@ -170,10 +171,10 @@ func (d *Node) bindAt(id, target string, readOnly bool, flags []string) error {
 	if at := table.At(target); len(at) > 0 {
 		top := at[len(at)-1]
 		if top.Major != fsm.Major || top.Minor != fsm.Minor || top.Root != path.Join(root, rec.Path) {
-			return volume.AlreadyExists("%s has something else mounted (%s %s), not volume %s", target, top.FSType, top.Root, id)
+			return answer.AlreadyExists("%s has something else mounted (%s %s), not volume %s", target, top.FSType, top.Root, id)
 		}
 		if top.ReadOnly() != readOnly {
-			return volume.AlreadyExists("volume %s is mounted at %s with read-only=%t, not %t", id, target, top.ReadOnly(), readOnly)
+			return answer.AlreadyExists("volume %s is mounted at %s with read-only=%t, not %t", id, target, top.ReadOnly(), readOnly)
 		}
 		return nil
 	}
@@ -214,7 +215,7 @@ func (d *Node) Stats(_ context.Context, vol pool.Volume, path string) ([]*csipb.
 		found = found || m.MountPoint == path
 	}
 	if !found {
-		return nil, volume.NotFound("volume %s is not published at %s", vol.ID, path)
+		return nil, answer.NotFound("volume %s is not published at %s", vol.ID, path)
 	}
 	used, limit, err := d.pool.Usage(vol.ID)
 	if err != nil {
@@ -224,11 +225,11 @@ func (d *Node) Stats(_ context.Context, vol pool.Volume, path string) ([]*csipb.
 }
 
 // SizeNote says whether the volume's size is not enforced (a pool
-// without quota); NodeGetVolumeHealth reports it (volume.NotedHealth).
+// without quota); NodeGetVolumeHealth reports it (answer.NotedHealth).
 func (d *Node) SizeNote(id string) string { return d.pool.SizeNote(id) }
 
 // GuardNote says what the pool's quota guard repaired in the volume;
-// NodeGetVolumeHealth reports it (volume.NotedHealth).
+// NodeGetVolumeHealth reports it (answer.NotedHealth).
 func (d *Node) GuardNote(id string) string { return d.pool.GuardNote(id) }
 
 // Expand has nothing to do on the node: the controller raised the quota,
@@ -236,17 +237,17 @@ func (d *Node) GuardNote(id string) string { return d.pool.GuardNote(id) }
 // supported for directory volumes (the controller serves their pool).
 func (d *Node) Expand(_ context.Context, vol pool.Volume, r volume.ExpandRequest) (int64, error) {
 	if r.RequiredBytes > vol.CapacityBytes {
-		return 0, volume.FailedPrecondition("volume %s has %d bytes; a directory volume grows by ControllerExpandVolume, not on the node", vol.ID, vol.CapacityBytes)
+		return 0, answer.FailedPrecondition("volume %s has %d bytes; a directory volume grows by ControllerExpandVolume, not on the node", vol.ID, vol.CapacityBytes)
 	}
 	return vol.CapacityBytes, nil
 }
 
 // Health reports a volume whose directory is gone or was replaced.
 func (d *Node) Health(_ context.Context, vol pool.Volume, _, _ string) ([]*csipb.VolumeHealth_VolumeHealthEntry, error) {
-	out := volume.NotedHealth(d, vol.ID)
+	out := answer.NotedHealth(d, vol.ID)
 	f, err := d.pool.OpenVolume(vol.ID)
 	if err != nil {
-		return append(out, volume.HealthEntry(csipb.VolumeHealthErrorType_DATA_LOSS, "DirectoryMissing", err.Error())), nil
+		return append(out, answer.HealthEntry(csipb.VolumeHealthErrorType_DATA_LOSS, "DirectoryMissing", err.Error())), nil
 	}
 	f.Close()
 	return out, nil

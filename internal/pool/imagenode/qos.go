@@ -1,4 +1,4 @@
-package csi
+package imagenode
 
 import (
 	"context"
@@ -10,14 +10,14 @@ import (
 // IOUsers lists the image volume's loop devices and the pods that have it
 // published: the UIDs in its targets' paths, by kubelet's layout
 // (volview.PodUID). Its staging mount is no pod's.
-func (b *imageNode) IOUsers(ctx context.Context, id string, at ...string) ([]string, []string, error) {
+func (b *Node) IOUsers(ctx context.Context, id string, at ...string) ([]string, []string, error) {
 	// The reading ctx carries, what is mounted at the paths, or a reading
-	// of its own (reading_paths.go).
+	// of its own (reading.go).
 	r, err := b.readAt(ctx, at...)
 	if err != nil {
 		return nil, nil, err
 	}
-	u, err := r.usage(b.pool.ImagePath(id))
+	u, err := r.Usage(b.pool.ImagePath(id))
 	if err != nil {
 		return nil, nil, err
 	}

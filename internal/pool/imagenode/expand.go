@@ -1,4 +1,4 @@
-package csi
+package imagenode
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/filevol/filevol/internal/answer"
 	"github.com/filevol/filevol/internal/hostos/fs"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
@@ -24,7 +25,7 @@ import (
 // Online ext4 growth needs CAP_SYS_RESOURCE; without it the call fails
 // with FAILED_PRECONDITION saying so, and the next Stage grows the
 // filesystem offline instead.
-func (b *imageNode) Expand(ctx context.Context, vol pool.Volume, r volume.ExpandRequest) (int64, error) {
+func (b *Node) Expand(ctx context.Context, vol pool.Volume, r volume.ExpandRequest) (int64, error) {
 	size, err := b.expandImage(ctx, vol, r.RequiredBytes, r.LimitBytes)
 	if err != nil {
 		return 0, err
@@ -42,7 +43,7 @@ func (b *imageNode) Expand(ctx context.Context, vol pool.Volume, r volume.Expand
 		top, ok = table.Top(volview.StagedDevicePath(r.StagingPath)) // a staged block volume
 	}
 	if !ok {
-		return 0, notFound("volume %s is neither staged nor published at %s", vol.ID, r.VolumePath)
+		return 0, answer.NotFound("volume %s is neither staged nor published at %s", vol.ID, r.VolumePath)
 	}
 	if err := b.growMounted(ctx, vol.ID, devs, table, top, r.StagingPath); err != nil {
 		return 0, err
@@ -53,11 +54,11 @@ func (b *imageNode) Expand(ctx context.Context, vol pool.Volume, r volume.Expand
 // expandImage returns the image's size, first growing the image to what
 // the request requires when it is smaller: the controller deferred the
 // expansion to this node, whose pool holds the image.
-func (b *imageNode) expandImage(ctx context.Context, vol pool.Volume, req, lim int64) (int64, error) {
+func (b *Node) expandImage(ctx context.Context, vol pool.Volume, req, lim int64) (int64, error) {
 	image := b.pool.ImagePath(vol.ID)
 	st, err := os.Stat(image)
 	if errors.Is(err, os.ErrNotExist) {
-		return 0, failedPrecondition("image file %s of volume %s is missing", image, vol.ID)
+		return 0, answer.FailedPrecondition("image file %s of volume %s is missing", image, vol.ID)
 	} else if err != nil {
 		return 0, err
 	}
@@ -65,11 +66,11 @@ func (b *imageNode) expandImage(ctx context.Context, vol pool.Volume, req, lim i
 	if req <= size {
 		return size, nil
 	}
-	want := growTarget(vol.FSType, vol.CapacityBytes, roundUp(req, allocationUnit), lim)
+	want := fs.GrowTarget(vol.FSType, vol.CapacityBytes, volume.RoundUp(req), lim)
 	if lim > 0 && want > lim {
-		return 0, outOfRange("required_bytes %d rounds up to %d, above limit_bytes %d", req, want, lim)
+		return 0, answer.OutOfRange("required_bytes %d rounds up to %d, above limit_bytes %d", req, want, lim)
 	}
-	grown, err := b.pool.Expand(ctx, vol.ID, want, roundUp(req, allocationUnit))
+	grown, err := b.pool.Expand(ctx, vol.ID, want, volume.RoundUp(req))
 	if err != nil {
 		return 0, err
 	}
@@ -79,14 +80,14 @@ func (b *imageNode) expandImage(ctx context.Context, vol pool.Volume, req, lim i
 
 // refreshDevices makes every loop device of the volume's image see the
 // image's size. A volume with none is not staged here.
-func (b *imageNode) refreshDevices(id string) ([]loop.Device, error) {
+func (b *Node) refreshDevices(id string) ([]loop.Device, error) {
 	image := b.pool.ImagePath(id)
 	devs, err := b.host.Loops.Find(image)
 	if err != nil {
 		return nil, err
 	}
 	if len(devs) == 0 {
-		return nil, failedPrecondition("volume %s is not staged on node %s (no loop device backs %s); NodeStageVolume grows it when it is", id, b.node, image)
+		return nil, answer.FailedPrecondition("volume %s is not staged on node %s (no loop device backs %s); NodeStageVolume grows it when it is", id, b.node, image)
 	}
 	for i := range devs {
 		if devs[i], err = b.refreshLoopSize(devs[i], image); err != nil {
@@ -99,16 +100,16 @@ func (b *imageNode) refreshDevices(id string) ([]loop.Device, error) {
 // growMounted grows the filesystem of the volume's device mounted at top,
 // unless it already fills the device or is read-only. A block volume (top
 // binds the device node) has nothing more to grow.
-func (b *imageNode) growMounted(ctx context.Context, id string, devs []loop.Device, table mount.Table, top mount.Info, staging string) error {
+func (b *Node) growMounted(ctx context.Context, id string, devs []loop.Device, table mount.Table, top mount.Info, staging string) error {
 	dev, ok := volview.DeviceOf(devs, top)
 	switch {
 	case volview.IsDeviceBind(top) && !ok:
-		return notFound("%s is a bind of /dev%s, not of volume %s", top.MountPoint, top.Root, id)
+		return answer.NotFound("%s is a bind of /dev%s, not of volume %s", top.MountPoint, top.Root, id)
 	case volview.IsDeviceBind(top):
 		klog.InfoS("block volume expanded", "volumeID", id, "bytes", dev.SizeBytes)
 		return nil
 	case !ok:
-		return notFound("%s is a mount of %s, not of volume %s", top.MountPoint, top.Source, id)
+		return answer.NotFound("%s is a mount of %s, not of volume %s", top.MountPoint, top.Source, id)
 	case top.ReadOnly():
 		klog.InfoS("read-only filesystem not grown; it grows at its next read-write stage", "volumeID", id, "path", top.MountPoint)
 		return nil

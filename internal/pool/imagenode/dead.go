@@ -1,4 +1,4 @@
-package csi
+package imagenode
 
 import (
 	"path/filepath"
@@ -57,16 +57,16 @@ import (
 // there (mounted, or recorded by that node), and so is never another
 // node's to take.
 
-// unreachableImage returns the volume whose image d's backing path names
+// UnreachableImage returns the volume whose image d's backing path names
 // when the kernel can no longer identify d's backing file.
-func (b *imageNode) unreachableImage(d loop.Device) (string, bool) {
+func (b *Node) UnreachableImage(d loop.Device) (string, bool) {
 	id, ok := b.namedImage(d)
 	return id, ok && b.host.Loops.Unreachable(d)
 }
 
 // namedImage returns the volume whose image of this pool d's backing path
 // names (loop.Names), by the path string alone.
-func (b *imageNode) namedImage(d loop.Device) (string, bool) {
+func (b *Node) namedImage(d loop.Device) (string, bool) {
 	id, tmp, ok := pool.ImageFileID(filepath.Base(d.BackingFile), pool.ValidID)
 	if !ok || tmp || !loop.Names(d, b.pool.ImagePath(id)) {
 		return "", false
@@ -74,22 +74,22 @@ func (b *imageNode) namedImage(d loop.Device) (string, bool) {
 	return id, true
 }
 
-// recordedHereOnly reports whether this node, and no other, holds an
+// RecordedHereOnly reports whether this node, and no other, holds an
 // in-use record of the volume.
-func (b *imageNode) recordedHereOnly(id string) bool {
+func (b *Node) RecordedHereOnly(id string) bool {
 	es, err := inuse.New(b.pool.Dir()).Of(id)
 	return err == nil && len(es) > 0 && !slices.ContainsFunc(es, func(e inuse.Entry) bool { return e.Node != b.node })
 }
 
 // unreachableOf returns those of devs, unreachable devices of volume id
-// (unreachableImage), that are this node's (see above): used at or under
+// (UnreachableImage), that are this node's (see above): used at or under
 // staging, or used by nothing and recorded by this node alone.
-func (b *imageNode) unreachableOf(id, staging string, devs []loop.Device, table mount.Table) []loop.Device {
+func (b *Node) unreachableOf(id, staging string, devs []loop.Device, table mount.Table) []loop.Device {
 	var out []loop.Device
 	for _, d := range devs {
 		uses := append(volview.MountsOf(table, d), volview.BindsOf(table, d)...)
-		if len(uses) == 0 && b.recordedHereOnly(id) ||
-			staging != "" && slices.ContainsFunc(uses, func(m mount.Info) bool { return within(m.MountPoint, staging) }) {
+		if len(uses) == 0 && b.RecordedHereOnly(id) ||
+			staging != "" && slices.ContainsFunc(uses, func(m mount.Info) bool { return volview.Within(m.MountPoint, staging) }) {
 			out = append(out, d)
 		}
 	}

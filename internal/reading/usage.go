@@ -1,14 +1,15 @@
-package csi
+package reading
 
 import (
 	"fmt"
 
+	"github.com/filevol/filevol/internal/hostos"
 	"github.com/filevol/filevol/internal/volview"
 )
 
-// volumeUsage asks the kernel where the image at imagePath is in use; what
-// the devices and mounts mean is volview's to say.
-func volumeUsage(h Host, imagePath string) (volview.Usage, error) {
+// ImageUsage asks the kernel where the image at imagePath is in use, for
+// one volume alone; what the devices and mounts mean is volview's to say.
+func ImageUsage(h hostos.Host, imagePath string) (volview.Usage, error) {
 	devs, err := h.Loops.Find(imagePath)
 	if err != nil {
 		return volview.Usage{}, fmt.Errorf("look up loop devices of %s: %w", imagePath, err)

@@ -1,4 +1,4 @@
-package csi
+package reading
 
 import (
 	"context"
@@ -35,21 +35,21 @@ func (g *gatedLoops) Index() (hostos.LoopIndex, error) {
 func TestSharedReadingsNeverOlderThanTheCaller(t *testing.T) {
 	k := fake.New()
 	g := &gatedLoops{Loops: k.Host().Loops, started: make(chan struct{}, 4), release: make(chan struct{})}
-	s := &sharedReadings{host: Host{Loops: g, Mounts: k.Host().Mounts, FS: k.Host().FS}}
+	s := &Shared{host: hostos.Host{Loops: g, Mounts: k.Host().Mounts, FS: k.Host().FS}}
 	ctx := context.Background()
 
 	type got struct {
-		r   *reading
+		r   *Reading
 		err error
 	}
 	first := make(chan got, 1)
-	go func() { r, err := s.get(ctx); first <- got{r, err} }()
+	go func() { r, err := s.Get(ctx); first <- got{r, err} }()
 	<-g.started // the first reading is under way
 	var wg sync.WaitGroup
 	later := make([]got, 3)
 	for i := range later {
 		wg.Add(1)
-		go func() { defer wg.Done(); r, err := s.get(ctx); later[i] = got{r, err} }()
+		go func() { defer wg.Done(); r, err := s.Get(ctx); later[i] = got{r, err} }()
 	}
 	// The late callers are queued, not served the reading under way.
 	waitFor(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.next != nil && s.next.waiters == len(later) })
@@ -82,7 +82,7 @@ func TestSharedReadingsNeverOlderThanTheCaller(t *testing.T) {
 	}
 	// Nothing under way now: the next caller starts its own at once.
 	go func() { <-g.started; g.release <- struct{}{} }()
-	if r, err := s.get(ctx); err != nil || r == a.r || r == later[0].r {
+	if r, err := s.Get(ctx); err != nil || r == a.r || r == later[0].r {
 		t.Fatalf("a caller after the readings ended got %p, %v; want a new reading", r, err)
 	}
 }
@@ -92,13 +92,13 @@ func TestSharedReadingsNeverOlderThanTheCaller(t *testing.T) {
 func TestSharedReadingsCancel(t *testing.T) {
 	k := fake.New()
 	g := &gatedLoops{Loops: k.Host().Loops, started: make(chan struct{}, 4), release: make(chan struct{})}
-	s := &sharedReadings{host: Host{Loops: g, Mounts: k.Host().Mounts, FS: k.Host().FS}}
+	s := &Shared{host: hostos.Host{Loops: g, Mounts: k.Host().Mounts, FS: k.Host().FS}}
 	done := make(chan error, 1)
-	go func() { _, err := s.get(context.Background()); done <- err }()
+	go func() { _, err := s.Get(context.Background()); done <- err }()
 	<-g.started
 	ctx, cancel := context.WithCancel(context.Background())
 	waited := make(chan error, 1)
-	go func() { _, err := s.get(ctx); waited <- err }()
+	go func() { _, err := s.Get(ctx); waited <- err }()
 	waitFor(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.next != nil })
 	cancel()
 	if err := <-waited; !errors.Is(err, context.Canceled) {

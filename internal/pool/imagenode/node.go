@@ -1,4 +1,4 @@
-package csi
+package imagenode
 
 import (
 	"context"
@@ -9,23 +9,26 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/filevol/filevol/internal/answer"
+	"github.com/filevol/filevol/internal/hostos"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/inuse"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/reading"
 	"github.com/filevol/filevol/internal/volume"
 	"github.com/filevol/filevol/internal/volview"
 )
 
-// imageNode is the node half of image volumes (volid.KindImage) in one
+// Node is the node half of image volumes (volid.KindImage) in one
 // pool: an image file attached to a loop device (direct I/O), which is
 // bound at <staging>/device (block) or carries a filesystem mounted at the
 // staging path, then bound onto each target. Every call reads the
 // kernel's state (sysfs, mountinfo) and acts on it, so a retried call, a
 // restarted driver or a rebooted node converge to the requested state.
 // What the devices and mounts mean is volview's to say.
-type imageNode struct {
+type Node struct {
 	pool *pool.Pool
-	host Host
+	host hostos.Host
 	// node is this node's ID, for messages.
 	node string
 	// fence: the pool is shared by several nodes. The staged device then
@@ -35,20 +38,21 @@ type imageNode struct {
 	fence bool
 	// readings are shared by the read-only answers (health, stats) asked
 	// at the same time (reading.go).
-	readings *sharedReadings
+	readings *reading.Shared
 }
 
-var (
-	_ NodeBackend   = (*imageNode)(nil)
-	_ freezePointer = (*imageNode)(nil)
-	_ stagedFinder  = (*imageNode)(nil)
-)
+// New is the node half of the image volumes of pool p on the kernel h,
+// on the node nodeID; fence when p is shared by several nodes. Its
+// read-only answers share their readings of the kernel (reading.Shared).
+func New(p *pool.Pool, h hostos.Host, nodeID string, fence bool) *Node {
+	return &Node{pool: p, host: h, node: nodeID, fence: fence, readings: reading.NewShared(h)}
+}
 
-func (b *imageNode) Dir() string                        { return b.pool.Dir() }
-func (b *imageNode) Get(id string) (pool.Volume, error) { return b.pool.Get(id) }
+func (b *Node) Dir() string                        { return b.pool.Dir() }
+func (b *Node) Get(id string) (pool.Volume, error) { return b.pool.Get(id) }
 
 // InUse: a loop device backed by the volume's image.
-func (b *imageNode) InUse(id string) (bool, error) {
+func (b *Node) InUse(id string) (bool, error) {
 	devs, err := b.host.Loops.Find(b.pool.ImagePath(id))
 	return len(devs) > 0, err
 }
@@ -56,7 +60,7 @@ func (b *imageNode) InUse(id string) (bool, error) {
 // gone reports whether the volume's record is gone: a DeleteVolume
 // (another process: the controller and the node share no lock) removed
 // it while this node staged it.
-func (b *imageNode) gone(id string) bool {
+func (b *Node) gone(id string) bool {
 	_, err := b.pool.Get(id)
 	return errors.Is(err, pool.ErrNotFound)
 }
@@ -83,7 +87,7 @@ const deviceScheduler = "none"
 // flag, attaching one only when sysfs shows none. attached says whether
 // this call attached it.
 //
-// lock asks for the fencing lock (imageNode.fence) on a device it attaches:
+// lock asks for the fencing lock (Node.fence) on a device it attaches:
 // ErrLocked (FAILED_PRECONDITION) while another node's device holds the
 // image. Only the staged device takes it: a read-only device that a block
 // publish adds beside this node's own staged writer would conflict with
@@ -98,7 +102,7 @@ const deviceScheduler = "none"
 // everything else: a re-stage, a shared pool (whose locks are other
 // nodes' too), and a device from a driver that did not mark its devices
 // (recorded at start when it is staged, ReconcileInUse).
-func (b *imageNode) ensureLoop(ctx context.Context, image string, readOnly, lock, unrecorded bool) (loop.Device, bool, error) {
+func (b *Node) ensureLoop(ctx context.Context, image string, readOnly, lock, unrecorded bool) (loop.Device, bool, error) {
 	var devs []loop.Device
 	if !unrecorded || lock {
 		var err error
@@ -121,12 +125,12 @@ func (b *imageNode) ensureLoop(ctx context.Context, image string, readOnly, lock
 			// An earlier detach is waiting for another process to close the
 			// device. A second device on the same image would be a double
 			// attach: let the CO retry once the kernel has finished.
-			return loop.Device{}, false, aborted("loop device %s of %s is still being detached: its detach waits for the last holder to let go (%s); retry once it has",
+			return loop.Device{}, false, answer.Aborted("loop device %s of %s is still being detached: its detach waits for the last holder to let go (%s); retry once it has",
 				d.Path, image, b.host.Loops.Holders(d.Path))
 		}
 	}
 	d, err := b.host.Loops.Attach(ctx, image, loop.Options{ReadOnly: readOnly, DirectIO: true, BlockSize: deviceBlockSize, Lock: lock, Mark: !lock,
-		Scheduler: deviceScheduler, Owner: deviceOwner(b.node)})
+		Scheduler: deviceScheduler, Owner: pool.DeviceOwner(b.node)})
 	if errors.Is(err, loop.ErrLocked) {
 		return loop.Device{}, false, fmt.Errorf("%w: another node still holds the image %s through its loop device and could write to it; "+
 			"that node must unstage the volume (or be cut off from the pool's storage) before node %s may stage it", err, image, b.node)
@@ -141,7 +145,7 @@ func (b *imageNode) ensureLoop(ctx context.Context, image string, readOnly, lock
 // so a failed call leaves no device behind. A failure to detach is logged:
 // the call's own error is what the CO must see, and the garbage collector
 // detaches what nothing uses.
-func (b *imageNode) detachAfterFailure(dev loop.Device, call string) {
+func (b *Node) detachAfterFailure(dev loop.Device, call string) {
 	if err := b.host.Loops.Detach(dev.Path); err != nil {
 		klog.ErrorS(err, "detach after failed "+call, "device", dev.Path)
 	}
@@ -150,8 +154,8 @@ func (b *imageNode) detachAfterFailure(dev loop.Device, call string) {
 // FreezePoint returns a mount point of the volume's filesystem on this
 // node ("" when none): freezing acts on the filesystem (the superblock),
 // so any mount of its root will do; the staging mount is usually first.
-func (b *imageNode) FreezePoint(id string) (string, error) {
-	u, err := volumeUsage(b.host, b.pool.ImagePath(id))
+func (b *Node) FreezePoint(id string) (string, error) {
+	u, err := reading.ImageUsage(b.host, b.pool.ImagePath(id))
 	if err != nil {
 		return "", err
 	}
@@ -164,16 +168,16 @@ func (b *imageNode) FreezePoint(id string) (string, error) {
 }
 
 // Attached lists the pool's volumes whose image backs a loop device.
-func (b *imageNode) Attached() ([]string, error) {
+func (b *Node) Attached() ([]string, error) {
 	devs, err := b.host.Loops.List()
 	if err != nil {
 		return nil, fmt.Errorf("list loop devices: %w", err)
 	}
-	return b.attachedIn(devs), nil
+	return b.AttachedIn(devs), nil
 }
 
-// attachedIn is Attached on a listing the caller already holds.
-func (b *imageNode) attachedIn(devs []loop.Device) []string {
+// AttachedIn is Attached on a listing the caller already holds.
+func (b *Node) AttachedIn(devs []loop.Device) []string {
 	var ids []string
 	for _, d := range devs {
 		id, ok := volview.VolumeID(b.pool.VolumesDir(), d.BackingFile)
@@ -188,7 +192,7 @@ func (b *imageNode) attachedIn(devs []loop.Device) []string {
 		}
 	}
 	// A device on a dead client's file of one of our images may be ours
-	// (node_img_dead.go): its volume counts as attached, so that this
+	// (dead.go): its volume counts as attached, so that this
 	// node's in-use record, which makes it ours, stays until the sweep has
 	// detached it.
 	for _, d := range devs {
@@ -203,8 +207,8 @@ func (b *imageNode) attachedIn(devs []loop.Device) []string {
 // filesystem's first mount is the staging path (a mount volume), or the
 // directory of its first device bind (a block volume). Devices that no
 // mount or bind uses are the garbage collector's, not staged.
-func (b *imageNode) StagedEntry(id string) (inuse.Entry, bool, error) {
-	u, err := volumeUsage(b.host, b.pool.ImagePath(id))
+func (b *Node) StagedEntry(id string) (inuse.Entry, bool, error) {
+	u, err := reading.ImageUsage(b.host, b.pool.ImagePath(id))
 	if err != nil || len(u.Uses) == 0 {
 		return inuse.Entry{}, false, err
 	}
@@ -218,11 +222,6 @@ func (b *imageNode) StagedEntry(id string) (inuse.Entry, bool, error) {
 	return e, true, nil
 }
 
-// deviceOwner is what a node writes into the loop devices it attaches
-// (loop.Options.Owner): "filevol/" and the node's owner key, within the
-// 63 bytes the device keeps.
-func deviceOwner(node string) string { return "filevol/" + pool.OwnerKey(node) }
-
 // ownsDevice reports whether d, a device on one of this pool's images, is
 // this node's to reuse. On a shared pool several node processes may share
 // one kernel and one file (tests, or one host serving several nodes);
@@ -231,13 +230,13 @@ func deviceOwner(node string) string { return "filevol/" + pool.OwnerKey(node) }
 // another node's device would make this node a second writer that no lock
 // stops. A device without an owner is an older build's, on this kernel:
 // this node's.
-func (b *imageNode) ownsDevice(d loop.Device) bool {
+func (b *Node) ownsDevice(d loop.Device) bool {
 	if !b.fence {
 		return true
 	}
 	owner := b.host.Loops.Owner(d)
-	return owner == "" || owner == deviceOwner(b.node)
+	return owner == "" || owner == pool.DeviceOwner(b.node)
 }
 
 // Traits are the image kind's (pool.Traits).
-func (b *imageNode) Traits() volume.Traits { return pool.Traits }
+func (b *Node) Traits() volume.Traits { return pool.Traits }

@@ -1,4 +1,4 @@
-package csi
+package imagenode
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 
+	"github.com/filevol/filevol/internal/answer"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
 	"github.com/filevol/filevol/internal/pool"
@@ -15,18 +16,18 @@ import (
 
 // Stats reports bytes and inodes of the volume's filesystem mounted at
 // path, or the size of its device bound there (a block volume).
-func (b *imageNode) Stats(ctx context.Context, vol pool.Volume, path string) ([]*csipb.VolumeUsage, error) {
-	// The mount at path and its device, read now (reading_paths.go):
+func (b *Node) Stats(ctx context.Context, vol pool.Volume, path string) ([]*csipb.VolumeUsage, error) {
+	// The mount at path and its device, read now (reading.go):
 	// stats only report, and kubelet asks them for every volume at once.
 	r, err := b.readAt(ctx, path)
 	if err != nil {
 		return nil, err
 	}
-	top, ok := r.mounts.Table().Top(path)
+	top, ok := r.Table().Top(path)
 	if !ok {
-		return nil, notFound("volume %s is not mounted at %s", vol.ID, path)
+		return nil, answer.NotFound("volume %s is not mounted at %s", vol.ID, path)
 	}
-	devs, err := r.loops.Find(b.pool.ImagePath(vol.ID))
+	devs, err := r.Devices(b.pool.ImagePath(vol.ID))
 	if err != nil {
 		return nil, err
 	}
@@ -34,13 +35,13 @@ func (b *imageNode) Stats(ctx context.Context, vol pool.Volume, path string) ([]
 		return b.blockStats(vol.ID, top, devs)
 	}
 	if _, ok := volview.DeviceOf(devs, top); !ok {
-		return nil, notFound("%s is a mount of %s, not of volume %s", path, top.Source, vol.ID)
+		return nil, answer.NotFound("%s is a mount of %s, not of volume %s", path, top.Source, vol.ID)
 	}
 	return b.fsStats(path)
 }
 
 // fsStats answers for a filesystem mounted at path: bytes and inodes.
-func (b *imageNode) fsStats(path string) ([]*csipb.VolumeUsage, error) {
+func (b *Node) fsStats(path string) ([]*csipb.VolumeUsage, error) {
 	st, err := b.host.FS.StatFS(path)
 	if err != nil {
 		return nil, err
@@ -59,7 +60,7 @@ func (b *imageNode) fsStats(path string) ([]*csipb.VolumeUsage, error) {
 // blockStats answers for a block volume published at a target file. A
 // device detached under the bind has no size to report: it is reported
 // by NodeGetVolumeHealth as LoopDeviceGone.
-func (b *imageNode) blockStats(id string, top mount.Info, devs []loop.Device) ([]*csipb.VolumeUsage, error) {
+func (b *Node) blockStats(id string, top mount.Info, devs []loop.Device) ([]*csipb.VolumeUsage, error) {
 	if d, ok := volview.DeviceOf(devs, top); ok {
 		size, err := b.host.FS.BlockDeviceSize(d.Path)
 		if err != nil {
@@ -67,12 +68,12 @@ func (b *imageNode) blockStats(id string, top mount.Info, devs []loop.Device) ([
 		}
 		return []*csipb.VolumeUsage{{Unit: csipb.VolumeUsage_BYTES, Total: size}}, nil
 	}
-	return nil, failedPrecondition("loop device /dev%s published at %s is no longer attached to volume %s", top.Root, top.MountPoint, id)
+	return nil, answer.FailedPrecondition("loop device /dev%s published at %s is no longer attached to volume %s", top.Root, top.MountPoint, id)
 }
 
 // Health reports the volume's image, its loop devices, the mounts at the
 // given publish and staging paths, and a full pool under a thin volume.
-func (b *imageNode) Health(ctx context.Context, vol pool.Volume, publishPath, stagingPath string) ([]*csipb.VolumeHealth_VolumeHealthEntry, error) {
+func (b *Node) Health(ctx context.Context, vol pool.Volume, publishPath, stagingPath string) ([]*csipb.VolumeHealth_VolumeHealthEntry, error) {
 	// The mounts at the paths and their devices, read now; with no path,
 	// a reading of every device, shared with the questions asked
 	// meanwhile (reading_paths.go, reading.go). Health only reports.
@@ -80,13 +81,13 @@ func (b *imageNode) Health(ctx context.Context, vol pool.Volume, publishPath, st
 	if err != nil {
 		return nil, err
 	}
-	devs, err := r.loops.Find(b.pool.ImagePath(vol.ID))
+	devs, err := r.Devices(b.pool.ImagePath(vol.ID))
 	if err != nil {
 		return nil, err
 	}
 	st := imageHealth(b.pool, vol.ID, devs)
 	if publishPath != "" || stagingPath != "" {
-		st = append(st, mountHealth(r.mounts.Table(), devs, publishPath, stagingPath)...)
+		st = append(st, mountHealth(r.Table(), devs, publishPath, stagingPath)...)
 	}
 	if e := b.poolFullHealth(vol); e != nil {
 		st = append(st, e)
@@ -97,14 +98,14 @@ func (b *imageNode) Health(ctx context.Context, vol pool.Volume, publishPath, st
 // poolFullHealth: a thin volume whose pool has no free space left fails
 // every write to a block it has not allocated yet (ENOSPC, or EIO from the
 // loop device), although nothing is wrong with the volume itself.
-func (b *imageNode) poolFullHealth(vol pool.Volume) *csipb.VolumeHealth_VolumeHealthEntry {
+func (b *Node) poolFullHealth(vol pool.Volume) *csipb.VolumeHealth_VolumeHealthEntry {
 	if vol.Provisioning == pool.ProvisioningThick {
 		return nil
 	}
 	c, err := b.pool.Capacity()
-	if err != nil || c.FreeBytes >= allocationUnit {
+	if err != nil || c.FreeBytes >= volume.AllocationUnit {
 		return nil
 	}
-	return volume.HealthEntry(csipb.VolumeHealthErrorType_DEGRADED, volume.ReasonPoolFull,
+	return answer.HealthEntry(csipb.VolumeHealthErrorType_DEGRADED, volume.ReasonPoolFull,
 		fmt.Sprintf("the pool %s holding this thin volume has %d bytes free: writes to blocks the volume has not allocated yet fail", b.pool.Dir(), c.FreeBytes))
 }

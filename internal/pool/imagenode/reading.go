@@ -1,4 +1,4 @@
-package csi
+package imagenode
 
 import (
 	"context"
@@ -9,8 +9,22 @@ import (
 	"github.com/filevol/filevol/internal/hostos"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
+	"github.com/filevol/filevol/internal/reading"
 	"github.com/filevol/filevol/internal/volview"
 )
+
+// read returns the reading an answer of b's is made from: the caller's
+// (reading.With), or a shared one (reading.Shared); a backend built
+// without sharing reads the kernel itself.
+func (b *Node) read(ctx context.Context) (*reading.Reading, error) {
+	if r, ok := reading.From(ctx); ok {
+		return r, nil
+	}
+	if b.readings == nil {
+		return reading.Read(b.host)
+	}
+	return b.readings.Get(ctx)
+}
 
 // readAt returns the reading an answer about one volume is made from when
 // the caller names the paths the volume is mounted at (stats always do;
@@ -26,9 +40,9 @@ import (
 // whole reading. A kernel without statmount (before 6.8), and a mount whose
 // device its numbers cannot name (btrfs before 6.14, which has no source
 // in statmount), get the whole reading too. A reading the caller carries
-// (WithReading) is used as it is.
-func (b *imageNode) readAt(ctx context.Context, paths ...string) (*reading, error) {
-	if r, ok := ctx.Value(readingKey{}).(*reading); ok {
+// (reading.With) is used as it is.
+func (b *Node) readAt(ctx context.Context, paths ...string) (*reading.Reading, error) {
+	if r, ok := reading.From(ctx); ok {
 		return r, nil
 	}
 	var table mount.Table
@@ -61,7 +75,7 @@ func (b *imageNode) readAt(ctx context.Context, paths ...string) (*reading, erro
 	if !asked {
 		return b.read(ctx)
 	}
-	return &reading{loops: namedLoops{loops: b.host.Loops, names: names}, mounts: volview.IndexTable(table)}, nil
+	return reading.New(namedLoops{loops: b.host.Loops, names: names}, table), nil
 }
 
 // mountedDevice names the loop device m is a mount of, or binds the node
@@ -108,7 +122,7 @@ func (n namedLoops) Find(path string) ([]loop.Device, error) {
 // topMount is the top mount at path, asked of that path alone
 // (Mounter.Lookup); on a kernel without statmount, from the whole table.
 // Its Options and SuperOptions say only ro or rw.
-func topMount(h Host, path string) (mount.Info, bool, error) {
+func topMount(h hostos.Host, path string) (mount.Info, bool, error) {
 	m, ok, err := h.Mounts.Lookup(path)
 	if !errors.Is(err, errors.ErrUnsupported) {
 		return m, ok, err
@@ -124,7 +138,7 @@ func topMount(h Host, path string) (mount.Info, bool, error) {
 // deviceOf returns the image's loop device that m mounts or binds,
 // reading that device alone (Loops.Get); all the image's devices only
 // when m's numbers do not name one.
-func (b *imageNode) deviceOf(m mount.Info, image string) (loop.Device, bool, error) {
+func (b *Node) deviceOf(m mount.Info, image string) (loop.Device, bool, error) {
 	name, known := mountedDevice(b.host.Loops, m)
 	if !known {
 		devs, err := b.host.Loops.Find(image)

@@ -1,4 +1,4 @@
-package csi
+package imagenode
 
 import (
 	"context"
@@ -11,9 +11,11 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/filevol/filevol/internal/answer"
 	"github.com/filevol/filevol/internal/hostos/fs"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/reading"
 	"github.com/filevol/filevol/internal/volume"
 	"github.com/filevol/filevol/internal/volview"
 )
@@ -22,10 +24,10 @@ import (
 // formats it if it carries no filesystem and mounts it at the staging
 // path. For block volumes the device bound at <staging>/device is the
 // staged state. It returns the device.
-func (b *imageNode) Stage(ctx context.Context, vol pool.Volume, r volume.StageRequest) (string, error) {
+func (b *Node) Stage(ctx context.Context, vol pool.Volume, r volume.StageRequest) (string, error) {
 	id := vol.ID
 	// An encrypted volume's key first: a Secret that cannot open it
-	// leaves the volume untouched (node_img_crypt.go).
+	// leaves the volume untouched (crypt.go).
 	vol, key, err := b.stageKey(vol, r)
 	if err != nil {
 		return "", err
@@ -35,7 +37,7 @@ func (b *imageNode) Stage(ctx context.Context, vol pool.Volume, r volume.StageRe
 	// anything can write into it (pool/pending.go).
 	vol, err = b.pool.CommitImage(vol)
 	if err == nil && !b.pool.ImageExists(id) {
-		err = failedPrecondition("image file %s of volume %s is missing", b.pool.ImagePath(id), id)
+		err = answer.FailedPrecondition("image file %s of volume %s is missing", b.pool.ImagePath(id), id)
 	}
 	if err != nil {
 		return "", err
@@ -47,7 +49,7 @@ func (b *imageNode) Stage(ctx context.Context, vol pool.Volume, r volume.StageRe
 	err = b.stageDevice(ctx, vol, dev, r, key)
 	if err == nil && attached && b.gone(id) {
 		// Staged an image a concurrent DeleteVolume was removing: undone.
-		err = notFound("volume %s was deleted while it was being staged", id)
+		err = answer.NotFound("volume %s was deleted while it was being staged", id)
 		if uerr := b.host.Mounts.UnmountAll(r.StagingPath); uerr != nil {
 			klog.ErrorS(uerr, "unmount a volume deleted while staged", "stagingPath", r.StagingPath)
 		}
@@ -65,7 +67,7 @@ func (b *imageNode) Stage(ctx context.Context, vol pool.Volume, r volume.StageRe
 
 // stageDevice makes the attached dev the staged state at staging: its size
 // caught up with the image, then bound (block) or mounted (filesystem).
-func (b *imageNode) stageDevice(ctx context.Context, vol pool.Volume, dev loop.Device, r volume.StageRequest, key []byte) error {
+func (b *Node) stageDevice(ctx context.Context, vol pool.Volume, dev loop.Device, r volume.StageRequest, key []byte) error {
 	// An image grown (ControllerExpandVolume) while its device stayed attached.
 	dev, err := b.refreshLoopSize(dev, b.pool.ImagePath(vol.ID))
 	if err != nil {
@@ -81,7 +83,7 @@ func (b *imageNode) stageDevice(ctx context.Context, vol pool.Volume, dev loop.D
 // carries no signature at all (filevol never reformats data). key is an
 // encrypted volume's data key (nil: in clear): its ext4 is made able to
 // hold encrypted directories, and unlocked once mounted (unlockData).
-func (b *imageNode) stageFilesystem(ctx context.Context, vol pool.Volume, dev loop.Device, staging, fsType string, flags []string, readOnly bool, key []byte) error {
+func (b *Node) stageFilesystem(ctx context.Context, vol pool.Volume, dev loop.Device, staging, fsType string, flags []string, readOnly bool, key []byte) error {
 	encrypt := key != nil
 	// The staging path alone: the whole table grows with the node's volumes.
 	top, ok, err := topMount(b.host, staging)
@@ -95,7 +97,7 @@ func (b *imageNode) stageFilesystem(ctx context.Context, vol pool.Volume, dev lo
 		if volview.Mounts(top, dev) {
 			return nil // already staged: idempotent
 		}
-		return alreadyExists("staging path %s already has %s (%s) mounted, which is not volume %s", staging, top.Source, top.FSType, vol.ID)
+		return answer.AlreadyExists("staging path %s already has %s (%s) mounted, which is not volume %s", staging, top.Source, top.FSType, vol.ID)
 	}
 	found, err := b.host.FS.Probe(ctx, dev.Path)
 	if err != nil {
@@ -117,9 +119,9 @@ func (b *imageNode) stageFilesystem(ctx context.Context, vol pool.Volume, dev lo
 	grow := !readOnly
 	switch {
 	case found == "" && readOnly:
-		return failedPrecondition("volume %s has no filesystem yet and cannot be formatted when staged read-only", vol.ID)
+		return answer.FailedPrecondition("volume %s has no filesystem yet and cannot be formatted when staged read-only", vol.ID)
 	case found == "" && encrypt && want != "ext4":
-		return failedPrecondition("volume %s is encrypted, which needs ext4, not %s", vol.ID, want)
+		return answer.FailedPrecondition("volume %s is encrypted, which needs ext4, not %s", vol.ID, want)
 	case found == "":
 		if err := b.pool.NodeState().Format.Set(vol.ID); err != nil {
 			return fmt.Errorf("mark volume %s as formatting: %w", vol.ID, err)
@@ -132,13 +134,13 @@ func (b *imageNode) stageFilesystem(ctx context.Context, vol pool.Volume, dev lo
 		}
 		klog.InfoS("formatted", "volumeID", vol.ID, "device", dev.Path, "fsType", want)
 		found, grow = want, false
-	case !supportedFS(found):
-		return failedPrecondition("%s of volume %s carries a %q signature; filevol formats only empty devices and never overwrites data", dev.Path, vol.ID, found)
+	case !slices.Contains(fs.Types, found):
+		return answer.FailedPrecondition("%s of volume %s carries a %q signature; filevol formats only empty devices and never overwrites data", dev.Path, vol.ID, found)
 	case fsType != "" && found != fsType:
-		return failedPrecondition("volume %s holds a %s filesystem but %s was requested", vol.ID, found, fsType)
+		return answer.FailedPrecondition("volume %s holds a %s filesystem but %s was requested", vol.ID, found, fsType)
 	}
 	if grow {
-		if err := b.growBeforeMount(ctx, vol, dev, found); err != nil { // node_img_grow.go
+		if err := b.growBeforeMount(ctx, vol, dev, found); err != nil { // grow.go
 			return err
 		}
 	}
@@ -174,7 +176,7 @@ func (b *imageNode) stageFilesystem(ctx context.Context, vol pool.Volume, dev lo
 // restores share their source's UUID, and XFS refuses a second mount of one
 // UUID: nouuid makes every filevol XFS volume mountable next to its copies.
 func mountOptions(fsType string, flags []string, readOnly bool) []string {
-	opts := append(append([]string(nil), flags...), alwaysMountOptions...)
+	opts := append(append([]string(nil), flags...), volume.AlwaysMountOptions...)
 	if fsType == "xfs" {
 		opts = append(opts, "nouuid")
 	}
@@ -185,7 +187,7 @@ func mountOptions(fsType string, flags []string, readOnly bool) []string {
 }
 
 // stageBlock binds dev at <staging>/device (idempotent).
-func (b *imageNode) stageBlock(dev loop.Device, staging string) error {
+func (b *Node) stageBlock(dev loop.Device, staging string) error {
 	path := volview.StagedDevicePath(staging)
 	m, ok, err := topMount(b.host, path)
 	if err != nil {
@@ -195,7 +197,7 @@ func (b *imageNode) stageBlock(dev loop.Device, staging string) error {
 		if volview.Binds(m, dev) {
 			return nil
 		}
-		return alreadyExists("%s already holds %s, not %s", path, m.Source, dev.Path)
+		return answer.AlreadyExists("%s already holds %s, not %s", path, m.Source, dev.Path)
 	}
 	return b.bindDevice(dev, path)
 }
@@ -203,27 +205,27 @@ func (b *imageNode) stageBlock(dev loop.Device, staging string) error {
 // Unstage unmounts the staging path and detaches the volume's loop
 // devices. It refuses while the volume is still published somewhere (the
 // CO must unpublish first).
-func (b *imageNode) Unstage(ctx context.Context, id, staging string) error {
-	u, err := volumeUsage(b.host, b.pool.ImagePath(id))
+func (b *Node) Unstage(ctx context.Context, id, staging string) error {
+	u, err := reading.ImageUsage(b.host, b.pool.ImagePath(id))
 	if err != nil {
 		return err
 	}
 	// A device of this node's left on a dead client's file is not found by
-	// identity (node_img_dead.go): its uses count, and it goes too.
+	// identity (dead.go): its uses count, and it goes too.
 	dead, err := b.unreachableStaged(id, staging)
 	if err != nil {
 		return err
 	}
 	var elsewhere []string
 	for _, x := range append(u.Uses, dead.Uses...) {
-		if !within(x.MountPoint, staging) {
+		if !volview.Within(x.MountPoint, staging) {
 			elsewhere = append(elsewhere, x.MountPoint)
 		}
 	}
 	if len(elsewhere) > 0 {
-		return failedPrecondition("volume %s is still published at %v; unpublish it first", id, elsewhere)
+		return answer.FailedPrecondition("volume %s is still published at %v; unpublish it first", id, elsewhere)
 	}
-	if err := b.lockData(id, staging, u); err != nil { // node_img_crypt.go
+	if err := b.lockData(id, staging, u); err != nil { // crypt.go
 		return err
 	}
 	if err := b.unstageBlock(staging); err != nil {
@@ -248,13 +250,13 @@ func (b *imageNode) Unstage(ctx context.Context, id, staging string) error {
 
 // unreachableStaged returns this node's devices of the volume that the
 // kernel cannot identify any more, with their uses (unreachableOf).
-func (b *imageNode) unreachableStaged(id, staging string) (volview.Usage, error) {
+func (b *Node) unreachableStaged(id, staging string) (volview.Usage, error) {
 	devs, err := b.host.Loops.Named(b.pool.ImagePath(id))
 	if err != nil {
 		return volview.Usage{}, fmt.Errorf("look up loop devices named %s: %w", b.pool.ImagePath(id), err)
 	}
 	// Almost every unstage finds none: the mount table is read only for one.
-	devs = slices.DeleteFunc(devs, func(d loop.Device) bool { did, ok := b.unreachableImage(d); return !ok || did != id })
+	devs = slices.DeleteFunc(devs, func(d loop.Device) bool { did, ok := b.UnreachableImage(d); return !ok || did != id })
 	if len(devs) == 0 {
 		return volview.Usage{}, nil
 	}
@@ -282,7 +284,7 @@ const (
 
 // detachSettled runs detach, retrying while it finds a device busy, for up
 // to busyRetries×busyWait.
-func (b *imageNode) detachSettled(ctx context.Context, detach func() error) error {
+func (b *Node) detachSettled(ctx context.Context, detach func() error) error {
 	err := detach()
 	for i := 0; i < busyRetries && errors.Is(err, loop.ErrBusy); i++ {
 		select {
@@ -298,7 +300,7 @@ func (b *imageNode) detachSettled(ctx context.Context, detach func() error) erro
 // unstageBlock removes the staging bind of a block volume, if any. With a
 // filesystem mounted at staging (a mount volume's), <staging>/device is a
 // file of the user's in that filesystem, never ours: it is left alone.
-func (b *imageNode) unstageBlock(staging string) error {
+func (b *Node) unstageBlock(staging string) error {
 	table, err := b.host.Mounts.Table()
 	if err != nil {
 		return fmt.Errorf("read mount table: %w", err)

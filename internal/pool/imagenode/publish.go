@@ -1,4 +1,4 @@
-package csi
+package imagenode
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/filevol/filevol/internal/answer"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
 	"github.com/filevol/filevol/internal/pool"
@@ -18,7 +19,7 @@ import (
 // Publish bind-mounts the staged filesystem into the target directory,
 // or the loop device node onto the target file for block volumes;
 // read-only requests get a read-only bind, or a read-only device.
-func (b *imageNode) Publish(ctx context.Context, vol pool.Volume, r volume.PublishRequest) error {
+func (b *Node) Publish(ctx context.Context, vol pool.Volume, r volume.PublishRequest) error {
 	if r.Block {
 		return b.publishBlock(ctx, vol.ID, r.StagingPath, r.TargetPath, r.ReadOnly, r.SingleWriter)
 	}
@@ -27,7 +28,7 @@ func (b *imageNode) Publish(ctx context.Context, vol pool.Volume, r volume.Publi
 
 // publishMount binds source, the staging mount or a directory of it
 // (publishSource), onto target.
-func (b *imageNode) publishMount(id, staging, source, target string, readOnly, single bool, flags []string) error {
+func (b *Node) publishMount(id, staging, source, target string, readOnly, single bool, flags []string) error {
 	// The staging and target paths' mounts alone, and the one device
 	// staged: nothing here grows with the node's volumes.
 	top, ok, err := topMount(b.host, staging)
@@ -42,7 +43,7 @@ func (b *imageNode) publishMount(id, staging, source, target string, readOnly, s
 		}
 	}
 	if !staged {
-		return failedPrecondition("volume %s is not staged at %s; call NodeStageVolume first", id, staging)
+		return answer.FailedPrecondition("volume %s is not staged at %s; call NodeStageVolume first", id, staging)
 	}
 	cur, ok, err := topMount(b.host, target)
 	if err != nil {
@@ -52,7 +53,7 @@ func (b *imageNode) publishMount(id, staging, source, target string, readOnly, s
 		if volview.Mounts(cur, dev) && slices.Contains(cur.Options, "ro") == readOnly {
 			return nil // already published: idempotent
 		}
-		return alreadyExists("target %s already has %s mounted (read-only: %v), incompatible with this request for volume %s",
+		return answer.AlreadyExists("target %s already has %s mounted (read-only: %v), incompatible with this request for volume %s",
 			target, cur.Source, slices.Contains(cur.Options, "ro"), id)
 	}
 	if single {
@@ -61,12 +62,12 @@ func (b *imageNode) publishMount(id, staging, source, target string, readOnly, s
 			return err
 		}
 		if others := otherTargets(volview.MountsOf(table, dev), staging, target); len(others) > 0 {
-			return failedPrecondition("volume %s has access mode SINGLE_NODE_SINGLE_WRITER and is already published at %v", id, others)
+			return answer.FailedPrecondition("volume %s has access mode SINGLE_NODE_SINGLE_WRITER and is already published at %v", id, others)
 		}
 	}
 	if source != staging {
 		if st, err := os.Lstat(source); err != nil || !st.IsDir() {
-			return failedPrecondition("volume %s is staged at %s without its encrypted directory %s; unstage and stage it again", id, staging, source)
+			return answer.FailedPrecondition("volume %s is staged at %s without its encrypted directory %s; unstage and stage it again", id, staging, source)
 		}
 	}
 	if err := os.MkdirAll(target, 0o750); err != nil {
@@ -78,14 +79,14 @@ func (b *imageNode) publishMount(id, staging, source, target string, readOnly, s
 	return nil
 }
 
-func (b *imageNode) publishBlock(ctx context.Context, id, staging, target string, readOnly, single bool) error {
+func (b *Node) publishBlock(ctx context.Context, id, staging, target string, readOnly, single bool) error {
 	image := b.pool.ImagePath(id)
 	devs, err := b.host.Loops.Find(image)
 	if err != nil {
 		return err
 	}
 	if len(devs) == 0 {
-		return failedPrecondition("volume %s is not staged on this node (no loop device backs %s); call NodeStageVolume first", id, image)
+		return answer.FailedPrecondition("volume %s is not staged on this node (no loop device backs %s); call NodeStageVolume first", id, image)
 	}
 	table, err := b.host.Mounts.Table()
 	if err != nil {
@@ -95,7 +96,7 @@ func (b *imageNode) publishBlock(ctx context.Context, id, staging, target string
 		if d, ok := volview.DeviceOf(devs, cur); ok && volview.IsDeviceBind(cur) && d.ReadOnly == readOnly {
 			return nil // already published: idempotent
 		}
-		return alreadyExists("target %s already has %s mounted, incompatible with this request for volume %s", target, cur.Source, id)
+		return answer.AlreadyExists("target %s already has %s mounted, incompatible with this request for volume %s", target, cur.Source, id)
 	}
 	if single {
 		var others []string
@@ -103,7 +104,7 @@ func (b *imageNode) publishBlock(ctx context.Context, id, staging, target string
 			others = append(others, otherTargets(volview.BindsOf(table, d), volview.StagedDevicePath(staging), target)...)
 		}
 		if len(others) > 0 {
-			return failedPrecondition("volume %s has access mode SINGLE_NODE_SINGLE_WRITER and is already published at %v", id, others)
+			return answer.FailedPrecondition("volume %s has access mode SINGLE_NODE_SINGLE_WRITER and is already published at %v", id, others)
 		}
 	}
 	dev, attached, err := b.ensureLoop(ctx, image, readOnly, false, false)
@@ -121,13 +122,13 @@ func (b *imageNode) publishBlock(ctx context.Context, id, staging, target string
 
 // bindDevice binds the device node onto target, a regular file it creates.
 // An empty directory there (some COs pre-create the target) is replaced.
-func (b *imageNode) bindDevice(dev loop.Device, target string) error {
+func (b *Node) bindDevice(dev loop.Device, target string) error {
 	if err := os.MkdirAll(filepath.Dir(target), 0o750); err != nil {
 		return fmt.Errorf("create parent of %s: %w", target, err)
 	}
 	if st, err := os.Lstat(target); err == nil && st.IsDir() {
 		if err := os.Remove(target); err != nil {
-			return failedPrecondition("target %s of a block volume is a non-empty directory: %v", target, err)
+			return answer.FailedPrecondition("target %s of a block volume is a non-empty directory: %v", target, err)
 		}
 	}
 	f, err := os.OpenFile(target, os.O_CREATE|os.O_RDONLY, 0o640)
@@ -144,7 +145,7 @@ func (b *imageNode) bindDevice(dev loop.Device, target string) error {
 // Unpublish unmounts the target and removes it (spec: the SP MUST delete
 // what it created). Read-only devices made for a block publish are
 // detached once no bind uses them.
-func (b *imageNode) Unpublish(ctx context.Context, id, target string) error {
+func (b *Node) Unpublish(ctx context.Context, id, target string) error {
 	if err := b.host.Mounts.UnmountAll(target); err != nil {
 		return fmt.Errorf("unmount %s: %w", target, err)
 	}
@@ -157,7 +158,7 @@ func (b *imageNode) Unpublish(ctx context.Context, id, target string) error {
 // detachUnusedReadOnly detaches the read-only devices block publishes made,
 // once nothing binds them. A staged device is never among them: staging
 // binds it (block) or mounts it (filesystem).
-func (b *imageNode) detachUnusedReadOnly(id string) error {
+func (b *Node) detachUnusedReadOnly(id string) error {
 	devs, err := b.host.Loops.Find(b.pool.ImagePath(id))
 	if err != nil {
 		return fmt.Errorf("look up loop devices of volume %s: %w", id, err)

@@ -1,19 +1,23 @@
-package csi
+package imagenode
 
 import (
 	"context"
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"testing"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
 
+	"github.com/filevol/filevol/internal/answer"
 	"github.com/filevol/filevol/internal/hostos"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/reading"
 	"github.com/filevol/filevol/internal/testutil"
 	"github.com/filevol/filevol/internal/volume"
 )
@@ -24,49 +28,52 @@ import (
 // a block volume whose device was detached under its binds), one shared
 // reading answers usage, health and stats for each volume exactly as the
 // per-volume look-ups (a Find and a mount table of its own) do, and so does
-// the node view's reading (its own listing and table, WithReading).
+// the node view's reading (its own listing and table, reading.WithListed).
 func TestReadingAgreesWithPerVolumeLookups(t *testing.T) {
 	testutil.RequireRoot(t)
 	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
 		t.Skip("mkfs.ext4 not installed")
 	}
-	dir := testutil.Scratch(t, "csi-reading") // its cleanup unmounts and detaches what is left under dir
-	var h Host
-	e, d := nodeEnvOn(t, dir, func(poolDir string) Host { h = hostos.New(poolDir); return h })
-	p := e.pool
-
+	dir := testutil.Scratch(t, "imagenode-reading") // its cleanup unmounts and detaches what is left under dir
+	p, err := pool.Open(filepath.Join(dir, "pool"), pool.Options{NodeID: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	h := hostos.New(p.Dir())
+	e := &env{t: t, node: New(p, h, "n1", false), pool: p, dir: filepath.Join(dir, "kubelet")}
 	type vol struct{ id, staging, target, target2 string }
 	var vols []vol
-	add := func(name string, c *csipb.VolumeCapability, stage bool, targets int) vol {
-		v := vol{id: e.volume(name, "ext4", 32<<20), staging: e.staging(name)}
+	add := func(name string, block, stage bool, targets int) vol {
+		v := vol{id: e.volume(name), staging: filepath.Join(e.dir, name, "globalmount")}
 		if stage {
-			e.mustStage(v.id, v.staging, c)
+			e.stage(v.id, v.staging, block)
 		}
 		if targets > 0 {
-			v.target = e.target(name)
-			e.mustPublish(v.id, v.staging, v.target, c, false)
+			v.target = filepath.Join(e.dir, name, "mount")
+			e.publish(v.id, v.staging, v.target, block, false)
 		}
 		if targets > 1 {
-			v.target2 = e.target(name + "-2")
-			e.mustPublish(v.id, v.staging, v.target2, c, true)
+			v.target2 = filepath.Join(e.dir, name, "mount-2")
+			e.publish(v.id, v.staging, v.target2, block, true)
 		}
 		vols = append(vols, v)
 		return v
 	}
-	add("fs-published", capMount("ext4", multi), true, 2)
-	add("block-published", capBlock(rw), true, 1)
-	add("fs-staged", capMount("ext4", rw), true, 0)
-	add("never-staged", capMount("ext4", rw), false, 0)
-	gone := add("block-gone", capBlock(rw), true, 1)
+	add("fs-published", false, true, 2)
+	add("block-published", true, true, 1)
+	add("fs-staged", false, true, 0)
+	add("never-staged", false, false, 0)
+	gone := add("block-gone", true, true, 1)
 	// A filesystem the kernel made read-only under its binds (as
 	// errors=remount-ro does): a remount of the staging mount changes the
 	// superblock, and the publish bind stays rw over a read-only one.
-	ro := add("fs-remounted-ro", capMount("ext4", rw), true, 1)
+	ro := add("fs-remounted-ro", false, true, 1)
 	if err := mount.Mount("", ro.staging, "", []string{"remount", "ro"}); err != nil {
 		t.Fatal(err)
 	}
 	// An image deleted under its mounted device.
-	deleted := add("image-deleted", capMount("ext4", rw), true, 1)
+	deleted := add("image-deleted", false, true, 1)
 	if err := os.Remove(p.ImagePath(deleted.id)); err != nil {
 		t.Fatal(err)
 	}
@@ -81,12 +88,12 @@ func TestReadingAgreesWithPerVolumeLookups(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	r, err := readKernel(h)
+	r, err := reading.Read(h)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &imageNode{pool: p, host: h, node: "n1"}
-	shared := context.WithValue(ctx, readingKey{}, r)
+	b := e.node
+	shared := reading.With(ctx, r)
 	// The node view's reading: the listing and the table it read itself.
 	listing, err := h.Loops.List()
 	if err != nil {
@@ -96,18 +103,18 @@ func TestReadingAgreesWithPerVolumeLookups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	listed := d.Node.WithReading(ctx, listing, table)
+	listed := reading.WithListed(ctx, listing, table)
 	// Answers from the paths asked alone: this backend fails the test if
 	// it reads every device or the whole table when given a path.
-	strict := &imageNode{pool: p, host: hostos.Host{Loops: noScan{t, h.Loops}, Mounts: noTable{t, h.Mounts}, FS: h.FS}, node: "n1"}
+	strict := New(p, hostos.Host{Loops: noScan{t, h.Loops}, Mounts: noTable{t, h.Mounts}, FS: h.FS}, "n1", false)
 	saw := map[string]bool{}
 	for _, v := range vols {
 		img := p.ImagePath(v.id)
-		got, err := r.usage(img)
+		got, err := r.Usage(img)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := volumeUsage(h, img)
+		want, err := reading.ImageUsage(h, img)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,7 +200,7 @@ func (n noTable) Table() (mount.Table, error) {
 
 // perVolumeHealth is the image backend's health as it was answered before
 // readings were shared: a Find and a mount table for this volume alone.
-func perVolumeHealth(t *testing.T, b *imageNode, vol pool.Volume, publish, staging string) []*csipb.VolumeHealth_VolumeHealthEntry {
+func perVolumeHealth(t *testing.T, b *Node, vol pool.Volume, publish, staging string) []*csipb.VolumeHealth_VolumeHealthEntry {
 	t.Helper()
 	devs, err := loop.Find(b.pool.ImagePath(vol.ID))
 	if err != nil {
@@ -217,4 +224,65 @@ func reasons(st []*csipb.VolumeHealth_VolumeHealthEntry) []string {
 		out = append(out, x.GetStatus().String()+"/"+x.GetReason())
 	}
 	return out
+}
+
+// env stages and publishes image volumes through the node half alone, as
+// the node service does once it has validated, locked and recorded.
+type env struct {
+	t    *testing.T
+	node *Node
+	pool *pool.Pool
+	dir  string
+}
+
+func (e *env) volume(name string) string {
+	e.t.Helper()
+	v, err := e.pool.Create(context.Background(), pool.CreateRequest{Name: name, CapacityBytes: 32 << 20, FSType: "ext4"})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return v.ID
+}
+
+func (e *env) stage(id, staging string, block bool) {
+	e.t.Helper()
+	if err := os.MkdirAll(staging, 0o750); err != nil {
+		e.t.Fatal(err)
+	}
+	vol, err := e.pool.Get(id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	fsType := "ext4"
+	if block {
+		fsType = ""
+	}
+	if _, err := e.node.Stage(context.Background(), vol, volume.StageRequest{StagingPath: staging, Block: block, FSType: fsType}); err != nil {
+		e.t.Fatalf("stage %s: %v", id, err)
+	}
+}
+
+func (e *env) publish(id, staging, target string, block, readOnly bool) {
+	e.t.Helper()
+	vol, err := e.pool.Get(id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	r := volume.PublishRequest{StagingPath: staging, TargetPath: target, Block: block, ReadOnly: readOnly}
+	if err := e.node.Publish(context.Background(), vol, r); err != nil {
+		e.t.Fatalf("publish %s at %s: %v", id, target, err)
+	}
+}
+
+// codeOf is the gRPC code a node-half error asks for (a CodedError's),
+// Unknown for the others, OK for none: enough to compare two answers.
+func codeOf(err error) codes.Code {
+	var ce *answer.CodedError
+	switch {
+	case err == nil:
+		return codes.OK
+	case errors.As(err, &ce):
+		return ce.Code
+	}
+	return codes.Unknown
 }

@@ -1,4 +1,4 @@
-package csi
+package imagenode
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/filevol/filevol/internal/answer"
 	"github.com/filevol/filevol/internal/hostos/fscrypt"
 	"github.com/filevol/filevol/internal/keywrap"
 	"github.com/filevol/filevol/internal/pool"
@@ -52,21 +53,21 @@ const unchanged = "nothing was formatted, mounted or changed"
 // rotation); or, at the volume's first stage, made and recorded before
 // anything is encrypted with it. It attaches, formats and mounts nothing,
 // so a Secret that cannot open the key leaves the volume as it was.
-func (b *imageNode) stageKey(vol pool.Volume, r volume.StageRequest) (pool.Volume, []byte, error) {
+func (b *Node) stageKey(vol pool.Volume, r volume.StageRequest) (pool.Volume, []byte, error) {
 	enc := vol.Encryption
 	switch {
 	case enc == nil:
 		return vol, nil, nil
 	case r.Block:
-		return vol, nil, failedPrecondition("volume %s is encrypted (%s: the files of its ext4 filesystem) and cannot be staged for block access; %s",
+		return vol, nil, answer.FailedPrecondition("volume %s is encrypted (%s: the files of its ext4 filesystem) and cannot be staged for block access; %s",
 			vol.ID, enc.Scheme, unchanged)
 	case enc.Scheme != pool.EncryptionFscrypt:
-		return vol, nil, failedPrecondition("volume %s is encrypted with %q, which this filevol cannot open (it knows %q); %s",
+		return vol, nil, answer.FailedPrecondition("volume %s is encrypted with %q, which this filevol cannot open (it knows %q); %s",
 			vol.ID, enc.Scheme, pool.EncryptionFscrypt, unchanged)
 	}
 	m, err := keywrap.FromSecret(r.Secrets)
 	if err != nil {
-		return vol, nil, failedPrecondition("volume %s is encrypted and the node-stage Secret (the StorageClass's csi.storage.k8s.io/node-stage-secret-name) cannot open it: %v; %s",
+		return vol, nil, answer.FailedPrecondition("volume %s is encrypted and the node-stage Secret (the StorageClass's csi.storage.k8s.io/node-stage-secret-name) cannot open it: %v; %s",
 			vol.ID, err, unchanged)
 	}
 	if enc.Wrapped == nil {
@@ -75,17 +76,17 @@ func (b *imageNode) stageKey(vol pool.Volume, r volume.StageRequest) (pool.Volum
 	key, rewrapped, err := m.Open(*enc.Wrapped)
 	switch {
 	case errors.Is(err, keywrap.ErrWrongKey) && m.Previous == nil:
-		return vol, nil, failedPrecondition("the node-stage Secret's %s is not the key the data key of volume %s was wrapped with "+
+		return vol, nil, answer.FailedPrecondition("the node-stage Secret's %s is not the key the data key of volume %s was wrapped with "+
 			"(during a rotation, keep the old key as %s until every volume was staged once); %s",
 			keywrap.SecretKey, vol.ID, keywrap.SecretPreviousKey, unchanged)
 	case errors.Is(err, keywrap.ErrWrongKey):
-		return vol, nil, failedPrecondition("neither the node-stage Secret's %s nor its %s is the key the data key of volume %s was wrapped with; %s",
+		return vol, nil, answer.FailedPrecondition("neither the node-stage Secret's %s nor its %s is the key the data key of volume %s was wrapped with; %s",
 			keywrap.SecretKey, keywrap.SecretPreviousKey, vol.ID, unchanged)
 	case errors.Is(err, keywrap.ErrDamaged):
-		return vol, nil, failedPrecondition("the Secret's key is the right one, but the wrapped data key in the record of volume %s does not decrypt: "+
+		return vol, nil, answer.FailedPrecondition("the Secret's key is the right one, but the wrapped data key in the record of volume %s does not decrypt: "+
 			"the record was changed, or copied from another volume; %s", vol.ID, unchanged)
 	case err != nil:
-		return vol, nil, failedPrecondition("open the data key of volume %s: %v; %s", vol.ID, err, unchanged)
+		return vol, nil, answer.FailedPrecondition("open the data key of volume %s: %v; %s", vol.ID, err, unchanged)
 	}
 	if rewrapped != nil {
 		if vol, err = b.pool.SetWrappedKey(vol.ID, *rewrapped); err != nil {
@@ -100,7 +101,7 @@ func (b *imageNode) stageKey(vol pool.Volume, r volume.StageRequest) (pool.Volum
 // newDataKey makes the volume's data key at its first stage and records
 // it, wrapped under m's current material, before anything is encrypted
 // with it: a crash later finds it in the record.
-func (b *imageNode) newDataKey(vol pool.Volume, m keywrap.Materials) (pool.Volume, []byte, error) {
+func (b *Node) newDataKey(vol pool.Volume, m keywrap.Materials) (pool.Volume, []byte, error) {
 	key, err := keywrap.NewDataKey()
 	if err != nil {
 		return vol, nil, err
@@ -124,10 +125,10 @@ func (b *imageNode) newDataKey(vol pool.Volume, m keywrap.Materials) (pool.Volum
 // at staging and makes sure that dataDir is encrypted under it: made and
 // encrypted the first time (or after a stage that died between the two),
 // refused when it is in clear with files in it or under another key.
-func (b *imageNode) unlockData(vol pool.Volume, staging string, key []byte, readOnly bool) error {
+func (b *Node) unlockData(vol pool.Volume, staging string, key []byte, readOnly bool) error {
 	id, err := b.host.Keys.Add(staging, key)
 	if errors.Is(err, fscrypt.ErrNotSupported) {
-		return failedPrecondition("volume %s is encrypted, but its filesystem at %s cannot hold encrypted directories (an ext4 made without the encrypt feature, or not ext4): %v",
+		return answer.FailedPrecondition("volume %s is encrypted, but its filesystem at %s cannot hold encrypted directories (an ext4 made without the encrypt feature, or not ext4): %v",
 			vol.ID, staging, err)
 	}
 	if err != nil {
@@ -137,7 +138,7 @@ func (b *imageNode) unlockData(vol pool.Volume, staging string, key []byte, read
 	st, err := os.Lstat(dir)
 	switch {
 	case errors.Is(err, os.ErrNotExist) && readOnly:
-		return failedPrecondition("encrypted volume %s has no %s directory yet, and cannot make one staged read-only", vol.ID, dataDirName)
+		return answer.FailedPrecondition("encrypted volume %s has no %s directory yet, and cannot make one staged read-only", vol.ID, dataDirName)
 	case errors.Is(err, os.ErrNotExist):
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			return fmt.Errorf("make the encrypted directory of volume %s: %w", vol.ID, err)
@@ -145,7 +146,7 @@ func (b *imageNode) unlockData(vol pool.Volume, staging string, key []byte, read
 	case err != nil:
 		return err
 	case !st.IsDir():
-		return failedPrecondition("%s of encrypted volume %s is not a directory (%s)", dir, vol.ID, st.Mode().Type())
+		return answer.FailedPrecondition("%s of encrypted volume %s is not a directory (%s)", dir, vol.ID, st.Mode().Type())
 	}
 	have, ok, err := b.host.Keys.Policy(dir)
 	switch {
@@ -154,13 +155,13 @@ func (b *imageNode) unlockData(vol pool.Volume, staging string, key []byte, read
 	case ok && have == id:
 		return nil
 	case ok:
-		return failedPrecondition("%s of volume %s is encrypted under another key (%s) than the volume's (%s)", dir, vol.ID, have, id)
+		return answer.FailedPrecondition("%s of volume %s is encrypted under another key (%s) than the volume's (%s)", dir, vol.ID, have, id)
 	case readOnly:
-		return failedPrecondition("%s of encrypted volume %s is not encrypted, and cannot be while staged read-only", dir, vol.ID)
+		return answer.FailedPrecondition("%s of encrypted volume %s is not encrypted, and cannot be while staged read-only", dir, vol.ID)
 	}
 	err = b.host.Keys.SetPolicy(dir, id)
 	if errors.Is(err, fscrypt.ErrNotEmpty) {
-		return failedPrecondition("%s of encrypted volume %s holds files in clear: filevol encrypts only an empty directory and never rewrites files", dir, vol.ID)
+		return answer.FailedPrecondition("%s of encrypted volume %s holds files in clear: filevol encrypts only an empty directory and never rewrites files", dir, vol.ID)
 	}
 	return err
 }
@@ -172,7 +173,7 @@ func (b *imageNode) unlockData(vol pool.Volume, staging string, key []byte, read
 // encrypted directory's policy: an unstage carries no Secret. A volume in
 // clear, or whose filesystem is not mounted at staging, has nothing to
 // remove.
-func (b *imageNode) lockData(id, staging string, u volview.Usage) error {
+func (b *Node) lockData(id, staging string, u volview.Usage) error {
 	mounted := false
 	for _, m := range u.FS() {
 		mounted = mounted || (m.MountPoint == staging && m.Root == "/")
@@ -203,7 +204,7 @@ func (b *imageNode) lockData(id, staging string, u volview.Usage) error {
 	case err != nil:
 		return fmt.Errorf("remove the data key of volume %s from the keyring of %s: %w", id, staging, err)
 	case status == fscrypt.IncompletelyRemoved:
-		return failedPrecondition("the data key of volume %s is removed, but files under it are still open on this node and stay readable until closed; "+
+		return answer.FailedPrecondition("the data key of volume %s is removed, but files under it are still open on this node and stay readable until closed; "+
 			"close them (a process outside the pod may hold them) and retry the unstage", id)
 	}
 	klog.V(2).InfoS("removed the data key of an encrypted volume", "volumeID", id, "stagingPath", staging)

@@ -1,4 +1,4 @@
-package csi
+package imagenode
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/filevol/filevol/internal/hostos/fs"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 	"github.com/filevol/filevol/internal/volview"
 )
 
@@ -19,12 +20,12 @@ import (
 // expansion adds at least one; filesystems may leave a smaller tail unused
 // (a last group too small to hold its metadata), and that must not make
 // every stage run a resize tool.
-const growSlack = allocationUnit
+const growSlack = volume.AllocationUnit
 
 // refreshLoopSize makes an attached device see its image's current size
 // (LOOP_SET_CAPACITY): a device attached before ControllerExpandVolume
 // keeps the old size until told, and the growth below compares with it.
-func (b *imageNode) refreshLoopSize(dev loop.Device, image string) (loop.Device, error) {
+func (b *Node) refreshLoopSize(dev loop.Device, image string) (loop.Device, error) {
 	st, err := os.Stat(image)
 	if err != nil {
 		return dev, fmt.Errorf("stat image %s: %w", image, err)
@@ -44,7 +45,7 @@ func (b *imageNode) refreshLoopSize(dev loop.Device, image string) (loop.Device,
 // fsBehind reports whether the fsType filesystem on dev covers less of it
 // than it could (by the superblock: see fs.Size for what a mounted xfs
 // may answer).
-func (b *imageNode) fsBehind(dev loop.Device, fsType string) (bool, int64, error) {
+func (b *Node) fsBehind(dev loop.Device, fsType string) (bool, int64, error) {
 	fsSize, err := b.host.FS.Size(dev.Path, fsType)
 	if err != nil {
 		return false, 0, err
@@ -70,7 +71,7 @@ func (b *imageNode) fsBehind(dev loop.Device, fsType string) (bool, int64, error
 // resize2fs is not atomic, so the growth is marked in the pool while it
 // runs (nodestate: Grow): a stage that finds the mark repairs what the
 // interrupted resize left (e2fsck -y) and grows again.
-func (b *imageNode) growBeforeMount(ctx context.Context, vol pool.Volume, dev loop.Device, fsType string) error {
+func (b *Node) growBeforeMount(ctx context.Context, vol pool.Volume, dev loop.Device, fsType string) error {
 	if fsType != "ext4" {
 		return nil
 	}
@@ -117,7 +118,7 @@ func (b *imageNode) growBeforeMount(ctx context.Context, vol pool.Volume, dev lo
 
 // growAfterMount grows an xfs or btrfs filesystem smaller than its device,
 // now mounted at staging (they grow only mounted).
-func (b *imageNode) growAfterMount(ctx context.Context, vol pool.Volume, dev loop.Device, staging, fsType string) error {
+func (b *Node) growAfterMount(ctx context.Context, vol pool.Volume, dev loop.Device, staging, fsType string) error {
 	if fsType == "ext4" {
 		return nil
 	}
@@ -130,14 +131,4 @@ func (b *imageNode) growAfterMount(ctx context.Context, vol pool.Volume, dev loo
 	}
 	klog.InfoS("filesystem grown at stage", "volumeID", vol.ID, "device", dev.Path, "fsType", fsType, "fromBytes", fsSize, "toBytes", dev.SizeBytes)
 	return nil
-}
-
-// growTarget rounds a growth from cur to size bytes up to what the
-// filesystem can grow to (fs.MinGrowSize), when limit allows: the CO gets
-// a filesystem that really has the size it asked for.
-func growTarget(fsType string, cur, size, limit int64) int64 {
-	if m := fs.MinGrowSize[fsType]; size > cur && size < m && (limit == 0 || m <= limit) {
-		return m
-	}
-	return size
 }
