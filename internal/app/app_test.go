@@ -2,7 +2,6 @@ package app
 
 import (
 	"encoding/json"
-
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -30,7 +29,7 @@ func TestHTTPEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	v, err := p.Create(t.Context(), pool.CreateRequest{Name: "a", CapacityBytes: 8 << 20, FSType: "ext4"})
+	v, err := p.Create(t.Context(), volume.CreateRequest{Name: "a", CapacityBytes: 8 << 20, FSType: "ext4"})
 	if err != nil {
 		t.Fatal(err)
 	}

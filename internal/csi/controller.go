@@ -10,7 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/filevol/filevol/internal/attach"
-	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // ControllerService implements the CSI Controller service. It decides from
@@ -85,12 +85,12 @@ func (s *ControllerService) CreateVolume(ctx context.Context, req *csipb.CreateV
 			return resp, err
 		}
 	}
-	vol, err := st.Create(ctx, pool.CreateRequest{
+	vol, err := st.Create(ctx, volume.CreateRequest{
 		Name: name, CapacityBytes: size, RequestedBytes: requested(req.GetCapacityRange()), FSType: p.fsType,
 		Provisioning: p.provisioning, Parameters: req.GetParameters(), QoS: &p.qos, Secrets: req.GetSecrets(),
 		Encryption: p.encryption,
 	})
-	if errors.Is(err, pool.ErrAlreadyExists) {
+	if errors.Is(err, volume.ErrAlreadyExists) {
 		if resp, gerr := s.existing(st, name, req, p); resp != nil || gerr != nil {
 			return resp, gerr
 		}
@@ -107,7 +107,7 @@ func (s *ControllerService) CreateVolume(ctx context.Context, req *csipb.CreateV
 func (s *ControllerService) existing(st *poolStore, name string, req *csipb.CreateVolumeRequest, p createParams) (*csipb.CreateVolumeResponse, error) {
 	vol, err := st.GetByName(name)
 	switch {
-	case errors.Is(err, pool.ErrNotFound):
+	case errors.Is(err, volume.ErrNotFound):
 		return nil, nil
 	case err != nil:
 		return nil, err
@@ -119,7 +119,7 @@ func (s *ControllerService) existing(st *poolStore, name string, req *csipb.Crea
 }
 
 // compatible decides whether an existing volume answers a retried create.
-func compatible(vol pool.Volume, name string, req *csipb.CreateVolumeRequest, p createParams) error {
+func compatible(vol volume.Volume, name string, req *csipb.CreateVolumeRequest, p createParams) error {
 	cr := req.GetCapacityRange()
 	switch {
 	case vol.Name != name:
@@ -159,7 +159,7 @@ func (s *ControllerService) checkAccessible(tr *csipb.TopologyRequirement) error
 		s.cfg.NodeID, describeTopologies(req))
 }
 
-func (s *ControllerService) csiVolume(v pool.Volume) *csipb.Volume {
+func (s *ControllerService) csiVolume(v volume.Volume) *csipb.Volume {
 	return &csipb.Volume{
 		VolumeId:           v.ID,
 		CapacityBytes:      v.CapacityBytes,

@@ -8,7 +8,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/filevol/filevol/internal/hostos/fs"
-	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // createFromSource is CreateVolume with a volume_content_source: a restore
@@ -58,11 +58,11 @@ func (s *ControllerService) createFromSource(ctx context.Context, st *poolStore,
 			return nil, err
 		}
 		return &csipb.CreateVolumeResponse{Volume: s.csiVolume(vol)}, nil
-	case !errors.Is(err, pool.ErrNotFound):
+	case !errors.Is(err, volume.ErrNotFound):
 		return nil, err
 	}
 	create := func() (err error) {
-		vol, err = st.Create(ctx, pool.CreateRequest{
+		vol, err = st.Create(ctx, volume.CreateRequest{
 			Name: name, CapacityBytes: size, RequestedBytes: requested(req.GetCapacityRange()),
 			FSType: p.fsType, Provisioning: p.provisioning,
 			Parameters: req.GetParameters(), Source: &src, QoS: &p.qos, Secrets: req.GetSecrets(),
@@ -70,7 +70,7 @@ func (s *ControllerService) createFromSource(ctx context.Context, st *poolStore,
 		})
 		return err
 	}
-	if src.Kind == pool.SourceVolume {
+	if src.Kind == volume.SourceVolume {
 		err = s.withFrozen(ctx, st, src.ID, create)
 	} else {
 		err = create() // a snapshot's image never changes
@@ -84,20 +84,20 @@ func (s *ControllerService) createFromSource(ctx context.Context, st *poolStore,
 }
 
 // parseContentSource turns the CSI source into the pool's.
-func parseContentSource(cs *csipb.VolumeContentSource) (pool.ContentSource, error) {
+func parseContentSource(cs *csipb.VolumeContentSource) (volume.ContentSource, error) {
 	switch {
 	case cs.GetSnapshot() != nil:
 		if cs.GetSnapshot().GetSnapshotId() == "" {
-			return pool.ContentSource{}, invalidArgument("volume content source: snapshot ID is missing")
+			return volume.ContentSource{}, invalidArgument("volume content source: snapshot ID is missing")
 		}
-		return pool.ContentSource{Kind: pool.SourceSnapshot, ID: cs.GetSnapshot().GetSnapshotId()}, nil
+		return volume.ContentSource{Kind: volume.SourceSnapshot, ID: cs.GetSnapshot().GetSnapshotId()}, nil
 	case cs.GetVolume() != nil:
 		if cs.GetVolume().GetVolumeId() == "" {
-			return pool.ContentSource{}, invalidArgument("volume content source: volume ID is missing")
+			return volume.ContentSource{}, invalidArgument("volume content source: volume ID is missing")
 		}
-		return pool.ContentSource{Kind: pool.SourceVolume, ID: cs.GetVolume().GetVolumeId()}, nil
+		return volume.ContentSource{Kind: volume.SourceVolume, ID: cs.GetVolume().GetVolumeId()}, nil
 	}
-	return pool.ContentSource{}, invalidArgument("volume content source has neither a snapshot nor a volume")
+	return volume.ContentSource{}, invalidArgument("volume content source has neither a snapshot nor a volume")
 }
 
 // sourceInfo returns the size, filesystem type and encryption scheme ("":
@@ -105,16 +105,16 @@ func parseContentSource(cs *csipb.VolumeContentSource) (pool.ContentSource, erro
 // be in the store st of the new volume: the pool copies within itself. A
 // source st does not hold is NOT_FOUND, with the reason that matters on a
 // node-local pool: it may well exist, on another node.
-func (s *ControllerService) sourceInfo(st *poolStore, src pool.ContentSource) (int64, string, string, error) {
-	if src.Kind == pool.SourceSnapshot {
+func (s *ControllerService) sourceInfo(st *poolStore, src volume.ContentSource) (int64, string, string, error) {
+	if src.Kind == volume.SourceSnapshot {
 		snap, err := st.GetSnapshot(src.ID)
-		if errors.Is(err, pool.ErrSnapshotNotFound) || errors.Is(err, pool.ErrInvalidID) {
+		if errors.Is(err, volume.ErrSnapshotNotFound) || errors.Is(err, volume.ErrInvalidID) {
 			return 0, "", "", notFound("snapshot %q is not in the pool of node %s: filevol snapshots are node-local, restore it on the node that took it", truncate(src.ID), s.cfg.NodeID)
 		}
 		return snap.SizeBytes, snap.FSType, encryptionScheme(snap.Encryption), err
 	}
 	vol, err := st.Get(src.ID)
-	if errors.Is(err, pool.ErrNotFound) || errors.Is(err, pool.ErrInvalidID) {
+	if errors.Is(err, volume.ErrNotFound) || errors.Is(err, volume.ErrInvalidID) {
 		return 0, "", "", notFound("volume %q is not in the pool of node %s: filevol volumes are node-local, clone it on the node that holds it", truncate(src.ID), s.cfg.NodeID)
 	}
 	return vol.CapacityBytes, vol.FSType, encryptionScheme(vol.Encryption), err
@@ -149,11 +149,11 @@ func explicitFSType(req *csipb.CreateVolumeRequest) bool {
 }
 
 // csiContentSource is the CSI form of a record's source (nil for none).
-func csiContentSource(src *pool.ContentSource) *csipb.VolumeContentSource {
+func csiContentSource(src *volume.ContentSource) *csipb.VolumeContentSource {
 	switch {
 	case src == nil:
 		return nil
-	case src.Kind == pool.SourceSnapshot:
+	case src.Kind == volume.SourceSnapshot:
 		return &csipb.VolumeContentSource{Type: &csipb.VolumeContentSource_Snapshot{
 			Snapshot: &csipb.VolumeContentSource_SnapshotSource{SnapshotId: src.ID}}}
 	default:
@@ -163,7 +163,7 @@ func csiContentSource(src *pool.ContentSource) *csipb.VolumeContentSource {
 }
 
 // sameContentSource compares a record's source with a request's.
-func sameContentSource(rec *pool.ContentSource, cs *csipb.VolumeContentSource) bool {
+func sameContentSource(rec *volume.ContentSource, cs *csipb.VolumeContentSource) bool {
 	if rec == nil || cs == nil {
 		return rec == nil && cs == nil
 	}

@@ -8,7 +8,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/filevol/filevol/internal/hostos/fs"
-	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // ControllerExpandVolume grows the volume's image file (thin: ftruncate;
@@ -46,11 +46,11 @@ func (s *ControllerService) ControllerExpandVolume(ctx context.Context, req *csi
 	// A volume of a pool this controller does not serve is not found,
 	// like one missing from a pool it serves (routes.go).
 	st, err := s.stores.volume(id)
-	var vol pool.Volume
+	var vol volume.Volume
 	if err == nil {
 		vol, err = st.Get(id)
 	}
-	if errors.Is(err, pool.ErrNotFound) && s.cfg.DeferExpansion {
+	if errors.Is(err, volume.ErrNotFound) && s.cfg.DeferExpansion {
 		return s.deferToNode(id, required, limit)
 	}
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 
 	"github.com/filevol/filevol/internal/answer"
-	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volume"
 )
 
@@ -33,7 +32,7 @@ func (s *ControllerService) ControllerGetVolumeHealth(ctx context.Context, req *
 func (s *ControllerService) ControllerListVolumeHealth(ctx context.Context, req *csipb.ControllerListVolumeHealthRequest) (*csipb.ControllerListVolumeHealthResponse, error) {
 	// Healthy volumes are omitted, so a page holds only unhealthy ones.
 	health := map[string][]*csipb.VolumeHealth_VolumeHealthEntry{}
-	unhealthy := func(v pool.Volume) bool {
+	unhealthy := func(v volume.Volume) bool {
 		if st, err := s.stores.volume(v.ID); err == nil {
 			health[v.ID] = st.health(v.ID)
 		}

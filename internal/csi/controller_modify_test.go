@@ -10,19 +10,20 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 func TestParseMutable(t *testing.T) {
-	start := pool.QoS{ReadIOPS: 10, WriteBytesPerSecond: 1 << 20}
+	start := volume.QoS{ReadIOPS: 10, WriteBytesPerSecond: 1 << 20}
 	for _, tc := range []struct {
 		params map[string]string
-		want   pool.QoS
+		want   volume.QoS
 		err    string // a word the INVALID_ARGUMENT message must hold
 	}{
 		{nil, start, ""},
-		{map[string]string{"writeIOPS": "50"}, pool.QoS{ReadIOPS: 10, WriteIOPS: 50, WriteBytesPerSecond: 1 << 20}, ""},
-		{map[string]string{"readIOPS": "0", "writeBytesPerSecond": "16Mi"}, pool.QoS{WriteBytesPerSecond: 16 << 20}, ""},
-		{map[string]string{"readBytesPerSecond": "1000000"}, pool.QoS{ReadIOPS: 10, ReadBytesPerSecond: 1e6, WriteBytesPerSecond: 1 << 20}, ""},
+		{map[string]string{"writeIOPS": "50"}, volume.QoS{ReadIOPS: 10, WriteIOPS: 50, WriteBytesPerSecond: 1 << 20}, ""},
+		{map[string]string{"readIOPS": "0", "writeBytesPerSecond": "16Mi"}, volume.QoS{WriteBytesPerSecond: 16 << 20}, ""},
+		{map[string]string{"readBytesPerSecond": "1000000"}, volume.QoS{ReadIOPS: 10, ReadBytesPerSecond: 1e6, WriteBytesPerSecond: 1 << 20}, ""},
 		{map[string]string{"readIOPS": "-1"}, start, "readIOPS"},
 		{map[string]string{"readIOPS": "1Ki"}, start, "readIOPS"},
 		{map[string]string{"writeBytesPerSecond": "fast"}, start, "writeBytesPerSecond"},
@@ -67,14 +68,14 @@ func TestControllerModifyVolume(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := cv.GetVolume().GetVolumeId()
-	limits := func() pool.QoS {
+	limits := func() volume.QoS {
 		v, err := p.Get(id)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return v.Limits()
 	}
-	if got := limits(); got != (pool.QoS{ReadIOPS: 200, WriteIOPS: 100}) {
+	if got := limits(); got != (volume.QoS{ReadIOPS: 200, WriteIOPS: 100}) {
 		t.Fatalf("limits at create: %+v", got)
 	}
 	modify := func(params map[string]string) error {
@@ -85,12 +86,12 @@ func TestControllerModifyVolume(t *testing.T) {
 		if err := modify(map[string]string{ParamWriteIOPS: "0", ParamWriteBytesPerSecond: "8Mi"}); err != nil {
 			t.Fatal(err)
 		}
-		if got := limits(); got != (pool.QoS{ReadIOPS: 200, WriteBytesPerSecond: 8 << 20}) {
+		if got := limits(); got != (volume.QoS{ReadIOPS: 200, WriteBytesPerSecond: 8 << 20}) {
 			t.Fatalf("limits after modify: %+v", got)
 		}
 	}
 	wantCode(t, "immutable", modify(map[string]string{ParamWriteIOPS: "5", ParamFSType: "xfs"}), codes.InvalidArgument)
-	if got := limits(); got != (pool.QoS{ReadIOPS: 200, WriteBytesPerSecond: 8 << 20}) {
+	if got := limits(); got != (volume.QoS{ReadIOPS: 200, WriteBytesPerSecond: 8 << 20}) {
 		t.Fatalf("a refused modify changed the limits: %+v", got)
 	}
 	_, err = s.ControllerModifyVolume(ctx, &csipb.ControllerModifyVolumeRequest{VolumeId: id + "x"})
@@ -116,7 +117,7 @@ func TestControllerModifyProvisioning(t *testing.T) {
 	}
 	ctx := context.Background()
 	const size = 8 << 20
-	v, err := p.Create(ctx, pool.CreateRequest{Name: "v", CapacityBytes: size})
+	v, err := p.Create(ctx, volume.CreateRequest{Name: "v", CapacityBytes: size})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +139,7 @@ func TestControllerModifyProvisioning(t *testing.T) {
 	thick := &csipb.ControllerModifyVolumeRequest{VolumeId: v.ID, MutableParameters: map[string]string{ParamProvisioning: "thick", ParamReadIOPS: "7"}}
 	_, err = s.ControllerModifyVolume(ctx, thick)
 	wantCode(t, "thick on a full pool", err, codes.ResourceExhausted)
-	if got, _ := full.Get(v.ID); got.Provisioning != pool.ProvisioningThin || got.QoS != nil || allocated(full) != -1 {
+	if got, _ := full.Get(v.ID); got.Provisioning != volume.ProvisioningThin || got.QoS != nil || allocated(full) != -1 {
 		t.Fatalf("after RESOURCE_EXHAUSTED: %s, limits %+v, %d bytes allocated; want it unchanged", got.Provisioning, got.QoS, allocated(full))
 	}
 	full.Close()
@@ -154,13 +155,13 @@ func TestControllerModifyProvisioning(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got, _ := p.Get(v.ID); got.Provisioning != pool.ProvisioningThick || got.Limits().ReadIOPS != 7 || allocated(p) < size {
+	if got, _ := p.Get(v.ID); got.Provisioning != volume.ProvisioningThick || got.Limits().ReadIOPS != 7 || allocated(p) < size {
 		t.Fatalf("after thick: %s, limits %+v, %d bytes allocated", got.Provisioning, got.Limits(), allocated(p))
 	}
 	if _, err := s.ControllerModifyVolume(ctx, &csipb.ControllerModifyVolumeRequest{VolumeId: v.ID, MutableParameters: map[string]string{ParamProvisioning: "thin"}}); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := p.Get(v.ID); got.Provisioning != pool.ProvisioningThin || got.Limits().ReadIOPS != 7 {
+	if got, _ := p.Get(v.ID); got.Provisioning != volume.ProvisioningThin || got.Limits().ReadIOPS != 7 {
 		t.Fatalf("after thin: %s, limits %+v", got.Provisioning, got.Limits())
 	}
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/filevol/filevol/internal/attach"
 	"github.com/filevol/filevol/internal/hostos/loop"
-	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // The publish_context that ControllerPublishVolume returns and
@@ -166,7 +166,7 @@ func (s *ControllerService) ControllerUnpublishVolume(ctx context.Context, req *
 		return nil, invalidArgument("volume ID is missing")
 	}
 	st, err := s.stores.volume(id)
-	if errors.Is(err, pool.ErrNotFound) {
+	if errors.Is(err, volume.ErrNotFound) {
 		return &csipb.ControllerUnpublishVolumeResponse{}, nil
 	}
 	if err != nil {

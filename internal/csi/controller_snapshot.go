@@ -12,6 +12,7 @@ import (
 
 	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volid"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // snapshotMetaPrefixes are the CreateSnapshot parameters csi-snapshotter
@@ -87,14 +88,14 @@ func (s *ControllerService) CreateSnapshot(ctx context.Context, req *csipb.Creat
 	}
 	defer unlock()
 	if _, err := st.Get(src); err != nil {
-		if errors.Is(err, pool.ErrNotFound) {
+		if errors.Is(err, volume.ErrNotFound) {
 			return nil, notFound("source volume %s is not in the pool of node %s", src, s.cfg.NodeID)
 		}
 		return nil, err
 	}
-	var snap pool.Snapshot
+	var snap volume.Snapshot
 	err = s.withFrozen(ctx, st, src, func() (err error) {
-		snap, err = st.CreateSnapshot(ctx, pool.SnapshotRequest{Name: name, SourceVolumeID: src, Parameters: req.GetParameters(), Secrets: req.GetSecrets()})
+		snap, err = st.CreateSnapshot(ctx, volume.SnapshotRequest{Name: name, SourceVolumeID: src, Parameters: req.GetParameters(), Secrets: req.GetSecrets()})
 		return err
 	})
 	if err != nil {
@@ -151,30 +152,30 @@ func (s *ControllerService) DeleteSnapshot(ctx context.Context, req *csipb.Delet
 // snapshot ID and by source volume. As in ListVolumes the token is the
 // last ID of the previous page.
 func (s *ControllerService) ListSnapshots(ctx context.Context, req *csipb.ListSnapshotsRequest) (*csipb.ListSnapshotsResponse, error) {
-	var snaps []pool.Snapshot
+	var snaps []volume.Snapshot
 	if id := req.GetSnapshotId(); id != "" {
 		// From disk: a lookup by ID must not miss a snapshot another
 		// process sharing the pool just made.
 		st, err := s.stores.snapshot(id)
-		var snap pool.Snapshot
+		var snap volume.Snapshot
 		if err == nil {
 			snap, err = st.GetSnapshot(id)
 		}
 		switch {
 		case err == nil:
-			snaps = []pool.Snapshot{snap}
-		case !errors.Is(err, pool.ErrSnapshotNotFound) && !errors.Is(err, pool.ErrInvalidID) && !errors.Is(err, volid.ErrInvalid):
+			snaps = []volume.Snapshot{snap}
+		case !errors.Is(err, volume.ErrSnapshotNotFound) && !errors.Is(err, volume.ErrInvalidID) && !errors.Is(err, volid.ErrInvalid):
 			return nil, err
 		}
 	} else {
 		snaps = s.listSnapshots()
 	}
-	var ofSource func(pool.Snapshot) bool
+	var ofSource func(volume.Snapshot) bool
 	if vid := req.GetSourceVolumeId(); vid != "" {
-		ofSource = func(s pool.Snapshot) bool { return s.SourceVolumeID == vid }
+		ofSource = func(s volume.Snapshot) bool { return s.SourceVolumeID == vid }
 	}
 	page := pageRequest{token: req.GetStartingToken(), max: req.GetMaxEntries(), validToken: pool.ValidSnapshotID}
-	snaps, next, err := paginate(page, snaps, func(s pool.Snapshot) string { return s.ID }, ofSource)
+	snaps, next, err := paginate(page, snaps, func(s volume.Snapshot) string { return s.ID }, ofSource)
 	if err != nil {
 		return nil, err
 	}
@@ -207,7 +208,7 @@ func (s *ControllerService) GetSnapshot(ctx context.Context, req *csipb.GetSnaps
 // in this pool, so it is usable where the pool's volumes are: this node
 // (a node-local pool) or the nodes that mount the pool (a shared one);
 // SNAPSHOT_ACCESSIBILITY_CONSTRAINTS tells the CO to read it.
-func (s *ControllerService) csiSnapshot(snap pool.Snapshot) *csipb.Snapshot {
+func (s *ControllerService) csiSnapshot(snap volume.Snapshot) *csipb.Snapshot {
 	return &csipb.Snapshot{
 		SnapshotId:         snap.ID,
 		SourceVolumeId:     snap.SourceVolumeID,

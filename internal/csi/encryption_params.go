@@ -4,7 +4,7 @@ import (
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 
 	"github.com/filevol/filevol/internal/dirpool"
-	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // ParamEncryption asks for a volume encrypted at rest: "fscrypt", the one
@@ -19,9 +19,9 @@ const noDMCrypt = "encrypting a whole device (LUKS) needs the kernel's dm-crypt,
 
 // parseEncryption validates the value of ParamEncryption.
 func parseEncryption(v string) (string, error) {
-	if v != pool.EncryptionFscrypt {
+	if v != volume.EncryptionFscrypt {
 		return "", invalidArgument("parameter %s=%q: the one scheme is %q (fscrypt on an ext4 filesystem); leave it out for a volume in clear",
-			ParamEncryption, v, pool.EncryptionFscrypt)
+			ParamEncryption, v, volume.EncryptionFscrypt)
 	}
 	return v, nil
 }
@@ -35,7 +35,7 @@ func refuseDirEncryption(params map[string]string) error {
 	}
 	return invalidArgument("parameter %s: directory volumes (%s=%s) cannot be encrypted: their files are in the directory pool's filesystem, "+
 		"which filevol neither formats nor holds the keys of; use an image volume (leave %s out) with %s=%s",
-		ParamEncryption, dirpool.ParamProvisioningMode, dirpool.ProvisioningModeDirectory, dirpool.ParamProvisioningMode, ParamEncryption, pool.EncryptionFscrypt)
+		ParamEncryption, dirpool.ParamProvisioningMode, dirpool.ProvisioningModeDirectory, dirpool.ParamProvisioningMode, ParamEncryption, volume.EncryptionFscrypt)
 }
 
 // checkEncryptedAccess refuses what an encrypted volume cannot be:
@@ -61,7 +61,7 @@ func checkEncryptedAccess(caps []*csipb.VolumeCapability, p createParams) error 
 // checkSourceEncryption refuses a restore or clone that would change
 // whether the data is encrypted: the new volume holds the source's bytes
 // as they are, under the source's data key.
-func checkSourceEncryption(src pool.ContentSource, srcScheme string, p createParams) error {
+func checkSourceEncryption(src volume.ContentSource, srcScheme string, p createParams) error {
 	switch {
 	case srcScheme == p.encryption:
 		return nil
@@ -76,7 +76,7 @@ func checkSourceEncryption(src pool.ContentSource, srcScheme string, p createPar
 }
 
 // encryptionScheme is a record's scheme, "" when it is not encrypted.
-func encryptionScheme(e *pool.Encryption) string {
+func encryptionScheme(e *volume.Encryption) string {
 	if e == nil {
 		return ""
 	}

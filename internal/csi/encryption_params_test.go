@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // What fscrypt cannot encrypt is refused at create, saying why; a restore
@@ -21,7 +22,7 @@ func TestCreateEncryptedVolume(t *testing.T) {
 	defer p.Close()
 	s := newControllerService(Config{NodeID: "node"}, p)
 	ctx := context.Background()
-	enc := map[string]string{ParamEncryption: pool.EncryptionFscrypt}
+	enc := map[string]string{ParamEncryption: volume.EncryptionFscrypt}
 	create := func(name string, params map[string]string, c *csipb.VolumeCapability, src *csipb.VolumeContentSource) (*csipb.CreateVolumeResponse, error) {
 		return s.CreateVolume(ctx, &csipb.CreateVolumeRequest{Name: name, Parameters: params, VolumeCapabilities: []*csipb.VolumeCapability{c},
 			CapacityRange: &csipb.CapacityRange{RequiredBytes: 16 << 20}, VolumeContentSource: src})

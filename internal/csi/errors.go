@@ -22,6 +22,7 @@ import (
 	"github.com/filevol/filevol/internal/nodestate"
 	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volid"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // The codes a handler chooses (validation, state conflicts): a
@@ -56,20 +57,20 @@ var sentinelCodes = []struct {
 	{dirpool.ErrNotVolume, codes.FailedPrecondition},
 	{dirpool.ErrNoQuota, codes.FailedPrecondition},
 	{dirpool.ErrNoSnapshots, codes.FailedPrecondition},
-	{pool.ErrNotFound, codes.NotFound},
-	{pool.ErrInvalidID, codes.NotFound},
+	{volume.ErrNotFound, codes.NotFound},
+	{volume.ErrInvalidID, codes.NotFound},
 	// What the pool refuses in a request it was given: a bad name, a
 	// capacity or provisioning out of range, thick provisioning on a pool
 	// that cannot preallocate, a content source it cannot use.
-	{pool.ErrInvalidArgument, codes.InvalidArgument},
-	{pool.ErrAlreadyExists, codes.AlreadyExists},
-	{pool.ErrNoSpace, codes.ResourceExhausted},
-	{pool.ErrSnapshotNotFound, codes.NotFound},
-	{pool.ErrGroupNotFound, codes.NotFound},
+	{volume.ErrInvalidArgument, codes.InvalidArgument},
+	{volume.ErrAlreadyExists, codes.AlreadyExists},
+	{volume.ErrNoSpace, codes.ResourceExhausted},
+	{volume.ErrSnapshotNotFound, codes.NotFound},
+	{volume.ErrGroupNotFound, codes.NotFound},
 	// CSI DeleteSnapshot: "Snapshot is part of a group" is INVALID_ARGUMENT:
 	// the CO deletes the group instead.
-	{pool.ErrInGroup, codes.InvalidArgument},
-	{pool.ErrShrink, codes.OutOfRange},
+	{volume.ErrInGroup, codes.InvalidArgument},
+	{volume.ErrShrink, codes.OutOfRange},
 	// CSI CreateVolume: "source incompatible" is INVALID_ARGUMENT.
 	{pool.ErrOtherNode, codes.InvalidArgument},
 	{pool.ErrImageMissing, codes.FailedPrecondition},

@@ -16,7 +16,6 @@ import (
 	"testing"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
-
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -34,6 +33,7 @@ import (
 	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/testutil"
 	"github.com/filevol/filevol/internal/volid"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 func TestToStatus(t *testing.T) {
@@ -44,15 +44,15 @@ func TestToStatus(t *testing.T) {
 	}{
 		{nil, codes.OK},
 		{invalidArgument("bad %s", "x"), codes.InvalidArgument},
-		{wrap(pool.ErrNotFound), codes.NotFound},
-		{wrap(pool.ErrInvalidID), codes.NotFound},
-		{wrap(pool.ErrAlreadyExists), codes.AlreadyExists},
-		{wrap(pool.ErrNoSpace), codes.ResourceExhausted},
+		{wrap(volume.ErrNotFound), codes.NotFound},
+		{wrap(volume.ErrInvalidID), codes.NotFound},
+		{wrap(volume.ErrAlreadyExists), codes.AlreadyExists},
+		{wrap(volume.ErrNoSpace), codes.ResourceExhausted},
 		{wrap(loop.ErrNoDevice), codes.ResourceExhausted},
 		{wrap(loop.ErrBusy), codes.FailedPrecondition},
 		{wrap(mount.ErrInvalidOption), codes.InvalidArgument},
 		{wrap(hostfs.ErrToolMissing), codes.FailedPrecondition},
-		{wrap(pool.ErrInvalidArgument), codes.InvalidArgument},
+		{wrap(volume.ErrInvalidArgument), codes.InvalidArgument},
 		{wrap(context.DeadlineExceeded), codes.DeadlineExceeded},
 		{wrap(context.Canceled), codes.Canceled},
 		{errors.New("something nobody named"), codes.Internal},
@@ -70,7 +70,7 @@ func TestToStatus(t *testing.T) {
 		}
 	}
 	// The message keeps the context the handler added.
-	msg := status.Convert(toStatus(wrap(pool.ErrNotFound))).Message()
+	msg := status.Convert(toStatus(wrap(volume.ErrNotFound))).Message()
 	if msg != "stage vol-1: attach /pool/x.img: volume not found" {
 		t.Errorf("message %q", msg)
 	}
@@ -102,7 +102,7 @@ func TestInflight(t *testing.T) {
 
 // sentinelPackages are the directories whose exported Err* variables can
 // reach toStatus: the pool, the node markers and every hostos package.
-var sentinelPackages = []string{"../dirpool", "../pool", "../nodestate", "../hostos", "../freeze", "../volid", "../inuse", "../attach"}
+var sentinelPackages = []string{"../dirpool", "../pool", "../volume", "../nodestate", "../hostos", "../freeze", "../volid", "../inuse", "../attach"}
 
 // sentinelValues are the values of the Err* variables the source holds,
 // by package name and variable name (a test cannot look a value up by
@@ -117,17 +117,17 @@ var sentinelValues = map[string]error{
 	"dirpool.ErrNotVolume":         dirpool.ErrNotVolume,
 	"dirpool.ErrNoQuota":           dirpool.ErrNoQuota,
 	"dirpool.ErrNoSnapshots":       dirpool.ErrNoSnapshots,
-	"pool.ErrNotFound":             pool.ErrNotFound,
-	"pool.ErrAlreadyExists":        pool.ErrAlreadyExists,
-	"pool.ErrNoSpace":              pool.ErrNoSpace,
-	"pool.ErrInvalidID":            pool.ErrInvalidID,
-	"pool.ErrInvalidArgument":      pool.ErrInvalidArgument,
-	"pool.ErrSnapshotNotFound":     pool.ErrSnapshotNotFound,
-	"pool.ErrGroupNotFound":        pool.ErrGroupNotFound,
-	"pool.ErrInGroup":              pool.ErrInGroup,
+	"volume.ErrNotFound":           volume.ErrNotFound,
+	"volume.ErrAlreadyExists":      volume.ErrAlreadyExists,
+	"volume.ErrNoSpace":            volume.ErrNoSpace,
+	"volume.ErrInvalidID":          volume.ErrInvalidID,
+	"volume.ErrInvalidArgument":    volume.ErrInvalidArgument,
+	"volume.ErrSnapshotNotFound":   volume.ErrSnapshotNotFound,
+	"volume.ErrGroupNotFound":      volume.ErrGroupNotFound,
+	"volume.ErrInGroup":            volume.ErrInGroup,
 	"pool.ErrOtherNode":            pool.ErrOtherNode,
 	"pool.ErrImageMissing":         pool.ErrImageMissing,
-	"pool.ErrShrink":               pool.ErrShrink,
+	"volume.ErrShrink":             volume.ErrShrink,
 	"nodestate.ErrNoSpace":         nodestate.ErrNoSpace,
 	"loop.ErrNotFound":             loop.ErrNotFound,
 	"loop.ErrBusy":                 loop.ErrBusy,
@@ -247,12 +247,12 @@ func TestPoolRefusalsAreInvalidArgument(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	for _, req := range []pool.CreateRequest{
+	for _, req := range []volume.CreateRequest{
 		{Name: "", CapacityBytes: 1 << 20},
 		{Name: "nul\x00", CapacityBytes: 1 << 20},
 		{Name: "zero", CapacityBytes: 0},
 		{Name: "prov", CapacityBytes: 1 << 20, Provisioning: "thickish"},
-		{Name: "src", CapacityBytes: 1 << 20, Source: &pool.ContentSource{Kind: "backup", ID: "x"}},
+		{Name: "src", CapacityBytes: 1 << 20, Source: &volume.ContentSource{Kind: "backup", ID: "x"}},
 	} {
 		_, err := p.Create(context.Background(), req)
 		if code := status.Code(toStatus(err)); code != codes.InvalidArgument {
@@ -301,7 +301,7 @@ func TestCreateVolumeThickWithoutPreallocation(t *testing.T) {
 	_, err = svc.CreateVolume(context.Background(), &csipb.CreateVolumeRequest{
 		Name:          "thick",
 		CapacityRange: &csipb.CapacityRange{RequiredBytes: 8 << 20},
-		Parameters:    map[string]string{ParamProvisioning: pool.ProvisioningThick},
+		Parameters:    map[string]string{ParamProvisioning: volume.ProvisioningThick},
 		VolumeCapabilities: []*csipb.VolumeCapability{{
 			AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{}},
 			AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},

@@ -9,6 +9,7 @@ import (
 	"github.com/filevol/filevol/internal/hostos/fake"
 	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/pool/imagenode"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // TestSharedPoolNodeLeavesOtherNodesWork: two nodes share one pool
@@ -34,14 +35,14 @@ func TestSharedPoolNodeLeavesOtherNodesWork(t *testing.T) {
 		return New(Config{DriverName: "filevol.csi.io", NodeID: name, Node: true}, p, h, imagenode.New(p, h, name, false))
 	}
 	a := open("node-a")
-	frozen, err := a.Create(ctx, pool.CreateRequest{Name: "a-frozen", CapacityBytes: 1 << 20})
+	frozen, err := a.Create(ctx, volume.CreateRequest{Name: "a-frozen", CapacityBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := a.NodeState().Frozen.Set(frozen.ID); err != nil { // what A's agent does before FIFREEZE
 		t.Fatal(err)
 	}
-	fresh, err := a.Create(ctx, pool.CreateRequest{Name: "a-fresh", CapacityBytes: 1 << 20, Provisioning: pool.ProvisioningThick})
+	fresh, err := a.Create(ctx, volume.CreateRequest{Name: "a-fresh", CapacityBytes: 1 << 20, Provisioning: volume.ProvisioningThick})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volid"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // GroupControllerService implements the CSI GroupController service:
@@ -69,12 +70,12 @@ func (g *GroupControllerService) CreateVolumeGroupSnapshot(ctx context.Context, 
 			return nil, alreadyExists("group snapshot %q already exists, of volumes %v, not %v", name, grp.SourceVolumeIDs, srcs)
 		}
 		return g.response(st, grp)
-	} else if !errors.Is(err, pool.ErrGroupNotFound) {
+	} else if !errors.Is(err, volume.ErrGroupNotFound) {
 		return nil, err
 	}
 	for _, src := range srcs {
 		if _, err := st.Get(src); err != nil {
-			if errors.Is(err, pool.ErrNotFound) {
+			if errors.Is(err, volume.ErrNotFound) {
 				return nil, notFound("source volume %s is not in the pool of node %s", src, g.c.cfg.NodeID)
 			}
 			return nil, err
@@ -93,7 +94,7 @@ func (g *GroupControllerService) CreateVolumeGroupSnapshot(ctx context.Context, 
 		return nil, err
 	}
 	cut := time.Since(t0)
-	grp := pool.GroupSnapshot{ID: gid, Name: name, SourceVolumeIDs: srcs, Parameters: req.GetParameters(),
+	grp := volume.GroupSnapshot{ID: gid, Name: name, SourceVolumeIDs: srcs, Parameters: req.GetParameters(),
 		Node: snaps[0].Node, CreatedAt: snaps[0].CreatedAt}
 	for _, sn := range snaps {
 		grp.SnapshotIDs = append(grp.SnapshotIDs, sn.ID)
@@ -131,7 +132,7 @@ func (g *GroupControllerService) DeleteVolumeGroupSnapshot(ctx context.Context, 
 	}
 	defer unlock()
 	grp, err := gs.RawGroupSnapshot(gid)
-	if err != nil && !errors.Is(err, pool.ErrGroupNotFound) {
+	if err != nil && !errors.Is(err, volume.ErrGroupNotFound) {
 		return nil, err
 	}
 	committed := err == nil && !grp.Deleting
@@ -185,8 +186,8 @@ func (g *GroupControllerService) GetVolumeGroupSnapshot(ctx context.Context, req
 }
 
 // response reads the group's members and answers with the group.
-func (g *GroupControllerService) response(st *poolStore, grp pool.GroupSnapshot) (*csipb.CreateVolumeGroupSnapshotResponse, error) {
-	snaps := make([]pool.Snapshot, 0, len(grp.SnapshotIDs))
+func (g *GroupControllerService) response(st *poolStore, grp volume.GroupSnapshot) (*csipb.CreateVolumeGroupSnapshotResponse, error) {
+	snaps := make([]volume.Snapshot, 0, len(grp.SnapshotIDs))
 	for _, id := range grp.SnapshotIDs {
 		sn, err := st.GetSnapshot(id)
 		if err != nil {
@@ -199,7 +200,7 @@ func (g *GroupControllerService) response(st *poolStore, grp pool.GroupSnapshot)
 
 // csiGroup is the CSI view of a group; it is ready when it exists, as
 // its members are.
-func (g *GroupControllerService) csiGroup(grp pool.GroupSnapshot, snaps []pool.Snapshot) *csipb.VolumeGroupSnapshot {
+func (g *GroupControllerService) csiGroup(grp volume.GroupSnapshot, snaps []volume.Snapshot) *csipb.VolumeGroupSnapshot {
 	out := &csipb.VolumeGroupSnapshot{GroupSnapshotId: grp.ID, CreationTime: timestamppb.New(grp.CreatedAt), ReadyToUse: true}
 	for _, sn := range snaps {
 		out.Snapshots = append(out.Snapshots, g.c.csiSnapshot(sn))

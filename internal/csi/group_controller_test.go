@@ -11,6 +11,7 @@ import (
 
 	"github.com/filevol/filevol/internal/inuse"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // groupEnv is a controller on a real pool in a temporary directory, with
@@ -137,7 +138,7 @@ func TestGroupCutShortIsInvisibleAndRetried(t *testing.T) {
 	ctx := context.Background()
 	srcs := e.volumes("a", "b")
 	gid := e.p.GroupSnapshotID("g")
-	half, err := e.p.CreateSnapshot(ctx, pool.SnapshotRequest{Name: pool.GroupMemberName(gid, srcs[0]), SourceVolumeID: srcs[0], GroupSnapshotID: gid})
+	half, err := e.p.CreateSnapshot(ctx, volume.SnapshotRequest{Name: pool.GroupMemberName(gid, srcs[0]), SourceVolumeID: srcs[0], GroupSnapshotID: gid})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,10 +19,10 @@ import (
 // a store that does not (a directory pool) takes no group snapshot.
 type GroupStore interface {
 	GroupSnapshotID(name string) string
-	GetGroupSnapshot(id string) (pool.GroupSnapshot, error)
-	RawGroupSnapshot(id string) (pool.GroupSnapshot, error)
-	CommitGroupSnapshot(g pool.GroupSnapshot) error
-	BeginGroupDelete(id string) (pool.GroupSnapshot, error)
+	GetGroupSnapshot(id string) (volume.GroupSnapshot, error)
+	RawGroupSnapshot(id string) (volume.GroupSnapshot, error)
+	CommitGroupSnapshot(g volume.GroupSnapshot) error
+	BeginGroupDelete(id string) (volume.GroupSnapshot, error)
 	ForgetGroupSnapshot(id string) error
 	GroupMembers(id string) []string
 	DeleteGroupMembers(ctx context.Context, gid string, ids []string) error
@@ -67,11 +67,11 @@ func (s *ControllerService) groupStoreOf(id string) (*poolStore, GroupStore, err
 	st, ok := s.stores.bySnapshot[g.Pool]
 	if !ok {
 		return nil, nil, fmt.Errorf("%w: group snapshot %s is in pool %s, which this filevol does not serve (it serves %s)",
-			pool.ErrGroupNotFound, truncate(id), g.Pool, s.stores.served())
+			volume.ErrGroupNotFound, truncate(id), g.Pool, s.stores.served())
 	}
 	gs, ok := st.VolumeStore.(GroupStore)
 	if !ok {
-		return nil, nil, fmt.Errorf("%w: %s", pool.ErrGroupNotFound, truncate(id))
+		return nil, nil, fmt.Errorf("%w: %s", volume.ErrGroupNotFound, truncate(id))
 	}
 	return st, gs, nil
 }
@@ -110,8 +110,8 @@ func freezeTargets(st *poolStore, srcs []string) ([]freeze.Target, error) {
 // gid while the freezer holds every target frozen: the clones run side by
 // side (a reflink is a metadata copy; their fsyncs share the directory's).
 // On an error, members already cut are deleted again.
-func cutMembers(ctx context.Context, st *poolStore, gs GroupStore, gid string, srcs []string, params map[string]string, secrets volume.Secrets, targets []freeze.Target) ([]pool.Snapshot, error) {
-	snaps := make([]pool.Snapshot, len(srcs))
+func cutMembers(ctx context.Context, st *poolStore, gs GroupStore, gid string, srcs []string, params map[string]string, secrets volume.Secrets, targets []freeze.Target) ([]volume.Snapshot, error) {
+	snaps := make([]volume.Snapshot, len(srcs))
 	err := st.freezer.HoldAll(ctx, targets, func() error {
 		errs := make([]error, len(srcs))
 		var wg sync.WaitGroup
@@ -119,7 +119,7 @@ func cutMembers(ctx context.Context, st *poolStore, gs GroupStore, gid string, s
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				snaps[i], errs[i] = st.CreateSnapshot(ctx, pool.SnapshotRequest{
+				snaps[i], errs[i] = st.CreateSnapshot(ctx, volume.SnapshotRequest{
 					Name: pool.GroupMemberName(gid, src), SourceVolumeID: src, Parameters: params, GroupSnapshotID: gid, Secrets: secrets})
 			}()
 		}
@@ -147,7 +147,7 @@ func clearGroup(ctx context.Context, st *poolStore, gs GroupStore, gid string, s
 	switch {
 	case err == nil && !g.Deleting:
 		return nil
-	case err != nil && !errors.Is(err, pool.ErrGroupNotFound):
+	case err != nil && !errors.Is(err, volume.ErrGroupNotFound):
 		return err
 	}
 	ids := gs.GroupMembers(gid)

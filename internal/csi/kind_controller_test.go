@@ -11,6 +11,7 @@ import (
 	"github.com/filevol/filevol/internal/inuse"
 	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volid"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // controllerWithSecondKind is the controller of a real image pool, with
@@ -43,7 +44,7 @@ func TestControllerRoutesToSecondKind(t *testing.T) {
 	if v, err := volid.ParseVolume(made.GetVolume().GetVolumeId()); err != nil || v.Kind != volid.KindImage || v.Pool != p.ID() {
 		t.Fatalf("CreateVolume made %s (%v), want an image in the first pool served", made.GetVolume().GetVolumeId(), err)
 	}
-	v, _ := f.Create(ctx, pool.CreateRequest{Name: "x", CapacityBytes: 1 << 30, FSType: "ext4"})
+	v, _ := f.Create(ctx, volume.CreateRequest{Name: "x", CapacityBytes: 1 << 30, FSType: "ext4"})
 
 	got, err := s.ControllerGetVolume(ctx, &csipb.ControllerGetVolumeRequest{VolumeId: v.ID})
 	if err != nil || got.GetVolume().GetVolumeId() != v.ID || !f.took("get "+v.ID) {

@@ -67,7 +67,7 @@ func (l *fakeLog) String() string {
 type fakeNode struct {
 	fakeLog
 	dir    string
-	vols   map[string]pool.Volume
+	vols   map[string]volume.Volume
 	staged map[string]bool
 	// stageErr, when set, fails Stage; leftover says whether the failed
 	// stage left something of the volume on the node.
@@ -78,29 +78,29 @@ type fakeNode struct {
 var _ NodeBackend = (*fakeNode)(nil)
 
 func newFakeNode(t *testing.T) *fakeNode {
-	return &fakeNode{dir: t.TempDir(), vols: map[string]pool.Volume{}, staged: map[string]bool{}}
+	return &fakeNode{dir: t.TempDir(), vols: map[string]volume.Volume{}, staged: map[string]bool{}}
 }
 
 // volume makes a volume of the fake kind and returns its ID.
 func (f *fakeNode) volume(name string) string {
 	id := volid.NewVolume(fakeKind, fakePool, name)
-	f.vols[id] = pool.Volume{ID: id, Name: name, CapacityBytes: 1 << 30}
+	f.vols[id] = volume.Volume{ID: id, Name: name, CapacityBytes: 1 << 30}
 	return id
 }
 
 func (f *fakeNode) Dir() string { return f.dir }
 
-func (f *fakeNode) Get(id string) (pool.Volume, error) {
+func (f *fakeNode) Get(id string) (volume.Volume, error) {
 	v, ok := f.vols[id]
 	if !ok {
-		return v, pool.ErrNotFound
+		return v, volume.ErrNotFound
 	}
 	return v, nil
 }
 
 func (f *fakeNode) InUse(id string) (bool, error) { return f.staged[id], nil }
 
-func (f *fakeNode) Stage(_ context.Context, vol pool.Volume, r volume.StageRequest) (string, error) {
+func (f *fakeNode) Stage(_ context.Context, vol volume.Volume, r volume.StageRequest) (string, error) {
 	f.add("stage %s %+v", vol.ID, r)
 	f.addSecrets("stage", r.Secrets)
 	if f.stageErr != nil {
@@ -117,7 +117,7 @@ func (f *fakeNode) Unstage(_ context.Context, id, staging string) error {
 	return nil
 }
 
-func (f *fakeNode) Publish(_ context.Context, vol pool.Volume, r volume.PublishRequest) error {
+func (f *fakeNode) Publish(_ context.Context, vol volume.Volume, r volume.PublishRequest) error {
 	f.add("publish %s %+v", vol.ID, r)
 	f.addSecrets("publish", r.Secrets)
 	return os.MkdirAll(r.TargetPath, 0o750)
@@ -128,18 +128,18 @@ func (f *fakeNode) Unpublish(_ context.Context, id, target string) error {
 	return os.Remove(target)
 }
 
-func (f *fakeNode) Stats(_ context.Context, vol pool.Volume, path string) ([]*csipb.VolumeUsage, error) {
+func (f *fakeNode) Stats(_ context.Context, vol volume.Volume, path string) ([]*csipb.VolumeUsage, error) {
 	f.add("stats %s %s", vol.ID, path)
 	return []*csipb.VolumeUsage{{Unit: csipb.VolumeUsage_BYTES, Total: vol.CapacityBytes}}, nil
 }
 
-func (f *fakeNode) Expand(_ context.Context, vol pool.Volume, r volume.ExpandRequest) (int64, error) {
+func (f *fakeNode) Expand(_ context.Context, vol volume.Volume, r volume.ExpandRequest) (int64, error) {
 	f.add("expand %s %+v", vol.ID, r)
 	f.addSecrets("expand", r.Secrets)
 	return r.RequiredBytes, nil
 }
 
-func (f *fakeNode) Health(_ context.Context, vol pool.Volume, publishPath, stagingPath string) ([]*csipb.VolumeHealth_VolumeHealthEntry, error) {
+func (f *fakeNode) Health(_ context.Context, vol volume.Volume, publishPath, stagingPath string) ([]*csipb.VolumeHealth_VolumeHealthEntry, error) {
 	f.add("health %s %s %s", vol.ID, publishPath, stagingPath)
 	return []*csipb.VolumeHealth_VolumeHealthEntry{answer.HealthEntry(csipb.VolumeHealthErrorType_DEGRADED, "Fake", "said the fake")}, nil
 }
@@ -148,14 +148,14 @@ func (f *fakeNode) Health(_ context.Context, vol pool.Volume, publishPath, stagi
 type fakeStore struct {
 	fakeLog
 	dir   string
-	vols  map[string]pool.Volume
-	snaps map[string]pool.Snapshot
+	vols  map[string]volume.Volume
+	snaps map[string]volume.Snapshot
 }
 
 var _ VolumeStore = (*fakeStore)(nil)
 
 func newFakeStore(t *testing.T) *fakeStore {
-	return &fakeStore{dir: t.TempDir(), vols: map[string]pool.Volume{}, snaps: map[string]pool.Snapshot{}}
+	return &fakeStore{dir: t.TempDir(), vols: map[string]volume.Volume{}, snaps: map[string]volume.Snapshot{}}
 }
 
 func (f *fakeStore) Dir() string                   { return f.dir }
@@ -163,21 +163,21 @@ func (f *fakeStore) VolumeID(name string) string   { return volid.NewVolume(fake
 func (f *fakeStore) SnapshotID(name string) string { return volid.NewSnapshot(fakePool, name) }
 func (f *fakeStore) Known(id string) bool          { _, ok := f.vols[id]; return ok }
 
-func (f *fakeStore) Get(id string) (pool.Volume, error) {
+func (f *fakeStore) Get(id string) (volume.Volume, error) {
 	f.add("get %s", id)
 	v, ok := f.vols[id]
 	if !ok {
-		return v, pool.ErrNotFound
+		return v, volume.ErrNotFound
 	}
 	return v, nil
 }
 
-func (f *fakeStore) GetByName(name string) (pool.Volume, error) { return f.Get(f.VolumeID(name)) }
+func (f *fakeStore) GetByName(name string) (volume.Volume, error) { return f.Get(f.VolumeID(name)) }
 
-func (f *fakeStore) Create(_ context.Context, req pool.CreateRequest) (pool.Volume, error) {
+func (f *fakeStore) Create(_ context.Context, req volume.CreateRequest) (volume.Volume, error) {
 	f.add("create %s", req.Name)
 	f.addSecrets("create", req.Secrets)
-	v := pool.Volume{ID: f.VolumeID(req.Name), Name: req.Name, CapacityBytes: req.CapacityBytes, FSType: req.FSType,
+	v := volume.Volume{ID: f.VolumeID(req.Name), Name: req.Name, CapacityBytes: req.CapacityBytes, FSType: req.FSType,
 		Provisioning: req.Provisioning, Parameters: req.Parameters}
 	f.vols[v.ID] = v
 	return v, nil
@@ -189,13 +189,13 @@ func (f *fakeStore) Delete(_ context.Context, id string) error {
 	return nil
 }
 
-func (f *fakeStore) List() []pool.Volume {
+func (f *fakeStore) List() []volume.Volume {
 	out := slices.Collect(maps.Values(f.vols))
-	slices.SortFunc(out, func(a, b pool.Volume) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b volume.Volume) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }
 
-func (f *fakeStore) Expand(_ context.Context, id string, size, requested int64) (pool.Volume, error) {
+func (f *fakeStore) Expand(_ context.Context, id string, size, requested int64) (volume.Volume, error) {
 	f.add("expand %s %d", id, size)
 	v, err := f.Get(id)
 	if err != nil {
@@ -206,33 +206,33 @@ func (f *fakeStore) Expand(_ context.Context, id string, size, requested int64) 
 	return v, nil
 }
 
-func (f *fakeStore) Capacity() (pool.Capacity, error) {
-	return pool.Capacity{TotalBytes: 1 << 40, FreeBytes: 1 << 40, AvailableBytes: 1 << 40}, nil
+func (f *fakeStore) Capacity() (volume.Capacity, error) {
+	return volume.Capacity{TotalBytes: 1 << 40, FreeBytes: 1 << 40, AvailableBytes: 1 << 40}, nil
 }
 
 func (f *fakeStore) ImageLost(id string) bool { return false }
 
-func (f *fakeStore) CreateSnapshot(_ context.Context, req pool.SnapshotRequest) (pool.Snapshot, error) {
+func (f *fakeStore) CreateSnapshot(_ context.Context, req volume.SnapshotRequest) (volume.Snapshot, error) {
 	f.add("snapshot %s of %s", req.Name, req.SourceVolumeID)
 	f.addSecrets("snapshot", req.Secrets)
-	s := pool.Snapshot{ID: f.SnapshotID(req.Name), Name: req.Name, SourceVolumeID: req.SourceVolumeID, SizeBytes: f.vols[req.SourceVolumeID].CapacityBytes}
+	s := volume.Snapshot{ID: f.SnapshotID(req.Name), Name: req.Name, SourceVolumeID: req.SourceVolumeID, SizeBytes: f.vols[req.SourceVolumeID].CapacityBytes}
 	f.snaps[s.ID] = s
 	return s, nil
 }
 
-func (f *fakeStore) GetSnapshot(id string) (pool.Snapshot, error) {
+func (f *fakeStore) GetSnapshot(id string) (volume.Snapshot, error) {
 	f.add("get snapshot %s", id)
 	s, ok := f.snaps[id]
 	if !ok {
-		return s, pool.ErrSnapshotNotFound
+		return s, volume.ErrSnapshotNotFound
 	}
 	return s, nil
 }
 
-func (f *fakeStore) GetSnapshotByName(name string) (pool.Snapshot, error) {
+func (f *fakeStore) GetSnapshotByName(name string) (volume.Snapshot, error) {
 	s, ok := f.snaps[f.SnapshotID(name)]
 	if !ok {
-		return s, pool.ErrSnapshotNotFound
+		return s, volume.ErrSnapshotNotFound
 	}
 	return s, nil
 }
@@ -243,13 +243,13 @@ func (f *fakeStore) DeleteSnapshot(_ context.Context, id string) error {
 	return nil
 }
 
-func (f *fakeStore) ListSnapshots() []pool.Snapshot {
+func (f *fakeStore) ListSnapshots() []volume.Snapshot {
 	out := slices.Collect(maps.Values(f.snaps))
-	slices.SortFunc(out, func(a, b pool.Snapshot) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b volume.Snapshot) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }
 
-func (f *fakeStore) Modify(_ context.Context, id string, m pool.Modification) (pool.Volume, error) {
+func (f *fakeStore) Modify(_ context.Context, id string, m volume.Modification) (volume.Volume, error) {
 	f.add("modify %s", id)
 	v, err := f.Get(id)
 	if err != nil {

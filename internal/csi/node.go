@@ -79,7 +79,7 @@ func (s *NodeService) NodeStageVolume(ctx context.Context, req *csipb.NodeStageV
 	if err == nil {
 		source, err = nv.Stage(ctx, vol, r)
 	}
-	if errors.Is(err, pool.ErrNotFound) {
+	if errors.Is(err, volume.ErrNotFound) {
 		// No such volume: nothing of it can be staged here.
 		_ = nv.inuse.Remove(id, s.cfg.NodeID)
 		return nil, err

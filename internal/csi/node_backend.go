@@ -7,7 +7,6 @@ import (
 
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/inuse"
-	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volume"
 )
 
@@ -39,33 +38,33 @@ type NodeBackend interface {
 	// Traits says what the kind can do (the same as its VolumeStore's).
 	Traits() volume.Traits
 	// Get returns the volume's record, pool.ErrNotFound when it has none.
-	Get(id string) (pool.Volume, error)
+	Get(id string) (volume.Volume, error)
 	// InUse reports whether this node's kernel holds anything of the
 	// volume (an attached device, a mount): the node keeps its in-use
 	// record while it does.
 	InUse(id string) (bool, error)
 	// Stage makes the volume staged at r.StagingPath and returns what the
 	// staging path holds (a device, a directory), for the log.
-	Stage(ctx context.Context, vol pool.Volume, r volume.StageRequest) (string, error)
+	Stage(ctx context.Context, vol volume.Volume, r volume.StageRequest) (string, error)
 	// Unstage undoes Stage; FAILED_PRECONDITION while the volume is still
 	// published. Also for a volume whose record is gone.
 	Unstage(ctx context.Context, id, staging string) error
 	// Publish makes the staged volume available at r.TargetPath.
-	Publish(ctx context.Context, vol pool.Volume, r volume.PublishRequest) error
+	Publish(ctx context.Context, vol volume.Volume, r volume.PublishRequest) error
 	// Unpublish undoes Publish and removes the target (spec: the SP
 	// deletes what it made). Also for a volume whose record is gone.
 	Unpublish(ctx context.Context, id, target string) error
 	// Stats measures the volume published or staged at path, an existing
 	// path: NOT_FOUND when what is there is not the volume.
-	Stats(ctx context.Context, vol pool.Volume, path string) ([]*csipb.VolumeUsage, error)
+	Stats(ctx context.Context, vol volume.Volume, path string) ([]*csipb.VolumeUsage, error)
 	// Expand makes the volume, staged or published at r.VolumePath, use
 	// the size its record says, growing it first when the request asks
 	// for more (a controller that deferred the expansion to the node);
 	// it returns the volume's size.
-	Expand(ctx context.Context, vol pool.Volume, r volume.ExpandRequest) (int64, error)
+	Expand(ctx context.Context, vol volume.Volume, r volume.ExpandRequest) (int64, error)
 	// Health lists the volume's adverse conditions on this node, looking
 	// at the given paths too when they are not "".
-	Health(ctx context.Context, vol pool.Volume, publishPath, stagingPath string) ([]*csipb.VolumeHealth_VolumeHealthEntry, error)
+	Health(ctx context.Context, vol volume.Volume, publishPath, stagingPath string) ([]*csipb.VolumeHealth_VolumeHealthEntry, error)
 }
 
 // Optional parts of a backend, for kinds that have them.

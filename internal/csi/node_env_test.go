@@ -15,6 +15,7 @@ import (
 	"github.com/filevol/filevol/internal/inuse"
 	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/pool/imagenode"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // The node unit tests run the NodeService on a real pool in a temporary
@@ -62,7 +63,7 @@ func nodeEnvOn(t *testing.T, dir string, host func(poolDir string) Host) (*nodeE
 // volume creates a volume of size bytes (thin: its image is made at stage).
 func (e *nodeEnv) volume(name, fsType string, size int64) string {
 	e.t.Helper()
-	v, err := e.pool.Create(context.Background(), pool.CreateRequest{Name: name, CapacityBytes: size, FSType: fsType})
+	v, err := e.pool.Create(context.Background(), volume.CreateRequest{Name: name, CapacityBytes: size, FSType: fsType})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/filevol/filevol/internal/hostos/fs"
 	"github.com/filevol/filevol/internal/hostos/loop"
-	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volume"
 	"github.com/filevol/filevol/internal/volview"
 )
@@ -137,7 +136,7 @@ func TestNodeExpandVolumeRefusals(t *testing.T) {
 	wantCode(t, "unknown volume, relative path", err, codes.NotFound)
 }
 
-func mustGet(t *testing.T, e *nodeEnv, id string) pool.Volume {
+func mustGet(t *testing.T, e *nodeEnv, id string) volume.Volume {
 	t.Helper()
 	v, err := e.pool.Get(id)
 	if err != nil {

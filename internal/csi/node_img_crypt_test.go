@@ -13,7 +13,7 @@ import (
 
 	"github.com/filevol/filevol/internal/hostos/fscrypt"
 	"github.com/filevol/filevol/internal/keywrap"
-	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 var (
@@ -24,7 +24,7 @@ var (
 // encrypted creates an encrypted volume (thin: its image is made at stage).
 func (e *nodeEnv) encrypted(name string) string {
 	e.t.Helper()
-	v, err := e.pool.Create(context.Background(), pool.CreateRequest{Name: name, CapacityBytes: 64 << 20, FSType: "ext4", Encryption: pool.EncryptionFscrypt})
+	v, err := e.pool.Create(context.Background(), volume.CreateRequest{Name: name, CapacityBytes: 64 << 20, FSType: "ext4", Encryption: volume.EncryptionFscrypt})
 	if err != nil {
 		e.t.Fatal(err)
 	}

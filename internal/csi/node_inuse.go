@@ -7,7 +7,7 @@ import (
 
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/inuse"
-	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // recordStaged records, in the volume's pool, that this node stages it.
@@ -122,7 +122,7 @@ func (s *NodeService) reconcile(nv *nodeVolumes, beforeServing bool, listing []l
 // gone: a DeleteVolume (another process: the controller and the node
 // share no lock) removed it while this node staged it.
 func (s *NodeService) deletedMeanwhile(nv *nodeVolumes, id string, err error) error {
-	if _, gerr := nv.Get(id); errors.Is(gerr, pool.ErrNotFound) {
+	if _, gerr := nv.Get(id); errors.Is(gerr, volume.ErrNotFound) {
 		return notFound("volume %s does not exist (deleted while it was being staged)", id)
 	}
 	return err

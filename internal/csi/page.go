@@ -3,7 +3,7 @@ package csi
 import (
 	"sort"
 
-	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // pageRequest is what a List call asks: where to start and how many.
@@ -50,4 +50,4 @@ func volumePage(token string, max int32) pageRequest {
 	return pageRequest{token: token, max: max, validToken: validVolumeID}
 }
 
-func volumeID(v pool.Volume) string { return v.ID }
+func volumeID(v volume.Volume) string { return v.ID }

@@ -6,20 +6,19 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/filevol/filevol/internal/volid"
-
 	"google.golang.org/grpc/codes"
 
-	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volid"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 func TestPaginate(t *testing.T) {
-	var vols []pool.Volume
+	var vols []volume.Volume
 	for i := range 5 {
-		vols = append(vols, pool.Volume{ID: volid.NewVolume(volid.KindImage, "3f9a0c2e", fmt.Sprint(i))})
+		vols = append(vols, volume.Volume{ID: volid.NewVolume(volid.KindImage, "3f9a0c2e", fmt.Sprint(i))})
 	}
-	slices.SortFunc(vols, func(a, b pool.Volume) int { return strings.Compare(a.ID, b.ID) })
-	ids := func(vs []pool.Volume) []string {
+	slices.SortFunc(vols, func(a, b volume.Volume) int { return strings.Compare(a.ID, b.ID) })
+	ids := func(vs []volume.Volume) []string {
 		var out []string
 		for _, v := range vs {
 			out = append(out, v.ID)
@@ -27,7 +26,7 @@ func TestPaginate(t *testing.T) {
 		return out
 	}
 	// Walk every page of two, with every other volume filtered out.
-	even := func(v pool.Volume) bool { return slices.Index(ids(vols), v.ID)%2 == 0 }
+	even := func(v volume.Volume) bool { return slices.Index(ids(vols), v.ID)%2 == 0 }
 	var got []string
 	token := ""
 	for range 10 {

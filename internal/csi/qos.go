@@ -14,7 +14,6 @@ import (
 
 	"github.com/filevol/filevol/internal/answer"
 	"github.com/filevol/filevol/internal/hostos/cgroup"
-	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/reading"
 	"github.com/filevol/filevol/internal/volume"
 	"github.com/filevol/filevol/internal/volview"
@@ -128,7 +127,7 @@ type ioUsers interface {
 // apply makes the throttling of every pod using vol say vol's limits;
 // extraPod is a pod known otherwise (podInfoOnMount), "" if none. It
 // returns why it could not, for the log and the health condition.
-func (e *qosEnforcer) apply(ctx context.Context, b ioUsers, vol pool.Volume, extraPod string, at ...string) error {
+func (e *qosEnforcer) apply(ctx context.Context, b ioUsers, vol volume.Volume, extraPod string, at ...string) error {
 	defer e.lockVolume(vol.ID)()
 	devs, pods, err := b.IOUsers(ctx, vol.ID, at...)
 	if err != nil {
@@ -248,7 +247,7 @@ func (s *NodeService) clearPod(nv *nodeVolumes, id, target string) {
 }
 
 // applyPublished is NodePublishVolume's part: never an error, see above.
-func (s *NodeService) applyPublished(nv *nodeVolumes, vol pool.Volume, podUID, target string) {
+func (s *NodeService) applyPublished(nv *nodeVolumes, vol volume.Volume, podUID, target string) {
 	if b, ok := nv.NodeBackend.(ioUsers); ok && s.qos != nil {
 		_ = s.qos.apply(context.Background(), b, vol, podUID, target)
 	}

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/filevol/filevol/internal/options"
-	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // I/O limit parameters, accepted in a StorageClass (CreateVolume's
@@ -29,7 +29,7 @@ const (
 
 // qosParams lists the mutable parameters, in the order messages list them.
 // zeroQoS limits nothing.
-var zeroQoS pool.QoS
+var zeroQoS volume.QoS
 
 var qosParams = []string{ParamReadIOPS, ParamWriteIOPS, ParamReadBytesPerSecond, ParamWriteBytesPerSecond}
 
@@ -41,7 +41,7 @@ func isQoSParam(k string) bool { return slices.Contains(qosParams, k) }
 const maxLimit = 1 << 50
 
 // setQoSParam applies the parameter k=v to q; k must be a QoS parameter.
-func setQoSParam(q *pool.QoS, k, v string) error {
+func setQoSParam(q *volume.QoS, k, v string) error {
 	var (
 		n   int64
 		err error
@@ -76,14 +76,14 @@ func setQoSParam(q *pool.QoS, k, v string) error {
 // Parameters the class does not name keep their value (as EBS's
 // ModifyVolume leaves what it is not asked to change); "0" removes a
 // limit. The Modification's Provisioning is "" when not asked for.
-func parseMutable(q pool.QoS, params map[string]string) (pool.Modification, error) {
+func parseMutable(q volume.QoS, params map[string]string) (volume.Modification, error) {
 	m, err := parseMutableInto(&q, params)
 	m.QoS = q
 	return m, err
 }
 
-func parseMutableInto(q *pool.QoS, params map[string]string) (pool.Modification, error) {
-	var m pool.Modification
+func parseMutableInto(q *volume.QoS, params map[string]string) (volume.Modification, error) {
+	var m volume.Modification
 	keys := make([]string, 0, len(params))
 	for k := range params {
 		keys = append(keys, k)
@@ -96,7 +96,7 @@ func parseMutableInto(q *pool.QoS, params map[string]string) (pool.Modification,
 				return m, err
 			}
 		case k == ParamProvisioning:
-			if v := params[k]; v != pool.ProvisioningThin && v != pool.ProvisioningThick {
+			if v := params[k]; v != volume.ProvisioningThin && v != volume.ProvisioningThick {
 				return m, invalidArgument("parameter %s=%q: must be thin or thick", k, truncate(v))
 			}
 			m.Provisioning = params[k]

@@ -10,7 +10,6 @@ import (
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 
 	"github.com/filevol/filevol/internal/hostos/cgroup"
-	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volume"
 )
 
@@ -53,7 +52,7 @@ func TestQoSPublishAndReconcile(t *testing.T) {
 	e := newNodeEnv(t)
 	ioMax := e.withQoS()
 	id := e.volume("q", "ext4", 64<<20)
-	if _, err := e.pool.SetQoS(id, pool.QoS{WriteIOPS: 100}); err != nil {
+	if _, err := e.pool.SetQoS(id, volume.QoS{WriteIOPS: 100}); err != nil {
 		t.Fatal(err)
 	}
 	c := capMount("ext4", rw)
@@ -68,7 +67,7 @@ func TestQoSPublishAndReconcile(t *testing.T) {
 	if n, m := e.k.Calls("table")-tables, e.k.Calls("find")-finds; n != 0 || m != 0 {
 		t.Errorf("publish read the mount table %d times and scanned the loop devices %d times, want 0", n, m)
 	}
-	if _, err := e.pool.SetQoS(id, pool.QoS{WriteBytesPerSecond: 1 << 20}); err != nil {
+	if _, err := e.pool.SetQoS(id, volume.QoS{WriteBytesPerSecond: 1 << 20}); err != nil {
 		t.Fatal(err)
 	}
 	e.node.ReconcileQoS()
@@ -94,7 +93,7 @@ func TestQoSPodNotFound(t *testing.T) {
 	e := newNodeEnv(t)
 	e.withQoS()
 	id := e.volume("q", "ext4", 64<<20)
-	if _, err := e.pool.SetQoS(id, pool.QoS{ReadIOPS: 5}); err != nil {
+	if _, err := e.pool.SetQoS(id, volume.QoS{ReadIOPS: 5}); err != nil {
 		t.Fatal(err)
 	}
 	c := capMount("ext4", rw)
@@ -135,7 +134,7 @@ func TestQoSReconcileReadsTheKernelOncePerPass(t *testing.T) {
 	// every volume gets the same change, so whichever is applied last
 	// shows it.
 	for _, id := range ids {
-		if _, err := e.pool.SetQoS(id, pool.QoS{ReadIOPS: 7}); err != nil {
+		if _, err := e.pool.SetQoS(id, volume.QoS{ReadIOPS: 7}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -5,8 +5,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volid"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // routes send a call to what serves its volume: the controller's store or
@@ -83,7 +83,7 @@ func (r *routes[T]) volume(id string) (T, error) {
 		where = "the node-local pool (a version 0 ID)"
 	}
 	return zero, fmt.Errorf("%w: volume %s is a %s volume of %s, which this filevol does not serve (it serves %s)",
-		pool.ErrNotFound, truncate(id), v.Kind, where, r.served())
+		volume.ErrNotFound, truncate(id), v.Kind, where, r.served())
 }
 
 // snapshot returns what holds the snapshot id: a malformed ID wraps
@@ -99,7 +99,7 @@ func (r *routes[T]) snapshot(id string) (T, error) {
 		return t, nil
 	}
 	return zero, fmt.Errorf("%w: snapshot %s is in pool %s, which this filevol does not serve (it serves %s)",
-		pool.ErrSnapshotNotFound, truncate(id), s.Pool, r.served())
+		volume.ErrSnapshotNotFound, truncate(id), s.Pool, r.served())
 }
 
 // served describes the routes for a message: "img volumes of pool 3f9a0c2e".

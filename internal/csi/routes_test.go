@@ -7,8 +7,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volid"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 func TestRoutes(t *testing.T) {
@@ -45,16 +45,16 @@ func TestRoutes(t *testing.T) {
 
 	// Not served here: NOT_FOUND, as a missing volume of a served pool.
 	_, err := r.volume(volid.NewVolume("dir", shared, "n"))
-	if !errors.Is(err, pool.ErrNotFound) || codeOf(err) != codes.NotFound ||
+	if !errors.Is(err, volume.ErrNotFound) || codeOf(err) != codes.NotFound ||
 		!strings.Contains(err.Error(), "dir volumes of pool 3f9a0c2e, img volumes of pool 0000fa4e, img volumes of pool 3f9a0c2e") {
 		t.Errorf("volume of a kind not served in that pool: %v", err)
 	}
-	if _, err := r.snapshot(volid.NewSnapshot("0badc0de", "s")); !errors.Is(err, pool.ErrSnapshotNotFound) {
+	if _, err := r.snapshot(volid.NewSnapshot("0badc0de", "s")); !errors.Is(err, volume.ErrSnapshotNotFound) {
 		t.Errorf("snapshot of a pool not served: %v", err)
 	}
 	// Malformed: NOT_FOUND too, and never a route.
 	for _, id := range []string{"fv1-img-../../-x", "reallyfakevolumeid", "fv1-IMG-" + local + "-" + strings.Repeat("0", 32)} {
-		if _, err := r.volume(id); codeOf(err) != codes.NotFound || errors.Is(err, pool.ErrNotFound) {
+		if _, err := r.volume(id); codeOf(err) != codes.NotFound || errors.Is(err, volume.ErrNotFound) {
 			t.Errorf("volume(%q) = %v, want NOT_FOUND for a malformed ID", id, err)
 		}
 	}

@@ -9,7 +9,7 @@ import (
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 
-	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // The secrets of CreateVolume, CreateSnapshot, NodeStage, NodePublish and
@@ -67,7 +67,7 @@ func TestSecretsReachTheBackend(t *testing.T) {
 		}
 	}
 
-	req := pool.CreateRequest{Name: "x", Secrets: sec}
+	req := volume.CreateRequest{Name: "x", Secrets: sec}
 	if out := fmt.Sprintf("%v %+v %#v", req, req, req); strings.Contains(out, "s3cr3t") {
 		t.Errorf("a request printed shows a secret: %s", out)
 	}

@@ -7,8 +7,8 @@ import (
 
 	"github.com/filevol/filevol/internal/cbt"
 	"github.com/filevol/filevol/internal/hostos/extents"
-	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volid"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // snapshotImager is a store whose snapshots are image files (*pool.Pool).
@@ -22,7 +22,7 @@ type snapshotImager interface {
 // the snapshot is deleted meanwhile: a delta never mixes two images.
 type snapshotImage struct {
 	*os.File
-	snap pool.Snapshot
+	snap volume.Snapshot
 	size int64
 }
 
@@ -47,7 +47,7 @@ func (s *ControllerService) openSnapshotImage(id string) (*snapshotImage, error)
 	}
 	f, err := os.Open(imager.SnapshotImagePath(id))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("%w: snapshot %s was deleted", pool.ErrSnapshotNotFound, id)
+		return nil, fmt.Errorf("%w: snapshot %s was deleted", volume.ErrSnapshotNotFound, id)
 	}
 	if err != nil {
 		return nil, err
@@ -86,7 +86,7 @@ func (img *snapshotImage) allocated() ([]cbt.Range, error) {
 // reflinks (ok false: compare the data). A copy shares nothing with its
 // source, so its map would report every data block as changed.
 func mapDelta(base, target *snapshotImage) ([]cbt.Range, bool, error) {
-	if base.snap.Engine != pool.EngineReflink || target.snap.Engine != pool.EngineReflink {
+	if base.snap.Engine != volume.EngineReflink || target.snap.Engine != volume.EngineReflink {
 		return nil, false, nil
 	}
 	be, ok, err := base.extents()

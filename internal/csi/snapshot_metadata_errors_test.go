@@ -10,8 +10,8 @@ import (
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 
-	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volid"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // TestSnapshotMetadataErrors: the codes the spec names for each wrong input.
@@ -29,7 +29,7 @@ func TestSnapshotMetadataErrors(t *testing.T) {
 	}
 	// A directory volume's snapshot, in a store of another kind.
 	dirSnap := volid.NewSnapshot(fakePool, "d")
-	e.f.snaps[dirSnap] = pool.Snapshot{ID: dirSnap, SourceVolumeID: volid.NewVolume(volid.KindDir, fakePool, "d"), CreatedAt: time.Now()}
+	e.f.snaps[dirSnap] = volume.Snapshot{ID: dirSnap, SourceVolumeID: volid.NewVolume(volid.KindDir, fakePool, "d"), CreatedAt: time.Now()}
 
 	alloc := []struct {
 		name string

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // metaEnv is a controller on a pool in a temporary directory and its
@@ -198,7 +199,7 @@ func TestSnapshotMetadataStreams(t *testing.T) {
 
 	d := e.delta(s1, s2, 0, 2)
 	want := blocks(2, 1, 50, 1, 100, 1)
-	if snap.Engine == pool.EngineReflink {
+	if snap.Engine == volume.EngineReflink {
 		want = blocks(1, 2, 50, 1, 100, 1) // the maps see the rewrite
 	}
 	if d.code != codes.OK || !slices.Equal(d.blocks, want) || d.messages != 2 {

@@ -3,13 +3,13 @@ package csi
 import (
 	"testing"
 
-	"github.com/filevol/filevol/internal/volid"
-
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volid"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 func TestSizeFromSource(t *testing.T) {
@@ -53,9 +53,9 @@ func TestCheckSnapshotParameters(t *testing.T) {
 }
 
 func TestContentSourceRoundTrip(t *testing.T) {
-	for _, src := range []pool.ContentSource{
-		{Kind: pool.SourceSnapshot, ID: volid.NewSnapshot("3f9a0c2e", "s")},
-		{Kind: pool.SourceVolume, ID: volid.NewVolume(volid.KindImage, "3f9a0c2e", "v")},
+	for _, src := range []volume.ContentSource{
+		{Kind: volume.SourceSnapshot, ID: volid.NewSnapshot("3f9a0c2e", "s")},
+		{Kind: volume.SourceVolume, ID: volid.NewVolume(volid.KindImage, "3f9a0c2e", "v")},
 	} {
 		cs := csiContentSource(&src)
 		got, err := parseContentSource(cs)
@@ -103,10 +103,10 @@ func TestExplicitFSType(t *testing.T) {
 
 func TestNewSentinelCodes(t *testing.T) {
 	for err, want := range map[error]codes.Code{
-		pool.ErrSnapshotNotFound: codes.NotFound,
-		pool.ErrShrink:           codes.OutOfRange,
-		pool.ErrOtherNode:        codes.InvalidArgument,
-		pool.ErrImageMissing:     codes.FailedPrecondition,
+		volume.ErrSnapshotNotFound: codes.NotFound,
+		volume.ErrShrink:           codes.OutOfRange,
+		pool.ErrOtherNode:          codes.InvalidArgument,
+		pool.ErrImageMissing:       codes.FailedPrecondition,
 	} {
 		if got := status.Code(toStatus(err)); got != want {
 			t.Errorf("toStatus(%v) = %v, want %v", err, got, want)

@@ -33,25 +33,25 @@ type VolumeStore interface {
 	Known(id string) bool
 	// Traits says what the kind can do (the same as its NodeBackend's).
 	Traits() volume.Traits
-	Get(id string) (pool.Volume, error)
-	GetByName(name string) (pool.Volume, error)
-	Create(ctx context.Context, req pool.CreateRequest) (pool.Volume, error)
+	Get(id string) (volume.Volume, error)
+	GetByName(name string) (volume.Volume, error)
+	Create(ctx context.Context, req volume.CreateRequest) (volume.Volume, error)
 	Delete(ctx context.Context, id string) error
-	List() []pool.Volume
-	Expand(ctx context.Context, id string, size, requested int64) (pool.Volume, error)
-	Capacity() (pool.Capacity, error)
+	List() []volume.Volume
+	Expand(ctx context.Context, id string, size, requested int64) (volume.Volume, error)
+	Capacity() (volume.Capacity, error)
 	// Modify changes the volume's I/O limits and provisioning, all or
 	// nothing (ControllerModifyVolume); the nodes read the limits from
 	// the record and enforce them.
-	Modify(ctx context.Context, id string, m pool.Modification) (pool.Volume, error)
+	Modify(ctx context.Context, id string, m volume.Modification) (volume.Volume, error)
 	// ImageLost: the volume's data is gone (not merely not made yet).
 	ImageLost(id string) bool
 
-	CreateSnapshot(ctx context.Context, req pool.SnapshotRequest) (pool.Snapshot, error)
-	GetSnapshot(id string) (pool.Snapshot, error)
-	GetSnapshotByName(name string) (pool.Snapshot, error)
+	CreateSnapshot(ctx context.Context, req volume.SnapshotRequest) (volume.Snapshot, error)
+	GetSnapshot(id string) (volume.Snapshot, error)
+	GetSnapshotByName(name string) (volume.Snapshot, error)
 	DeleteSnapshot(ctx context.Context, id string) error
-	ListSnapshots() []pool.Snapshot
+	ListSnapshots() []volume.Snapshot
 }
 
 // poolStore is one route of the controller: the store of a pool's volumes
@@ -117,13 +117,13 @@ func (s *ControllerService) freezers() []*freeze.Requester {
 
 // listVolumes merges the stores' volumes in ID order (the order listings
 // page in); a volume two stores of one pool both list appears once.
-func (s *ControllerService) listVolumes() []pool.Volume {
-	return merged(s.stores.all, VolumeStore.List, func(v pool.Volume) string { return v.ID })
+func (s *ControllerService) listVolumes() []volume.Volume {
+	return merged(s.stores.all, VolumeStore.List, func(v volume.Volume) string { return v.ID })
 }
 
 // listSnapshots merges the stores' snapshots in ID order.
-func (s *ControllerService) listSnapshots() []pool.Snapshot {
-	return merged(s.stores.all, VolumeStore.ListSnapshots, func(sn pool.Snapshot) string { return sn.ID })
+func (s *ControllerService) listSnapshots() []volume.Snapshot {
+	return merged(s.stores.all, VolumeStore.ListSnapshots, func(sn volume.Snapshot) string { return sn.ID })
 }
 
 func merged[T any](stores []*poolStore, list func(VolumeStore) []T, id func(T) string) []T {
@@ -139,15 +139,15 @@ func merged[T any](stores []*poolStore, list func(VolumeStore) []T, id func(T) s
 }
 
 // snapshotByName finds the snapshot called name in any store.
-func (s *ControllerService) snapshotByName(name string) (pool.Snapshot, error) {
-	err := error(pool.ErrSnapshotNotFound)
+func (s *ControllerService) snapshotByName(name string) (volume.Snapshot, error) {
+	err := error(volume.ErrSnapshotNotFound)
 	for _, st := range s.stores.all {
-		var snap pool.Snapshot
+		var snap volume.Snapshot
 		if snap, err = st.GetSnapshotByName(name); err == nil {
 			return snap, nil
 		}
 	}
-	return pool.Snapshot{}, err
+	return volume.Snapshot{}, err
 }
 
 // allInUse merges the in-use records of every pool served.

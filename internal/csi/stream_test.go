@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 type recordingObserver struct {
@@ -47,7 +47,7 @@ func TestStreamsShareTheErrorMapAndMetrics(t *testing.T) {
 					return err
 				}
 			}
-			return pool.ErrNotFound
+			return volume.ErrNotFound
 		}}},
 	}, struct{}{})
 	lis, err := Listen("unix://" + filepath.Join(t.TempDir(), "csi.sock"))

@@ -11,7 +11,6 @@ import (
 
 	"github.com/filevol/filevol/internal/dirpool"
 	"github.com/filevol/filevol/internal/hostos/fs"
-	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volume"
 )
 
@@ -49,7 +48,7 @@ type createParams struct {
 	provisioning string
 	block        bool // only block access was requested
 	// qos are the I/O limits the parameters set (qos_params.go).
-	qos pool.QoS
+	qos volume.QoS
 	// dir: provisioningMode=directory, a directory volume
 	// (internal/dirpool), whose own parameters dirpool validates.
 	dir bool

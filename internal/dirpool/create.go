@@ -10,30 +10,31 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // Create makes the directory volume req asks for (doc.go: the steps and
 // what a crash between them leaves). req.Parameters are validated here
 // (Parameters); the caller serialises operations on one name.
-func (p *Pool) Create(ctx context.Context, req pool.CreateRequest) (pool.Volume, error) {
+func (p *Pool) Create(ctx context.Context, req volume.CreateRequest) (volume.Volume, error) {
 	if req.Name == "" || len(req.Name) > pool.MaxNameLen || req.CapacityBytes <= 0 {
-		return pool.Volume{}, fmt.Errorf("%w: name %d bytes, capacity %d", pool.ErrInvalidArgument, len(req.Name), req.CapacityBytes)
+		return volume.Volume{}, fmt.Errorf("%w: name %d bytes, capacity %d", volume.ErrInvalidArgument, len(req.Name), req.CapacityBytes)
 	}
 	params, err := Parameters(req.Parameters)
 	if err != nil {
-		return pool.Volume{}, err
+		return volume.Volume{}, err
 	}
 	id := p.VolumeID(req.Name)
 	rel, err := params.Path(req.Name, id)
 	if err != nil {
-		return pool.Volume{}, err
+		return volume.Volume{}, err
 	}
 	if err := p.quota.checkCreate(params, rel, req.Source != nil); err != nil {
-		return pool.Volume{}, err
+		return volume.Volume{}, err
 	}
 	gid, allocated, err := p.reserveGID(params)
 	if err != nil {
-		return pool.Volume{}, err
+		return volume.Volume{}, err
 	}
 	defer p.releaseReservation(gid, allocated)
 	uid := gid
@@ -45,7 +46,7 @@ func (p *Pool) Create(ctx context.Context, req pool.CreateRequest) (pool.Volume,
 		GIDAllocated: allocated, Mode: params.Perms, ContentSource: req.Source, Node: p.node,
 		CreatedAt: time.Now().UTC()}
 	if err := p.create(ctx, &v); err != nil {
-		return pool.Volume{}, err
+		return volume.Volume{}, err
 	}
 	klog.V(2).InfoS("directory volume created", "volumeID", id, "path", rel, "uid", uid, "gid", gid, "bytes", v.CapacityBytes)
 	return v.common(), nil
@@ -122,56 +123,56 @@ func ownVolume(fd int, v Volume) error {
 }
 
 // openSource opens the root of a clone's source: a snapshot or a volume.
-func (p *Pool) openSource(src *pool.ContentSource) (int, error) {
+func (p *Pool) openSource(src *volume.ContentSource) (int, error) {
 	switch src.Kind {
-	case pool.SourceSnapshot:
+	case volume.SourceSnapshot:
 		s, err := p.snapshotRecord(src.ID)
 		if err != nil {
 			return -1, err
 		}
 		return p.openSnapshot(s)
-	case pool.SourceVolume:
+	case volume.SourceVolume:
 		v, err := p.Record(src.ID)
 		if err != nil {
 			return -1, err
 		}
 		return p.openVolume(v)
 	}
-	return -1, fmt.Errorf("%w: content source of kind %q", pool.ErrInvalidArgument, src.Kind)
+	return -1, fmt.Errorf("%w: content source of kind %q", volume.ErrInvalidArgument, src.Kind)
 }
 
 // Expand raises the volume's limit to size, online: nothing on a
 // node needs to change. The same size is success; less is ErrShrink.
-func (p *Pool) Expand(_ context.Context, id string, size, requested int64) (pool.Volume, error) {
+func (p *Pool) Expand(_ context.Context, id string, size, requested int64) (volume.Volume, error) {
 	v, err := p.Record(id)
 	if err != nil {
-		return pool.Volume{}, err
+		return volume.Volume{}, err
 	}
 	if size < v.CapacityBytes {
-		return pool.Volume{}, fmt.Errorf("%w: volume %s has %d bytes, %d requested", pool.ErrShrink, id, v.CapacityBytes, size)
+		return volume.Volume{}, fmt.Errorf("%w: volume %s has %d bytes, %d requested", volume.ErrShrink, id, v.CapacityBytes, size)
 	}
 	if size == v.CapacityBytes {
 		return v.common(), nil
 	}
 	fd, err := p.openVolume(v)
 	if err != nil {
-		return pool.Volume{}, err
+		return volume.Volume{}, err
 	}
 	defer unix.Close(fd)
 	// Limit first, record second: a crash between leaves a limit above
 	// the record, which a retried expansion raises to the same value.
 	if err := p.quota.setLimit(fd, v, size); err != nil {
-		return pool.Volume{}, err
+		return volume.Volume{}, err
 	}
 	if err := unix.Syncfs(p.root); err != nil {
-		return pool.Volume{}, err
+		return volume.Volume{}, err
 	}
 	v.CapacityBytes = size
 	if requested > 0 {
 		v.RequestedBytes = requested
 	}
 	if err := p.vols.Replace(v); err != nil {
-		return pool.Volume{}, err
+		return volume.Volume{}, err
 	}
 	return v.common(), nil
 }

@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 
-	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // Delete removes the volume: its subvolume is renamed into the trash
@@ -24,7 +24,7 @@ import (
 // directories the volume's create made above it go once empty.
 func (p *Pool) Delete(_ context.Context, id string) error {
 	v, err := p.Record(id)
-	if errors.Is(err, pool.ErrNotFound) {
+	if errors.Is(err, volume.ErrNotFound) {
 		return nil
 	}
 	if err != nil {

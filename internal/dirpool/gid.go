@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // reserveGID picks the volume's gid: the gid parameter when given (not
@@ -71,7 +71,7 @@ func (p *Pool) refreshIndex() error {
 	}
 	for id := range sc.Records {
 		if !p.vols.Has(id) {
-			if _, err := p.vols.Get(id); err != nil && !errors.Is(err, pool.ErrNotFound) {
+			if _, err := p.vols.Get(id); err != nil && !errors.Is(err, volume.ErrNotFound) {
 				return err
 			}
 		}

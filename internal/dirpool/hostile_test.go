@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // Nothing a claim controls, and no parameter, makes a path that leaves
@@ -95,7 +95,7 @@ func TestNoTwoClaimsShareADirectory(t *testing.T) {
 	if a.Path != "ns1/data" || b.Path != "ns2/data" {
 		t.Errorf("paths %q and %q", a.Path, b.Path)
 	}
-	_, err := p.Create(context.Background(), pool.CreateRequest{Name: "c", CapacityBytes: 16 * mib,
+	_, err := p.Create(context.Background(), volume.CreateRequest{Name: "c", CapacityBytes: 16 * mib,
 		Parameters: with(pat, ParamPVCNamespace, "ns1", ParamPVCName, "data")})
 	if !errors.Is(err, ErrDirectoryExists) || !strings.Contains(err.Error(), "ns1/data") {
 		t.Errorf("a second claim on ns1/data: %v, want ErrDirectoryExists", err)
@@ -111,7 +111,7 @@ func TestNoEscapeThroughSymlinksOrNesting(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(dir, "link")); err != nil {
 		t.Fatal(err)
 	}
-	_, err := p.Create(context.Background(), pool.CreateRequest{Name: "s", CapacityBytes: 16 * mib,
+	_, err := p.Create(context.Background(), volume.CreateRequest{Name: "s", CapacityBytes: 16 * mib,
 		Parameters: map[string]string{ParamBasePath: "link"}})
 	if !errors.Is(err, ErrInvalidPath) {
 		t.Errorf("create through a symlinked basePath: %v, want ErrInvalidPath", err)
@@ -120,7 +120,7 @@ func TestNoEscapeThroughSymlinksOrNesting(t *testing.T) {
 		t.Errorf("the create wrote outside the pool: %v", ents)
 	}
 	outer := create(t, p, "outer", 16*mib, map[string]string{ParamSubPathPattern: "nest", ParamEnsureUnique: "false"})
-	_, err = p.Create(context.Background(), pool.CreateRequest{Name: "inner", CapacityBytes: 16 * mib,
+	_, err = p.Create(context.Background(), volume.CreateRequest{Name: "inner", CapacityBytes: 16 * mib,
 		Parameters: map[string]string{ParamBasePath: outer.Path}})
 	if !errors.Is(err, ErrInvalidPath) {
 		t.Errorf("create inside another volume: %v, want ErrInvalidPath", err)

@@ -14,8 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/filevol/filevol/internal/dirpool/dirpooltest"
-	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/testutil"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // killChildEnv makes the test binary a worker that creates and deletes
@@ -44,7 +44,7 @@ func killChild(dir string) {
 	params := map[string]string{ParamBasePath: "k", ParamGIDRangeStart: "1000", ParamGIDRangeEnd: "1063", ParamAllowUnenforcedSize: "true"}
 	for i := 0; ; i++ {
 		name := fmt.Sprintf("v%d-%d", os.Getpid(), i)
-		if _, err := p.Create(ctx, pool.CreateRequest{Name: name, CapacityBytes: 8 * mib, Parameters: params}); err == nil {
+		if _, err := p.Create(ctx, volume.CreateRequest{Name: name, CapacityBytes: 8 * mib, Parameters: params}); err == nil {
 			v, _ := p.Record(p.VolumeID(name))
 			_ = os.WriteFile(filepath.Join(dir, v.Path, "f"), make([]byte, 64<<10), 0o644)
 		}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // poolLeftovers lists what is in the pool's root besides its own
@@ -106,7 +106,7 @@ func TestCreatesAndDeletesShareParentsSafely(t *testing.T) {
 			defer wg.Done()
 			for n := 0; time.Now().Before(deadline); n++ {
 				name := fmt.Sprintf("g%d-%d", g, n)
-				if _, err := p.Create(ctx, pool.CreateRequest{Name: name, CapacityBytes: 16 * mib, Parameters: params}); err != nil {
+				if _, err := p.Create(ctx, volume.CreateRequest{Name: name, CapacityBytes: 16 * mib, Parameters: params}); err != nil {
 					errs <- fmt.Errorf("create %s: %w", name, err)
 					return
 				}

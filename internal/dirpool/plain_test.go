@@ -12,8 +12,8 @@ import (
 
 	"github.com/filevol/filevol/internal/dirpool/dirpooltest"
 	"github.com/filevol/filevol/internal/hostos/mount"
-	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/testutil"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // plainFilesystems are the filesystems this kernel mounts without a quota
@@ -32,7 +32,7 @@ func TestPlainPoolRefusesOrSaysUnenforced(t *testing.T) {
 			dir := dirpooltest.Filesystem(t, testutil.Scratch(t, "dirpool-"+fstype), 512<<20, fstype)
 			p := openPool(t, dir)
 			ctx := context.Background()
-			_, err := p.Create(ctx, pool.CreateRequest{Name: "refused", CapacityBytes: 8 * mib})
+			_, err := p.Create(ctx, volume.CreateRequest{Name: "refused", CapacityBytes: 8 * mib})
 			if !errors.Is(err, ErrNoQuota) || !strings.Contains(err.Error(), ParamAllowUnenforcedSize) || !strings.Contains(err.Error(), fstype) {
 				t.Fatalf("create on %s without %s: %v, want ErrNoQuota naming the parameter and the filesystem", fstype, ParamAllowUnenforcedSize, err)
 			}
@@ -65,11 +65,11 @@ func TestPlainPoolRefusesOrSaysUnenforced(t *testing.T) {
 			if e, err := p.Expand(ctx, v.ID, 16*mib, 0); err != nil || e.CapacityBytes != 16*mib {
 				t.Errorf("expand: %v, %v", e, err)
 			}
-			if _, err := p.CreateSnapshot(ctx, pool.SnapshotRequest{Name: "s", SourceVolumeID: v.ID}); !errors.Is(err, ErrNoSnapshots) {
+			if _, err := p.CreateSnapshot(ctx, volume.SnapshotRequest{Name: "s", SourceVolumeID: v.ID}); !errors.Is(err, ErrNoSnapshots) {
 				t.Errorf("snapshot on %s: %v, want ErrNoSnapshots", fstype, err)
 			}
-			_, err = p.Create(ctx, pool.CreateRequest{Name: "clone", CapacityBytes: 8 * mib, Parameters: params,
-				Source: &pool.ContentSource{Kind: pool.SourceVolume, ID: v.ID}})
+			_, err = p.Create(ctx, volume.CreateRequest{Name: "clone", CapacityBytes: 8 * mib, Parameters: params,
+				Source: &volume.ContentSource{Kind: volume.SourceVolume, ID: v.ID}})
 			if !errors.Is(err, ErrNoSnapshots) {
 				t.Errorf("clone on %s: %v, want ErrNoSnapshots", fstype, err)
 			}

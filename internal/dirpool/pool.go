@@ -15,6 +15,7 @@ import (
 	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/recordstore"
 	"github.com/filevol/filevol/internal/volid"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // Sentinel errors; internal/csi/errors.go maps them to gRPC codes.
@@ -78,7 +79,7 @@ type Pool struct {
 	lockFD        int
 	quota         quota // how sizes are enforced, chosen at Open (quota.go)
 	vols          *recordstore.Store[Volume]
-	snaps         *recordstore.Store[pool.Snapshot]
+	snaps         *recordstore.Store[volume.Snapshot]
 
 	mu       sync.Mutex
 	reserved map[uint32]bool // gids handed out to creates in flight
@@ -146,7 +147,7 @@ func Open(dir string, o Options) (_ *Pool, err error) {
 	alone := !o.NodeOnly && unix.Flock(p.lockFD, unix.LOCK_EX|unix.LOCK_NB) == nil
 	p.vols, err = recordstore.Open(recordstore.Config[Volume]{
 		Dir: filepath.Join(dir, metaDir, volumesDir), Kind: "directory volume", Version: recordVersion,
-		Valid: validID, NotFound: pool.ErrNotFound, Exists: pool.ErrAlreadyExists,
+		Valid: validID, NotFound: volume.ErrNotFound, Exists: volume.ErrAlreadyExists,
 		Weight: func(v Volume) int64 { return v.CapacityBytes },
 	})
 	if err != nil {
@@ -263,26 +264,26 @@ func (p *Pool) Known(id string) bool { return p.vols.Has(id) }
 // Record returns the volume's record.
 func (p *Pool) Record(id string) (Volume, error) {
 	if err := validID(id); err != nil {
-		return Volume{}, fmt.Errorf("%w: %v", pool.ErrNotFound, err)
+		return Volume{}, fmt.Errorf("%w: %v", volume.ErrNotFound, err)
 	}
 	return p.vols.Get(id)
 }
 
 // Get returns the volume as the services see it.
-func (p *Pool) Get(id string) (pool.Volume, error) {
+func (p *Pool) Get(id string) (volume.Volume, error) {
 	v, err := p.Record(id)
 	if err != nil {
-		return pool.Volume{}, err
+		return volume.Volume{}, err
 	}
 	return v.common(), nil
 }
 
 // GetByName returns the volume called name.
-func (p *Pool) GetByName(name string) (pool.Volume, error) { return p.Get(p.VolumeID(name)) }
+func (p *Pool) GetByName(name string) (volume.Volume, error) { return p.Get(p.VolumeID(name)) }
 
 // List lists the volumes in ID order.
-func (p *Pool) List() []pool.Volume {
-	var out []pool.Volume
+func (p *Pool) List() []volume.Volume {
+	var out []volume.Volume
 	for _, v := range p.vols.List() {
 		out = append(out, v.common())
 	}
@@ -292,13 +293,13 @@ func (p *Pool) List() []pool.Volume {
 // Capacity is statfs of the pool's filesystem. Volumes are thin: their
 // quotas together may promise more than the filesystem holds
 // (ProvisionedBytes says how much).
-func (p *Pool) Capacity() (pool.Capacity, error) {
+func (p *Pool) Capacity() (volume.Capacity, error) {
 	var s unix.Statfs_t
 	if err := unix.Fstatfs(p.root, &s); err != nil {
-		return pool.Capacity{}, err
+		return volume.Capacity{}, err
 	}
 	free := int64(s.Bavail) * s.Bsize
-	return pool.Capacity{TotalBytes: int64(s.Blocks) * s.Bsize, FreeBytes: free, AvailableBytes: free,
+	return volume.Capacity{TotalBytes: int64(s.Blocks) * s.Bsize, FreeBytes: free, AvailableBytes: free,
 		ProvisionedBytes: p.vols.Total()}, nil
 }
 

@@ -14,8 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/filevol/filevol/internal/dirpool/dirpooltest"
-	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/testutil"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 const mib = 1 << 20
@@ -47,7 +47,7 @@ func closeOnce(p *Pool) {
 
 func create(t testing.TB, p *Pool, name string, size int64, params map[string]string) Volume {
 	t.Helper()
-	if _, err := p.Create(context.Background(), pool.CreateRequest{Name: name, CapacityBytes: size, Parameters: params}); err != nil {
+	if _, err := p.Create(context.Background(), volume.CreateRequest{Name: name, CapacityBytes: size, Parameters: params}); err != nil {
 		t.Fatalf("create %s: %v", name, err)
 	}
 	v, err := p.Record(p.VolumeID(name))
@@ -110,7 +110,7 @@ func TestQuotaEnforcedAndGrownOnline(t *testing.T) {
 	if _, limit, _ := p.Usage(v.ID); limit != 128*mib {
 		t.Errorf("limit after expansion = %d", limit)
 	}
-	if _, err := p.Expand(context.Background(), v.ID, 64*mib, 0); !errors.Is(err, pool.ErrShrink) {
+	if _, err := p.Expand(context.Background(), v.ID, 64*mib, 0); !errors.Is(err, volume.ErrShrink) {
 		t.Errorf("shrink: %v, want ErrShrink", err)
 	}
 	// The expansion survives a restart.
@@ -188,7 +188,7 @@ func TestGIDRangeUniqueDurableAndExhausted(t *testing.T) {
 		commitRecord(t, p, Volume{Version: recordVersion, ID: id, Name: fmt.Sprint("v", i), CapacityBytes: mib, GID: gid, GIDAllocated: true, Path: "x"})
 		p.releaseReservation(gid, true)
 	}
-	_, err := p.Create(context.Background(), pool.CreateRequest{Name: "full", CapacityBytes: mib, Parameters: params})
+	_, err := p.Create(context.Background(), volume.CreateRequest{Name: "full", CapacityBytes: mib, Parameters: params})
 	if !errors.Is(err, ErrGIDRangeExhausted) || !strings.Contains(err.Error(), "100000..101099") {
 		t.Fatalf("create in a used-up range: %v, want ErrGIDRangeExhausted naming the range", err)
 	}

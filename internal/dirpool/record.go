@@ -3,7 +3,7 @@ package dirpool
 import (
 	"time"
 
-	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // Volume is the record of a directory volume.
@@ -32,11 +32,11 @@ type Volume struct {
 	GID        uint32 `json:"gid"`
 	// GIDAllocated: GID came from the range and is the pool's to hand
 	// out again once the volume is gone.
-	GIDAllocated  bool                `json:"gidAllocated,omitempty"`
-	Mode          uint32              `json:"mode"`
-	ContentSource *pool.ContentSource `json:"contentSource,omitempty"`
-	Node          string              `json:"node"`
-	CreatedAt     time.Time           `json:"createdAt"`
+	GIDAllocated  bool                  `json:"gidAllocated,omitempty"`
+	Mode          uint32                `json:"mode"`
+	ContentSource *volume.ContentSource `json:"contentSource,omitempty"`
+	Node          string                `json:"node"`
+	CreatedAt     time.Time             `json:"createdAt"`
 }
 
 // RecordID and RecordVersion make Volume a recordstore.Record.
@@ -45,8 +45,8 @@ func (v Volume) RecordVersion() int { return v.Version }
 
 // common is what the services see of a directory volume. FSType is empty:
 // the volume is a directory of the pool's filesystem.
-func (v Volume) common() pool.Volume {
-	return pool.Volume{Version: v.Version, ID: v.ID, Name: v.Name, CapacityBytes: v.CapacityBytes,
+func (v Volume) common() volume.Volume {
+	return volume.Volume{Version: v.Version, ID: v.ID, Name: v.Name, CapacityBytes: v.CapacityBytes,
 		RequestedBytes: v.RequestedBytes, Parameters: v.Parameters, Node: v.Node,
 		ContentSource: v.ContentSource, CreatedAt: v.CreatedAt, Context: v.context()}
 }

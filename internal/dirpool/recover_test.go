@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // The states a kill during a create or a delete can leave (doc.go), made
@@ -127,11 +127,11 @@ func TestSnapshotAndRestore(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, src.Path, "f"), []byte("before"), 0o640); err != nil {
 		t.Fatal(err)
 	}
-	snap, err := p.CreateSnapshot(ctx, pool.SnapshotRequest{Name: "s1", SourceVolumeID: src.ID})
+	snap, err := p.CreateSnapshot(ctx, volume.SnapshotRequest{Name: "s1", SourceVolumeID: src.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again, err := p.CreateSnapshot(ctx, pool.SnapshotRequest{Name: "s1", SourceVolumeID: src.ID}); err != nil || again.ID != snap.ID {
+	if again, err := p.CreateSnapshot(ctx, volume.SnapshotRequest{Name: "s1", SourceVolumeID: src.ID}); err != nil || again.ID != snap.ID {
 		t.Errorf("retried snapshot: %v, %v", again, err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, src.Path, "f"), []byte("after"), 0o640); err != nil {
@@ -140,8 +140,8 @@ func TestSnapshotAndRestore(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, metaDir, snapsDir, snap.ID, "g"), nil, 0o640); err == nil {
 		t.Error("the snapshot is writable")
 	}
-	if _, err := p.Create(ctx, pool.CreateRequest{Name: "r", CapacityBytes: 64 * mib,
-		Source: &pool.ContentSource{Kind: pool.SourceSnapshot, ID: snap.ID}}); err != nil {
+	if _, err := p.Create(ctx, volume.CreateRequest{Name: "r", CapacityBytes: 64 * mib,
+		Source: &volume.ContentSource{Kind: volume.SourceSnapshot, ID: snap.ID}}); err != nil {
 		t.Fatal(err)
 	}
 	r, _ := p.Record(p.VolumeID("r"))

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // deleteDirectory: "false" keeps the directory and its data where they
@@ -54,7 +54,7 @@ func TestDeleteCanRetainTheDirectory(t *testing.T) {
 	if again.GID != v.GID {
 		t.Errorf("gid %d after the retaining delete, want %d again", again.GID, v.GID)
 	}
-	if _, err := p.Create(context.Background(), pool.CreateRequest{Name: "pv-same", CapacityBytes: 8 * mib, Parameters: params}); err == nil {
+	if _, err := p.Create(context.Background(), volume.CreateRequest{Name: "pv-same", CapacityBytes: 8 * mib, Parameters: params}); err == nil {
 		t.Error("a new claim of the same namespace and name landed in the retained directory")
 	}
 	if cap, err := p.Capacity(); err != nil || cap.ProvisionedBytes != 8*mib {

@@ -9,9 +9,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/recordstore"
 	"github.com/filevol/filevol/internal/volid"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // Snapshots are read-only btrfs snapshots of a volume's subvolume:
@@ -40,9 +40,9 @@ func (p *Pool) openSnapshotStore() error {
 			return err
 		}
 	}
-	s, err := recordstore.Open(recordstore.Config[pool.Snapshot]{
+	s, err := recordstore.Open(recordstore.Config[volume.Snapshot]{
 		Dir: filepath.Join(p.dir, metaDir, snapRecordsDir), Kind: "directory snapshot", Version: recordVersion,
-		Valid: validSnapshotID, NotFound: pool.ErrSnapshotNotFound, Exists: pool.ErrAlreadyExists,
+		Valid: validSnapshotID, NotFound: volume.ErrSnapshotNotFound, Exists: volume.ErrAlreadyExists,
 	})
 	if err != nil {
 		return err
@@ -89,59 +89,59 @@ func cutTmp(n string) (string, bool) {
 	return "", false
 }
 
-func (p *Pool) snapshotRecord(id string) (pool.Snapshot, error) {
+func (p *Pool) snapshotRecord(id string) (volume.Snapshot, error) {
 	if err := validSnapshotID(id); err != nil {
-		return pool.Snapshot{}, fmt.Errorf("%w: %v", pool.ErrSnapshotNotFound, err)
+		return volume.Snapshot{}, fmt.Errorf("%w: %v", volume.ErrSnapshotNotFound, err)
 	}
 	return p.snaps.Get(id)
 }
 
-func (p *Pool) openSnapshot(s pool.Snapshot) (int, error) {
+func (p *Pool) openSnapshot(s volume.Snapshot) (int, error) {
 	return openBeneath(p.root, metaDir+"/"+snapsDir+"/"+s.ID)
 }
 
 // CreateSnapshot makes a read-only snapshot of the source volume.
-func (p *Pool) CreateSnapshot(_ context.Context, req pool.SnapshotRequest) (pool.Snapshot, error) {
+func (p *Pool) CreateSnapshot(_ context.Context, req volume.SnapshotRequest) (volume.Snapshot, error) {
 	v, err := p.Record(req.SourceVolumeID)
 	if err != nil {
-		return pool.Snapshot{}, err
+		return volume.Snapshot{}, err
 	}
 	if err := p.quota.checkSnapshot(); err != nil {
-		return pool.Snapshot{}, err
+		return volume.Snapshot{}, err
 	}
 	sid := p.SnapshotID(req.Name)
 	if s, err := p.snaps.Get(sid); err == nil {
 		if s.SourceVolumeID != req.SourceVolumeID {
-			return pool.Snapshot{}, fmt.Errorf("%w: snapshot %q is of volume %s", pool.ErrAlreadyExists, req.Name, s.SourceVolumeID)
+			return volume.Snapshot{}, fmt.Errorf("%w: snapshot %q is of volume %s", volume.ErrAlreadyExists, req.Name, s.SourceVolumeID)
 		}
 		return s, nil
 	}
 	src, err := p.openVolume(v)
 	if err != nil {
-		return pool.Snapshot{}, err
+		return volume.Snapshot{}, err
 	}
 	defer unix.Close(src)
 	dir, err := p.metaFD(snapsDir)
 	if err != nil {
-		return pool.Snapshot{}, err
+		return volume.Snapshot{}, err
 	}
 	defer unix.Close(dir)
 	tmp := ".tmp-" + sid
 	if err := p.quota.destroy(dir, tmp); err != nil {
-		return pool.Snapshot{}, err
+		return volume.Snapshot{}, err
 	}
 	if err := snapshotSubvolume(src, dir, tmp, true); err != nil {
-		return pool.Snapshot{}, err
+		return volume.Snapshot{}, err
 	}
-	s := pool.Snapshot{Version: recordVersion, ID: sid, Name: req.Name, SourceVolumeID: v.ID,
+	s := volume.Snapshot{Version: recordVersion, ID: sid, Name: req.Name, SourceVolumeID: v.ID,
 		SizeBytes: v.CapacityBytes, RestoreBytes: v.RequestedBytes, Engine: snapEngine,
 		Parameters: req.Parameters, Node: p.node, CreatedAt: time.Now().UTC()}
 	if s.RestoreBytes >= s.SizeBytes {
 		s.RestoreBytes = 0
 	}
-	fail := func(err error) (pool.Snapshot, error) {
+	fail := func(err error) (volume.Snapshot, error) {
 		_ = p.quota.destroy(dir, tmp)
-		return pool.Snapshot{}, err
+		return volume.Snapshot{}, err
 	}
 	if err := unix.Syncfs(p.root); err != nil {
 		return fail(err)
@@ -159,21 +159,21 @@ func (p *Pool) CreateSnapshot(_ context.Context, req pool.SnapshotRequest) (pool
 		return fail(err)
 	}
 	if err := unix.Syncfs(p.root); err != nil {
-		return pool.Snapshot{}, err
+		return volume.Snapshot{}, err
 	}
 	return s, draft.Durable()
 }
 
 // GetSnapshot returns the snapshot's record.
-func (p *Pool) GetSnapshot(id string) (pool.Snapshot, error) { return p.snapshotRecord(id) }
+func (p *Pool) GetSnapshot(id string) (volume.Snapshot, error) { return p.snapshotRecord(id) }
 
 // GetSnapshotByName returns the snapshot called name.
-func (p *Pool) GetSnapshotByName(name string) (pool.Snapshot, error) {
+func (p *Pool) GetSnapshotByName(name string) (volume.Snapshot, error) {
 	return p.snapshotRecord(p.SnapshotID(name))
 }
 
 // ListSnapshots lists the snapshots in ID order.
-func (p *Pool) ListSnapshots() []pool.Snapshot { return p.snaps.List() }
+func (p *Pool) ListSnapshots() []volume.Snapshot { return p.snaps.List() }
 
 // DeleteSnapshot removes the snapshot's record (the commit point), then
 // destroys its subvolume; missing is success. A read-only subvolume
@@ -183,7 +183,7 @@ func (p *Pool) ListSnapshots() []pool.Snapshot { return p.snaps.List() }
 // restored from it are independent subvolumes and keep their data.
 func (p *Pool) DeleteSnapshot(_ context.Context, id string) error {
 	s, err := p.snapshotRecord(id)
-	if errors.Is(err, pool.ErrSnapshotNotFound) {
+	if errors.Is(err, volume.ErrSnapshotNotFound) {
 		return nil
 	}
 	if err != nil {

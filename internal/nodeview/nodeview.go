@@ -23,7 +23,7 @@ import (
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
 	"github.com/filevol/filevol/internal/nodeview/api"
-	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 	"github.com/filevol/filevol/internal/volview"
 )
 
@@ -42,8 +42,8 @@ const quarantineDir = "quarantine"
 type Pool interface {
 	Dir() string
 	VolumesDir() string
-	List() []pool.Volume
-	Capacity() (pool.Capacity, error)
+	List() []volume.Volume
+	Capacity() (volume.Capacity, error)
 	ImagePath(id string) string
 }
 
@@ -74,7 +74,7 @@ type Builder struct {
 	// DirHealth says which conditions of one a person must hear of (the
 	// driver leaves out an unenforced size, which the volume's context
 	// already says). Those with any are Report.DirVolumes.
-	DirPool   interface{ List() []pool.Volume }
+	DirPool   interface{ List() []volume.Volume }
 	DirHealth HealthFunc
 }
 
@@ -139,7 +139,7 @@ func (b *Builder) Build(ctx context.Context, health bool) api.Report {
 	mounts := volview.IndexTable(table)
 	r.Volumes = []api.Volume{}
 	for _, rec := range b.Pool.List() {
-		v := volume(rec, b.Pool.ImagePath(rec.ID), mounts.Of(byID[rec.ID]))
+		v := volumeView(rec, b.Pool.ImagePath(rec.ID), mounts.Of(byID[rec.ID]))
 		if st := stagingFS(v); st != "" {
 			if s, err := b.Kernel.FS.StatFS(st); err != nil {
 				fail("statfs "+st, err)
@@ -162,7 +162,7 @@ func (b *Builder) Build(ctx context.Context, health bool) api.Report {
 				fail("health of "+rec.ID, err)
 			}
 			if len(conds) > 0 {
-				v := volume(rec, "", volview.Usage{})
+				v := volumeView(rec, "", volview.Usage{})
 				v.Image, v.Health = api.Image{}, conds
 				r.DirVolumes = append(r.DirVolumes, v)
 			}
@@ -214,7 +214,7 @@ func Quarantined(poolDir string) ([]string, error) {
 	return out, err
 }
 
-func volume(rec pool.Volume, img string, u volview.Usage) api.Volume {
+func volumeView(rec volume.Volume, img string, u volview.Usage) api.Volume {
 	v := api.Volume{
 		Record: api.Record{ID: rec.ID, Name: rec.Name, CapacityBytes: rec.CapacityBytes, FSType: rec.FSType,
 			Provisioning: rec.Provisioning, Parameters: rec.Parameters, Node: rec.Node, CreatedAt: rec.CreatedAt},

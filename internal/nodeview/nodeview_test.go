@@ -15,13 +15,14 @@ import (
 	"github.com/filevol/filevol/internal/hostos/mount"
 	"github.com/filevol/filevol/internal/nodeview/api"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 const testPodUID = "0b7e2c1a-5d4f-4c3b-9a8e-1f2d3c4b5a69"
 
 // setup makes a pool with three volumes: one published filesystem, one
 // staged block volume, one idle; the kernel shows their devices and mounts.
-func setup(t *testing.T) (*Builder, map[string]pool.Volume) {
+func setup(t *testing.T) (*Builder, map[string]volume.Volume) {
 	t.Helper()
 	dir := t.TempDir()
 	p, err := pool.Open(filepath.Join(dir, "pool"), pool.Options{NodeID: "n1"})
@@ -29,9 +30,9 @@ func setup(t *testing.T) (*Builder, map[string]pool.Volume) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	vols := map[string]pool.Volume{}
+	vols := map[string]volume.Volume{}
 	for _, name := range []string{"fs", "block", "idle"} {
-		v, err := p.Create(context.Background(), pool.CreateRequest{Name: name, CapacityBytes: 64 << 20, FSType: "ext4",
+		v, err := p.Create(context.Background(), volume.CreateRequest{Name: name, CapacityBytes: 64 << 20, FSType: "ext4",
 			Parameters: map[string]string{ParamPVName: "pv-" + name, ParamPVCName: "data-" + name, ParamPVCNamespace: "ns1"}})
 		if err != nil {
 			t.Fatal(err)
@@ -214,9 +215,9 @@ func TestBuildLeavesAnotherNodesDevices(t *testing.T) {
 	}
 }
 
-type dirList []pool.Volume
+type dirList []volume.Volume
 
-func (d dirList) List() []pool.Volume { return d }
+func (d dirList) List() []volume.Volume { return d }
 
 // Directory volumes appear in the view only with an abnormal condition
 // (a pod's quota escape the pool repaired), with their claim, so that the

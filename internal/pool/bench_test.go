@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/filevol/filevol/internal/testutil"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // The pool lives on /tmp/filevol-test/pool-bench (the root filesystem), so
@@ -21,14 +22,14 @@ import (
 // ≤ 20 ms.
 
 func BenchmarkCreate(b *testing.B) {
-	for _, prov := range []string{ProvisioningThin, ProvisioningThick} {
+	for _, prov := range []string{volume.ProvisioningThin, volume.ProvisioningThick} {
 		b.Run(prov, func(b *testing.B) {
 			p := openPool(b, benchDir(b), Options{})
 			lat := make([]time.Duration, 0, 4096)
 			i := 0
 			for b.Loop() {
 				t0 := time.Now()
-				_, err := p.Create(context.Background(), CreateRequest{
+				_, err := p.Create(context.Background(), volume.CreateRequest{
 					Name: fmt.Sprintf("pvc-%08d", i), CapacityBytes: gib, FSType: "ext4", Provisioning: prov,
 					Parameters: map[string]string{"csi.storage.k8s.io/fstype": "ext4"},
 				})
@@ -37,7 +38,7 @@ func BenchmarkCreate(b *testing.B) {
 					b.Fatal(err)
 				}
 				i++
-				if prov == ProvisioningThick {
+				if prov == volume.ProvisioningThick {
 					// Untimed would be fairer, but b.Loop times everything;
 					// deleting keeps the shared disk from filling up.
 					if err := p.Delete(context.Background(), VolumeID(fmt.Sprintf("pvc-%08d", i-1))); err != nil {
@@ -60,7 +61,7 @@ func BenchmarkCreateParallel(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			name := fmt.Sprintf("pvc-%08d", n.Add(1))
-			if _, err := p.Create(context.Background(), CreateRequest{Name: name, CapacityBytes: gib}); err != nil {
+			if _, err := p.Create(context.Background(), volume.CreateRequest{Name: name, CapacityBytes: gib}); err != nil {
 				b.Error(err)
 				return
 			}
@@ -73,7 +74,7 @@ func BenchmarkDelete(b *testing.B) {
 	p := openPool(b, benchDir(b), Options{})
 	ids := make([]string, b.N)
 	for i := range ids {
-		ids[i] = mustCreate(b, p, CreateRequest{Name: fmt.Sprintf("pvc-%08d", i), CapacityBytes: gib}).ID
+		ids[i] = mustCreate(b, p, volume.CreateRequest{Name: fmt.Sprintf("pvc-%08d", i), CapacityBytes: gib}).ID
 	}
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
@@ -91,7 +92,7 @@ func BenchmarkDelete(b *testing.B) {
 // miss (one failed open) on the first call, a read on retries.
 func BenchmarkGetByName(b *testing.B) {
 	p := openPool(b, benchDir(b), Options{})
-	mustCreate(b, p, CreateRequest{Name: "pvc-hit", CapacityBytes: gib})
+	mustCreate(b, p, volume.CreateRequest{Name: "pvc-hit", CapacityBytes: gib})
 	for _, name := range []string{"pvc-miss", "pvc-hit"} {
 		b.Run(name[4:], func(b *testing.B) {
 			for b.Loop() {
@@ -106,7 +107,7 @@ func BenchmarkList1000(b *testing.B) {
 	dir := benchDir(b)
 	p := openPool(b, dir, Options{})
 	for i := range 1000 {
-		mustCreate(b, p, CreateRequest{Name: fmt.Sprintf("pvc-%08x-4c8c-9d5e-0a1b2c3d4e5f", i), CapacityBytes: gib,
+		mustCreate(b, p, volume.CreateRequest{Name: fmt.Sprintf("pvc-%08x-4c8c-9d5e-0a1b2c3d4e5f", i), CapacityBytes: gib,
 			FSType: "ext4", Parameters: map[string]string{"csi.storage.k8s.io/fstype": "ext4"}})
 	}
 	_ = p.Close()

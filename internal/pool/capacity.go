@@ -7,20 +7,21 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/filevol/filevol/internal/durable"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // capacity is statfs of the pool plus the index's provisioned total; on a
 // node-local pool no record is read, so GetCapacity polling stays cheap
 // (a shared pool's are re-read first: other hosts change them). Thick volumes cost one
 // FIEMAP each (thick.go); thin ones nothing.
-func (p *Pool) capacity() (Capacity, error) {
+func (p *Pool) capacity() (volume.Capacity, error) {
 	free, total, err := p.statfs()
 	if err != nil {
-		return Capacity{}, err
+		return volume.Capacity{}, err
 	}
 	p.refresh(p.vols.Refresh)
 	unbacked := p.unbackedBytes()
-	return Capacity{
+	return volume.Capacity{
 		TotalBytes:       total,
 		FreeBytes:        free,
 		ReservedBytes:    p.opts.ReservedBytes,

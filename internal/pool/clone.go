@@ -8,17 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/filevol/filevol/internal/durable"
-)
-
-// Clone engines, as recorded in Snapshot.Engine.
-const (
-	// EngineReflink: FICLONE shared the source's extents. O(extents), not
-	// O(data): milliseconds for gigabytes on xfs (reflink=1) and btrfs.
-	EngineReflink = "reflink"
-	// EngineCopy: a copy of the data ranges only (SEEK_DATA/SEEK_HOLE,
-	// copy_file_range); holes stay holes, so a 10 GiB volume holding 1 GiB
-	// costs 1 GiB of reads, writes and space.
-	EngineCopy = "copy"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // copyChunk bounds one copy_file_range call, so a cancelled request stops
@@ -50,7 +40,7 @@ func cloneImage(ctx context.Context, src, dst string, size int64, thick bool) (f
 		size = srcSize
 	}
 	if size < srcSize {
-		return -1, "", fmt.Errorf("%w: %d bytes cannot hold the %d bytes of %s", ErrInvalidArgument, size, srcSize, src)
+		return -1, "", fmt.Errorf("%w: %d bytes cannot hold the %d bytes of %s", volume.ErrInvalidArgument, size, srcSize, src)
 	}
 	dfd, err := durable.CreateExcl(dst)
 	if err != nil {
@@ -61,12 +51,12 @@ func cloneImage(ctx context.Context, src, dst string, size int64, thick bool) (f
 		_ = unix.Unlink(dst)
 		return -1, "", wrapNoSpace(err)
 	}
-	engine = EngineReflink
+	engine = volume.EngineReflink
 	if err := unix.IoctlFileClone(dfd, sfd); err != nil {
 		if !reflinkUnsupported(err) {
 			return fail(fmt.Errorf("clone %s to %s: FICLONE: %w", src, dst, err))
 		}
-		engine = EngineCopy
+		engine = volume.EngineCopy
 		if err := copySparse(ctx, sfd, dfd, srcSize); err != nil {
 			return fail(fmt.Errorf("copy %s to %s: %w", src, dst, err))
 		}
@@ -79,7 +69,7 @@ func cloneImage(ctx context.Context, src, dst string, size int64, thick bool) (f
 		err = durable.IgnoringEINTR(func() error { return unix.Fallocate(dfd, 0, 0, size) })
 		if err == unix.EOPNOTSUPP {
 			err = fmt.Errorf("%w: provisioning %q: the pool filesystem cannot preallocate (%w)",
-				ErrInvalidArgument, ProvisioningThick, err)
+				volume.ErrInvalidArgument, volume.ProvisioningThick, err)
 		}
 	case size > srcSize:
 		err = durable.IgnoringEINTR(func() error { return unix.Ftruncate(dfd, size) })

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/filevol/filevol/internal/durable"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // create follows the order the package doc fixes: image (none for a thin
@@ -20,28 +21,28 @@ import (
 // the operations that wait for one at the same time (durable.DirSync).
 // Until the commit point a crash leaves only temporary files, which Open
 // removes; after it, a record whose .tmp image Open renames into place.
-func (p *Pool) create(ctx context.Context, req CreateRequest) (Volume, error) {
+func (p *Pool) create(ctx context.Context, req volume.CreateRequest) (volume.Volume, error) {
 	v, err := p.newVolume(req)
 	if err != nil {
-		return Volume{}, err
+		return volume.Volume{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return Volume{}, err
+		return volume.Volume{}, err
 	}
 	src, enc, err := p.sourceImage(req.Source, v.CapacityBytes)
 	if err != nil {
-		return Volume{}, err
+		return volume.Volume{}, err
 	}
 	if req.Source != nil {
 		if err := sourceEncryption(req.Source, enc, req.Encryption); err != nil {
-			return Volume{}, err
+			return volume.Volume{}, err
 		}
 		// The same data, so the same key under the same name (keywrap:
 		// the name is what the wrap is bound to): no Secret is needed.
-		v.Encryption = enc.clone()
+		v.Encryption = cloneEncryption(enc)
 	}
-	if err := p.checkRoom(v.CapacityBytes, v.Provisioning == ProvisioningThick); err != nil {
-		return Volume{}, err
+	if err := p.checkRoom(v.CapacityBytes, v.Provisioning == volume.ProvisioningThick); err != nil {
+		return volume.Volume{}, err
 	}
 	// A blank volume is pending (pending.go): its image is not fsynced,
 	// since the record alone can make it again. A thin one is not even
@@ -52,7 +53,7 @@ func (p *Pool) create(ctx context.Context, req CreateRequest) (Volume, error) {
 	// the record, so the two fsyncs overlap instead of adding up. Every
 	// way, what the volume holds is durable at the commit point.
 	v.ImagePending = src == ""
-	lazy := src == "" && v.Provisioning == ProvisioningThin
+	lazy := src == "" && v.Provisioning == volume.ProvisioningThin
 	tmpImg := p.tmpImagePath(v.ID)
 	imageDone := make(chan error, 1)
 	switch {
@@ -65,12 +66,12 @@ func (p *Pool) create(ctx context.Context, req CreateRequest) (Volume, error) {
 	}
 	draft, err := p.vols.Prepare(v)
 	ierr := <-imageDone
-	abort := func(err error) (Volume, error) {
+	abort := func(err error) (volume.Volume, error) {
 		if draft != nil {
 			draft.Abandon()
 		}
 		_ = unix.Unlink(tmpImg)
-		return Volume{}, err
+		return volume.Volume{}, err
 	}
 	switch {
 	case ierr != nil:
@@ -84,7 +85,7 @@ func (p *Pool) create(ctx context.Context, req CreateRequest) (Volume, error) {
 		return abort(err)
 	}
 	if err := draft.Commit(); err != nil {
-		if errors.Is(err, ErrAlreadyExists) {
+		if errors.Is(err, volume.ErrAlreadyExists) {
 			return abort(fmt.Errorf("%w (name %s)", err, quoteShort(v.Name)))
 		}
 		return abort(fmt.Errorf("create volume %s: %w", v.ID, wrapNoSpace(err)))
@@ -118,35 +119,35 @@ func (p *Pool) create(ctx context.Context, req CreateRequest) (Volume, error) {
 }
 
 // newVolume validates req and builds the record it will write.
-func (p *Pool) newVolume(req CreateRequest) (Volume, error) {
+func (p *Pool) newVolume(req volume.CreateRequest) (volume.Volume, error) {
 	if err := validName(req.Name); err != nil {
-		return Volume{}, err
+		return volume.Volume{}, err
 	}
 	if req.CapacityBytes <= 0 {
-		return Volume{}, fmt.Errorf("%w: capacity %d bytes, must be positive", ErrInvalidArgument, req.CapacityBytes)
+		return volume.Volume{}, fmt.Errorf("%w: capacity %d bytes, must be positive", volume.ErrInvalidArgument, req.CapacityBytes)
 	}
 	prov := req.Provisioning
 	switch prov {
 	case "":
-		prov = ProvisioningThin
-	case ProvisioningThin, ProvisioningThick:
+		prov = volume.ProvisioningThin
+	case volume.ProvisioningThin, volume.ProvisioningThick:
 	default:
-		return Volume{}, fmt.Errorf("%w: provisioning %s, want %q or %q",
-			ErrInvalidArgument, quoteShort(prov), ProvisioningThin, ProvisioningThick)
+		return volume.Volume{}, fmt.Errorf("%w: provisioning %s, want %q or %q",
+			volume.ErrInvalidArgument, quoteShort(prov), volume.ProvisioningThin, volume.ProvisioningThick)
 	}
 	if err := checkEncryption(req.Encryption); err != nil {
-		return Volume{}, err
+		return volume.Volume{}, err
 	}
-	var enc *Encryption
+	var enc *volume.Encryption
 	if req.Encryption != "" {
-		enc = &Encryption{Scheme: req.Encryption}
+		enc = &volume.Encryption{Scheme: req.Encryption}
 	}
 	var params map[string]string
 	if len(req.Parameters) > 0 {
 		// A copy: the record must not change if the caller reuses its map.
 		params = maps.Clone(req.Parameters)
 	}
-	return Volume{
+	return volume.Volume{
 		Version:        recordVersion,
 		ID:             p.VolumeID(req.Name),
 		Name:           req.Name,
@@ -157,7 +158,7 @@ func (p *Pool) newVolume(req CreateRequest) (Volume, error) {
 		Parameters:     params,
 		Node:           p.opts.NodeID,
 		ContentSource:  cloneSource(req.Source),
-		QoS:            req.QoS.normal(),
+		QoS:            normalQoS(req.QoS),
 		Encryption:     enc,
 		// UTC strips the monotonic reading, so the Volume returned equals
 		// the one Get decodes.
@@ -172,15 +173,6 @@ func requestedBytes(requested, capacity int64) int64 {
 		return 0
 	}
 	return requested
-}
-
-// Requested is the size the CO asked for: RequestedBytes, or the capacity
-// when the record does not say.
-func (v Volume) Requested() int64 {
-	if v.RequestedBytes > 0 {
-		return v.RequestedBytes
-	}
-	return v.CapacityBytes
 }
 
 // checkRoom refuses a volume that could never be filled. Thin volumes may
@@ -201,7 +193,7 @@ func (p *Pool) checkRoom(size int64, thick bool) error {
 	avail := max(0, free-p.opts.ReservedBytes-unbacked)
 	if size > avail {
 		return fmt.Errorf("%w: requested %d bytes, %d available (%d free, %d reserved, %d promised to thick volumes)",
-			ErrNoSpace, size, avail, free, p.opts.ReservedBytes, unbacked)
+			volume.ErrNoSpace, size, avail, free, p.opts.ReservedBytes, unbacked)
 	}
 	return nil
 }
@@ -222,8 +214,8 @@ func (p *Pool) quarantineStrayImage(id string) error {
 
 // makeBlankImage makes the temporary, blank image of v at path, not
 // fsynced (pending.go). On error nothing is left at path.
-func makeBlankImage(path string, v Volume) error {
-	fd, err := makeImage(path, v.CapacityBytes, v.Provisioning == ProvisioningThick)
+func makeBlankImage(path string, v volume.Volume) error {
+	fd, err := makeImage(path, v.CapacityBytes, v.Provisioning == volume.ProvisioningThick)
 	if err != nil {
 		return err
 	}
@@ -236,8 +228,8 @@ func makeBlankImage(path string, v Volume) error {
 
 // makeClonedImage copies src into the temporary image of v at path, grown
 // to v's size, and fsyncs it. On error nothing is left at path.
-func makeClonedImage(ctx context.Context, src, path string, v Volume) error {
-	fd, _, err := cloneImage(ctx, src, path, v.CapacityBytes, v.Provisioning == ProvisioningThick)
+func makeClonedImage(ctx context.Context, src, path string, v volume.Volume) error {
+	fd, _, err := cloneImage(ctx, src, path, v.CapacityBytes, v.Provisioning == volume.ProvisioningThick)
 	if err != nil {
 		return err
 	}
@@ -264,7 +256,7 @@ func makeImage(path string, size int64, thick bool) (int, error) {
 	err = sizeImage(fd, 0, size, thick)
 	if thick && err == unix.EOPNOTSUPP {
 		err = fmt.Errorf("%w: provisioning %q: the pool filesystem cannot preallocate (%w)",
-			ErrInvalidArgument, ProvisioningThick, err)
+			volume.ErrInvalidArgument, volume.ProvisioningThick, err)
 	}
 	if err != nil {
 		_ = unix.Close(fd)

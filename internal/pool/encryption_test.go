@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/filevol/filevol/internal/keywrap"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 var testMaterial = []byte("c2VjcmV0IGtleSBtYXRlcmlhbCBvZiAzMiBieXRlcyBvciBtb3Jl")
@@ -37,7 +38,7 @@ func wrapNew(t *testing.T) (keywrap.Wrapped, []byte) {
 func TestSetWrappedKey(t *testing.T) {
 	dir := t.TempDir()
 	p := openPool(t, dir, Options{})
-	v := mustCreate(t, p, CreateRequest{Name: "enc", CapacityBytes: 8 << 20, FSType: "ext4", Encryption: EncryptionFscrypt})
+	v := mustCreate(t, p, volume.CreateRequest{Name: "enc", CapacityBytes: 8 << 20, FSType: "ext4", Encryption: volume.EncryptionFscrypt})
 	if !v.Encrypted() || v.Encryption.Wrapped != nil {
 		t.Fatalf("a new encrypted volume: %+v, want encrypted without a key yet", v.Encryption)
 	}
@@ -66,11 +67,11 @@ func TestSetWrappedKey(t *testing.T) {
 	if _, err := p.SetWrappedKey(v.ID, rewrapped); err != nil {
 		t.Errorf("a rewrap of the same key: %v", err)
 	}
-	plain := mustCreate(t, p, CreateRequest{Name: "plain", CapacityBytes: 8 << 20, FSType: "ext4"})
-	if _, err := p.SetWrappedKey(plain.ID, w); !errors.Is(err, ErrInvalidArgument) {
+	plain := mustCreate(t, p, volume.CreateRequest{Name: "plain", CapacityBytes: 8 << 20, FSType: "ext4"})
+	if _, err := p.SetWrappedKey(plain.ID, w); !errors.Is(err, volume.ErrInvalidArgument) {
 		t.Errorf("a key for a volume that is not encrypted: %v, want ErrInvalidArgument", err)
 	}
-	if _, err := p.Create(context.Background(), CreateRequest{Name: "luks", CapacityBytes: 8 << 20, Encryption: "luks"}); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := p.Create(context.Background(), volume.CreateRequest{Name: "luks", CapacityBytes: 8 << 20, Encryption: "luks"}); !errors.Is(err, volume.ErrInvalidArgument) {
 		t.Errorf("an unknown scheme: %v, want ErrInvalidArgument", err)
 	}
 	p.Close()
@@ -90,20 +91,20 @@ func TestSetWrappedKey(t *testing.T) {
 func TestEncryptionFollowsTheData(t *testing.T) {
 	p := openPool(t, t.TempDir(), Options{})
 	ctx := context.Background()
-	v := mustUse(t, p, mustCreate(t, p, CreateRequest{Name: "enc", CapacityBytes: 8 << 20, FSType: "ext4", Encryption: EncryptionFscrypt}))
+	v := mustUse(t, p, mustCreate(t, p, volume.CreateRequest{Name: "enc", CapacityBytes: 8 << 20, FSType: "ext4", Encryption: volume.EncryptionFscrypt}))
 	w, dk := wrapNew(t)
 	if _, err := p.SetWrappedKey(v.ID, w); err != nil {
 		t.Fatal(err)
 	}
-	s, err := p.CreateSnapshot(ctx, SnapshotRequest{Name: "snap", SourceVolumeID: v.ID})
+	s, err := p.CreateSnapshot(ctx, volume.SnapshotRequest{Name: "snap", SourceVolumeID: v.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s.Encryption == nil || s.Encryption.Wrapped == nil || s.Encryption.Wrapped.KeyName != w.KeyName {
 		t.Fatalf("snapshot's encryption %+v, want the source's key", s.Encryption)
 	}
-	for _, src := range []ContentSource{{Kind: SourceSnapshot, ID: s.ID}, {Kind: SourceVolume, ID: v.ID}} {
-		r, err := p.Create(ctx, CreateRequest{Name: "from-" + src.Kind, CapacityBytes: 8 << 20, FSType: "ext4", Source: &src, Encryption: EncryptionFscrypt})
+	for _, src := range []volume.ContentSource{{Kind: volume.SourceSnapshot, ID: s.ID}, {Kind: volume.SourceVolume, ID: v.ID}} {
+		r, err := p.Create(ctx, volume.CreateRequest{Name: "from-" + src.Kind, CapacityBytes: 8 << 20, FSType: "ext4", Source: &src, Encryption: volume.EncryptionFscrypt})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,13 +112,13 @@ func TestEncryptionFollowsTheData(t *testing.T) {
 		if err != nil || !bytes.Equal(got, dk) {
 			t.Errorf("%s: the copy's key does not open to the source's: %v", src.Kind, err)
 		}
-		if _, err := p.Create(ctx, CreateRequest{Name: "clear-" + src.Kind, CapacityBytes: 8 << 20, FSType: "ext4", Source: &src}); !errors.Is(err, ErrInvalidArgument) {
+		if _, err := p.Create(ctx, volume.CreateRequest{Name: "clear-" + src.Kind, CapacityBytes: 8 << 20, FSType: "ext4", Source: &src}); !errors.Is(err, volume.ErrInvalidArgument) {
 			t.Errorf("%s of an encrypted source in clear: %v, want ErrInvalidArgument", src.Kind, err)
 		}
 	}
-	plain := mustUse(t, p, mustCreate(t, p, CreateRequest{Name: "plain", CapacityBytes: 8 << 20, FSType: "ext4"}))
-	src := ContentSource{Kind: SourceVolume, ID: plain.ID}
-	if _, err := p.Create(ctx, CreateRequest{Name: "enc-of-plain", CapacityBytes: 8 << 20, FSType: "ext4", Source: &src, Encryption: EncryptionFscrypt}); !errors.Is(err, ErrInvalidArgument) {
+	plain := mustUse(t, p, mustCreate(t, p, volume.CreateRequest{Name: "plain", CapacityBytes: 8 << 20, FSType: "ext4"}))
+	src := volume.ContentSource{Kind: volume.SourceVolume, ID: plain.ID}
+	if _, err := p.Create(ctx, volume.CreateRequest{Name: "enc-of-plain", CapacityBytes: 8 << 20, FSType: "ext4", Source: &src, Encryption: volume.EncryptionFscrypt}); !errors.Is(err, volume.ErrInvalidArgument) {
 		t.Errorf("an encrypted clone of a clear volume: %v, want ErrInvalidArgument", err)
 	}
 	if len(p.List()) != 4 {

@@ -2,7 +2,6 @@ package pool
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 
@@ -10,11 +9,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/filevol/filevol/internal/durable"
+	"github.com/filevol/filevol/internal/volume"
 )
-
-// ErrShrink: a volume cannot be made smaller (CSI: OUT_OF_RANGE). Its
-// filesystem may use every byte; filevol never truncates data away.
-var ErrShrink = errors.New("volumes cannot shrink")
 
 // Expand grows the volume's image to size bytes — ftruncate for thin,
 // fallocate of the new range for thick — and then records the new size
@@ -26,41 +22,41 @@ var ErrShrink = errors.New("volumes cannot shrink")
 //
 // requested is the size the CO asked for (at most size; 0: size), which
 // the record keeps as RequestedBytes for the volume's snapshots.
-func (p *Pool) Expand(ctx context.Context, id string, size, requested int64) (Volume, error) {
+func (p *Pool) Expand(ctx context.Context, id string, size, requested int64) (volume.Volume, error) {
 	return p.expand(ctx, id, size, requested)
 }
 
-func (p *Pool) expand(ctx context.Context, id string, size, requested int64) (Volume, error) {
+func (p *Pool) expand(ctx context.Context, id string, size, requested int64) (volume.Volume, error) {
 	v, err := p.get(id)
 	if err != nil {
-		return Volume{}, err
+		return volume.Volume{}, err
 	}
 	if size < v.CapacityBytes {
-		return Volume{}, fmt.Errorf("%w: volume %s has %d bytes, %d requested", ErrShrink, id, v.CapacityBytes, size)
+		return volume.Volume{}, fmt.Errorf("%w: volume %s has %d bytes, %d requested", volume.ErrShrink, id, v.CapacityBytes, size)
 	}
 	if err := ctx.Err(); err != nil {
-		return Volume{}, err
+		return volume.Volume{}, err
 	}
 	// A blank volume not used yet gets its image now, at its old size,
 	// and grows below like any other (which commits it).
 	if err := p.materialize(v); err != nil {
-		return Volume{}, fmt.Errorf("expand volume %s: %w", id, err)
+		return volume.Volume{}, fmt.Errorf("expand volume %s: %w", id, err)
 	}
 	img := p.imagePath(id)
 	fd, err := p.openImage(id, unix.O_WRONLY)
 	if err != nil {
-		return Volume{}, err
+		return volume.Volume{}, err
 	}
 	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return Volume{}, &os.PathError{Op: "stat", Path: img, Err: err}
+		return volume.Volume{}, &os.PathError{Op: "stat", Path: img, Err: err}
 	}
 	cur := st.Size
 	size = max(size, cur)
 	if size > cur {
-		if err := p.growImage(fd, img, cur, size, st.Blocks*512, v.Provisioning == ProvisioningThick); err != nil {
-			return Volume{}, fmt.Errorf("expand volume %s: %w", id, err)
+		if err := p.growImage(fd, img, cur, size, st.Blocks*512, v.Provisioning == volume.ProvisioningThick); err != nil {
+			return volume.Volume{}, fmt.Errorf("expand volume %s: %w", id, err)
 		}
 		v.ImagePending = false // growImage fsynced it (pending.go)
 	}
@@ -72,7 +68,7 @@ func (p *Pool) expand(ctx context.Context, id string, size, requested int64) (Vo
 	if err := p.vols.Replace(v); err != nil {
 		// The image stays grown: shrinking it back could cut off space a
 		// filesystem already uses; a retry or Open records it.
-		return Volume{}, fmt.Errorf("expand volume %s: %w", id, err)
+		return volume.Volume{}, fmt.Errorf("expand volume %s: %w", id, err)
 	}
 	return v, nil
 }
@@ -114,7 +110,7 @@ func sizeImage(fd int, cur, size int64, thick bool) error {
 // an expansion that crashed between growing the file and rewriting the
 // record (the node may already have grown a filesystem into the space).
 // Open calls it in repair mode.
-func (p *Pool) rollForwardExpand(v Volume) error {
+func (p *Pool) rollForwardExpand(v volume.Volume) error {
 	var st unix.Stat_t
 	if err := unix.Stat(p.imagePath(v.ID), &st); err != nil || st.Size <= v.CapacityBytes {
 		return nil

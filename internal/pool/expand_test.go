@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/filevol/filevol/internal/testutil"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 func statT(t *testing.T, path string) unix.Stat_t {
@@ -25,8 +26,8 @@ func statT(t *testing.T, path string) unix.Stat_t {
 func TestExpand(t *testing.T) {
 	ctx := context.Background()
 	p := openPool(t, testutil.Scratch(t, "pool"), Options{})
-	for _, prov := range []string{ProvisioningThin, ProvisioningThick} {
-		v := mustCreate(t, p, CreateRequest{Name: "pvc-" + prov, CapacityBytes: 16 << 20, Provisioning: prov})
+	for _, prov := range []string{volume.ProvisioningThin, volume.ProvisioningThick} {
+		v := mustCreate(t, p, volume.CreateRequest{Name: "pvc-" + prov, CapacityBytes: 16 << 20, Provisioning: prov})
 		g, err := p.Expand(ctx, v.ID, 48<<20, 0)
 		if err != nil {
 			t.Fatalf("%s: %v", prov, err)
@@ -41,24 +42,24 @@ func TestExpand(t *testing.T) {
 		if st.Size != 48<<20 {
 			t.Errorf("%s: image is %d bytes", prov, st.Size)
 		}
-		if prov == ProvisioningThick && st.Blocks*512 < 48<<20 {
+		if prov == volume.ProvisioningThick && st.Blocks*512 < 48<<20 {
 			t.Errorf("thick: %d bytes allocated after expansion, want the new range too", st.Blocks*512)
 		}
-		if prov == ProvisioningThin && st.Blocks != 0 {
+		if prov == volume.ProvisioningThin && st.Blocks != 0 {
 			t.Errorf("thin: %d blocks allocated", st.Blocks)
 		}
 		// CSI: expanding to the current size succeeds, shrinking does not.
 		if same, err := p.Expand(ctx, v.ID, 48<<20, 0); err != nil || !reflect.DeepEqual(same, g) {
 			t.Errorf("%s: same size = %+v, %v", prov, same, err)
 		}
-		if _, err := p.Expand(ctx, v.ID, 32<<20, 0); !errors.Is(err, ErrShrink) {
+		if _, err := p.Expand(ctx, v.ID, 32<<20, 0); !errors.Is(err, volume.ErrShrink) {
 			t.Errorf("%s: shrink = %v, want ErrShrink", prov, err)
 		}
 		if st := statT(t, p.ImagePath(v.ID)); st.Size != 48<<20 {
 			t.Errorf("%s: the refused shrink changed the image to %d bytes", prov, st.Size)
 		}
 	}
-	if _, err := p.Expand(ctx, VolumeID("missing"), 1<<30, 0); !errors.Is(err, ErrNotFound) {
+	if _, err := p.Expand(ctx, VolumeID("missing"), 1<<30, 0); !errors.Is(err, volume.ErrNotFound) {
 		t.Errorf("Expand of a missing volume = %v", err)
 	}
 }
@@ -72,8 +73,8 @@ func TestExpandNoSpace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := mustCreate(t, p, CreateRequest{Name: "pvc-thick", CapacityBytes: 1 << 20, Provisioning: ProvisioningThick})
-	if _, err := p.Expand(ctx, v.ID, c.FreeBytes+1<<30, 0); !errors.Is(err, ErrNoSpace) {
+	v := mustCreate(t, p, volume.CreateRequest{Name: "pvc-thick", CapacityBytes: 1 << 20, Provisioning: volume.ProvisioningThick})
+	if _, err := p.Expand(ctx, v.ID, c.FreeBytes+1<<30, 0); !errors.Is(err, volume.ErrNoSpace) {
 		t.Fatalf("thick expansion beyond free space = %v, want ErrNoSpace", err)
 	}
 	if got, _ := p.Get(v.ID); got.CapacityBytes != 1<<20 || statT(t, p.ImagePath(v.ID)).Size != 1<<20 {
@@ -87,7 +88,7 @@ func TestExpandNoSpace(t *testing.T) {
 func TestOpenRollsExpansionForward(t *testing.T) {
 	dir := testutil.Scratch(t, "pool")
 	p := openPool(t, dir, Options{})
-	v := mustUse(t, p, mustCreate(t, p, CreateRequest{Name: "pvc-grow", CapacityBytes: 8 << 20}))
+	v := mustUse(t, p, mustCreate(t, p, volume.CreateRequest{Name: "pvc-grow", CapacityBytes: 8 << 20}))
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -140,8 +141,8 @@ func TestOpenRepairsSnapshots(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := testutil.Scratch(t, "pool")
 			p := openPool(t, dir, Options{})
-			v := mustCreate(t, p, CreateRequest{Name: "pvc", CapacityBytes: 1 << 20})
-			if _, err := p.CreateSnapshot(context.Background(), SnapshotRequest{Name: "snap-crash", SourceVolumeID: v.ID}); err != nil {
+			v := mustCreate(t, p, volume.CreateRequest{Name: "pvc", CapacityBytes: 1 << 20})
+			if _, err := p.CreateSnapshot(context.Background(), volume.SnapshotRequest{Name: "snap-crash", SourceVolumeID: v.ID}); err != nil {
 				t.Fatal(err)
 			}
 			if err := p.Close(); err != nil {
@@ -161,7 +162,7 @@ func TestOpenRepairsSnapshots(t *testing.T) {
 			if err := p.DeleteSnapshot(context.Background(), sid); err != nil {
 				t.Errorf("DeleteSnapshot: %v", err)
 			}
-			if _, err := p.CreateSnapshot(context.Background(), SnapshotRequest{Name: "snap-crash", SourceVolumeID: v.ID}); err != nil {
+			if _, err := p.CreateSnapshot(context.Background(), volume.SnapshotRequest{Name: "snap-crash", SourceVolumeID: v.ID}); err != nil {
 				t.Errorf("snapshot again: %v", err)
 			}
 		})

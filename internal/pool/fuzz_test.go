@@ -9,16 +9,17 @@ import (
 	"time"
 
 	"github.com/filevol/filevol/internal/recordstore"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // The records' on-disk form, as the stores encode and check it.
-func encodeRecord(v *Volume) ([]byte, error) { return recordstore.Encode(*v) }
-func decodeRecord(path, id string, data []byte) (Volume, error) {
-	return recordstore.Decode[Volume](path, "volume", id, recordVersion, data)
+func encodeRecord(v *volume.Volume) ([]byte, error) { return recordstore.Encode(*v) }
+func decodeRecord(path, id string, data []byte) (volume.Volume, error) {
+	return recordstore.Decode[volume.Volume](path, "volume", id, recordVersion, data)
 }
-func encodeSnapshot(s *Snapshot) ([]byte, error) { return recordstore.Encode(*s) }
-func decodeSnapshotRecord(path, id string, data []byte) (Snapshot, error) {
-	return recordstore.Decode[Snapshot](path, "snapshot", id, recordVersion, data)
+func encodeSnapshot(s *volume.Snapshot) ([]byte, error) { return recordstore.Encode(*s) }
+func decodeSnapshotRecord(path, id string, data []byte) (volume.Snapshot, error) {
+	return recordstore.Decode[volume.Snapshot](path, "snapshot", id, recordVersion, data)
 }
 
 // The fuzz targets below hold the pool's validators and record decoders to
@@ -42,7 +43,7 @@ func FuzzValidID(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, id string) {
 		if err := validID(id); err != nil {
-			if !errors.Is(err, ErrInvalidID) {
+			if !errors.Is(err, volume.ErrInvalidID) {
 				t.Fatalf("validID(%q) = %v, not ErrInvalidID", id, err)
 			}
 			return
@@ -74,7 +75,7 @@ func FuzzValidName(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, name string) {
 		if err := validName(name); err != nil {
-			if !errors.Is(err, ErrInvalidArgument) {
+			if !errors.Is(err, volume.ErrInvalidArgument) {
 				t.Fatalf("validName(%q) = %v, not ErrInvalidArgument", name, err)
 			}
 			return
@@ -87,9 +88,9 @@ func FuzzValidName(f *testing.F) {
 
 func FuzzDecodeRecord(f *testing.F) {
 	id := VolumeID("pvc-1")
-	good, err := encodeRecord(&Volume{Version: recordVersion, ID: id, Name: "pvc-1", CapacityBytes: 1 << 30,
-		FSType: "ext4", Provisioning: ProvisioningThin, Parameters: map[string]string{"k": "v"}, Node: "n1",
-		ContentSource: &ContentSource{Kind: SourceSnapshot, ID: SnapshotID("s")}, CreatedAt: time.Unix(1, 0).UTC()})
+	good, err := encodeRecord(&volume.Volume{Version: recordVersion, ID: id, Name: "pvc-1", CapacityBytes: 1 << 30,
+		FSType: "ext4", Provisioning: volume.ProvisioningThin, Parameters: map[string]string{"k": "v"}, Node: "n1",
+		ContentSource: &volume.ContentSource{Kind: volume.SourceSnapshot, ID: SnapshotID("s")}, CreatedAt: time.Unix(1, 0).UTC()})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -121,7 +122,7 @@ func FuzzDecodeRecord(f *testing.F) {
 
 func FuzzDecodeSnapshotRecord(f *testing.F) {
 	id := SnapshotID("snap-1")
-	good, err := encodeSnapshot(&Snapshot{Version: recordVersion, ID: id, Name: "snap-1", SourceVolumeID: VolumeID("pvc-1"),
+	good, err := encodeSnapshot(&volume.Snapshot{Version: recordVersion, ID: id, Name: "snap-1", SourceVolumeID: VolumeID("pvc-1"),
 		SizeBytes: 1 << 30, CreatedAt: time.Unix(1, 0).UTC()})
 	if err != nil {
 		f.Fatal(err)

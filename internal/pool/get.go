@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/filevol/filevol/internal/durable"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // imageExists is one stat(2), no allocation: NodeGetVolumeStats and
@@ -21,7 +22,7 @@ func (p *Pool) imageExists(id string) bool {
 
 // get reads the record of id from disk and refreshes the index with what
 // it found, including its absence.
-func (p *Pool) get(id string) (Volume, error) { return p.vols.Get(id) }
+func (p *Pool) get(id string) (volume.Volume, error) { return p.vols.Get(id) }
 
 // openImage opens the image of volume id with flags (O_CLOEXEC added):
 // ErrImageMissing when there is none.

@@ -10,62 +10,20 @@ import (
 
 	"github.com/filevol/filevol/internal/recordstore"
 	"github.com/filevol/filevol/internal/volid"
+	"github.com/filevol/filevol/internal/volume"
 )
-
-// Sentinel errors of group snapshots; internal/csi/errors.go maps them.
-var (
-	// ErrGroupNotFound: no group snapshot with that ID (or its delete has
-	// begun).
-	ErrGroupNotFound = errors.New("group snapshot not found")
-	// ErrInGroup: the snapshot is a member of a group snapshot and goes
-	// only with its group (CSI DeleteSnapshot: "Snapshot is part of a
-	// group", INVALID_ARGUMENT).
-	ErrInGroup = errors.New("snapshot is part of a group snapshot")
-)
-
-// GroupSnapshot is the record of a group snapshot, groups/<id>.json. It
-// is the group's commit point: its members are ordinary snapshots whose
-// records name the group (Snapshot.GroupSnapshotID), cut while every
-// member's filesystem was frozen at once, and a member is visible only
-// while its group's record exists and no delete of it has begun. A group
-// cut short by a crash — members without a record — is seen by nobody;
-// the retried create removes those members and cuts them again, so all
-// of a group's members always come from one freeze.
-type GroupSnapshot struct {
-	Version int    `json:"version"`
-	ID      string `json:"id"`
-	// Name is the CO's name (CreateVolumeGroupSnapshotRequest.name).
-	Name string `json:"name"`
-	// SourceVolumeIDs are the volumes, in the order the CO gave them;
-	// SnapshotIDs[i] is the member cut from SourceVolumeIDs[i].
-	SourceVolumeIDs []string          `json:"sourceVolumeIDs"`
-	SnapshotIDs     []string          `json:"snapshotIDs"`
-	Parameters      map[string]string `json:"parameters,omitempty"`
-	// Node is the node whose pool holds the members.
-	Node      string    `json:"node"`
-	CreatedAt time.Time `json:"createdAt"`
-	// Deleting: a delete has begun. The group and its members are gone
-	// for every reader; a retried delete finishes from SnapshotIDs.
-	Deleting bool `json:"deleting,omitempty"`
-}
-
-// RecordID is the group's ID (recordstore.Record).
-func (g GroupSnapshot) RecordID() string { return g.ID }
-
-// RecordVersion is the version of the group's record format.
-func (g GroupSnapshot) RecordVersion() int { return g.Version }
 
 func validGroupID(id string) error {
 	if _, err := volid.ParseGroupSnapshot(id); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidID, err)
+		return fmt.Errorf("%w: %w", volume.ErrInvalidID, err)
 	}
 	return nil
 }
 
-func groupStore(dir, owner string) (*recordstore.Store[GroupSnapshot], error) {
-	return recordstore.Open(recordstore.Config[GroupSnapshot]{
+func groupStore(dir, owner string) (*recordstore.Store[volume.GroupSnapshot], error) {
+	return recordstore.Open(recordstore.Config[volume.GroupSnapshot]{
 		Dir: dir, Kind: "group snapshot", Version: recordVersion, Valid: validGroupID, Owner: owner,
-		NotFound: ErrGroupNotFound, Exists: ErrAlreadyExists,
+		NotFound: volume.ErrGroupNotFound, Exists: volume.ErrAlreadyExists,
 	})
 }
 
@@ -81,20 +39,20 @@ func GroupMemberName(groupID, volumeID string) string {
 
 // GetGroupSnapshot reads the group's record from disk; ErrGroupNotFound
 // when there is none or its delete has begun.
-func (p *Pool) GetGroupSnapshot(id string) (GroupSnapshot, error) {
+func (p *Pool) GetGroupSnapshot(id string) (volume.GroupSnapshot, error) {
 	g, err := p.groups.Get(id)
 	if err != nil {
-		return GroupSnapshot{}, err
+		return volume.GroupSnapshot{}, err
 	}
 	if g.Deleting {
-		return GroupSnapshot{}, fmt.Errorf("%w: %s is being deleted", ErrGroupNotFound, id)
+		return volume.GroupSnapshot{}, fmt.Errorf("%w: %s is being deleted", volume.ErrGroupNotFound, id)
 	}
 	return cloneGroup(g), nil
 }
 
 // RawGroupSnapshot reads the group's record whatever its state, for a
 // create or delete that must finish a delete begun before.
-func (p *Pool) RawGroupSnapshot(id string) (GroupSnapshot, error) {
+func (p *Pool) RawGroupSnapshot(id string) (volume.GroupSnapshot, error) {
 	g, err := p.groups.Get(id)
 	return cloneGroup(g), err
 }
@@ -103,12 +61,12 @@ func (p *Pool) RawGroupSnapshot(id string) (GroupSnapshot, error) {
 // durable step: its record, written beside no other (a group of that ID
 // already there is ErrAlreadyExists). Every member's record must be
 // durable already (CreateSnapshot returns once it is).
-func (p *Pool) CommitGroupSnapshot(g GroupSnapshot) error {
+func (p *Pool) CommitGroupSnapshot(g volume.GroupSnapshot) error {
 	if err := validName(g.Name); err != nil {
 		return err
 	}
 	if len(g.SnapshotIDs) != len(g.SourceVolumeIDs) || len(g.SnapshotIDs) == 0 {
-		return fmt.Errorf("%w: group %s has %d members for %d volumes", ErrInvalidArgument, g.ID, len(g.SnapshotIDs), len(g.SourceVolumeIDs))
+		return fmt.Errorf("%w: group %s has %d members for %d volumes", volume.ErrInvalidArgument, g.ID, len(g.SnapshotIDs), len(g.SourceVolumeIDs))
 	}
 	g.Version = recordVersion
 	g = cloneGroup(g)
@@ -131,16 +89,16 @@ func (p *Pool) CommitGroupSnapshot(g GroupSnapshot) error {
 // its record: from then on neither it nor its members are visible, and
 // its members may be deleted one by one. A group already marked is
 // returned as it is; ErrGroupNotFound when there is no record.
-func (p *Pool) BeginGroupDelete(id string) (GroupSnapshot, error) {
+func (p *Pool) BeginGroupDelete(id string) (volume.GroupSnapshot, error) {
 	g, err := p.groups.Get(id)
 	if err != nil {
-		return GroupSnapshot{}, err
+		return volume.GroupSnapshot{}, err
 	}
 	if !g.Deleting {
 		g = cloneGroup(g)
 		g.Deleting = true
 		if err := p.groups.Replace(g); err != nil {
-			return GroupSnapshot{}, wrapNoSpace(err)
+			return volume.GroupSnapshot{}, wrapNoSpace(err)
 		}
 	}
 	return cloneGroup(g), nil
@@ -164,7 +122,7 @@ func (p *Pool) ForgetGroupSnapshot(id string) error {
 // or delete left.
 func (p *Pool) GroupMembers(id string) []string {
 	var out []string
-	p.snaps.Each(func(s Snapshot) {
+	p.snaps.Each(func(s volume.Snapshot) {
 		if s.GroupSnapshotID == id {
 			out = append(out, s.ID)
 		}
@@ -177,7 +135,7 @@ func (p *Pool) GroupMembers(id string) []string {
 // while its group is committed and not being deleted. The group is read
 // from the index, else from disk (another process sharing the pool may
 // have committed it).
-func (p *Pool) visible(s Snapshot) bool {
+func (p *Pool) visible(s volume.Snapshot) bool {
 	if s.GroupSnapshotID == "" {
 		return true
 	}
@@ -190,7 +148,7 @@ func (p *Pool) visible(s Snapshot) bool {
 
 // inLiveGroup reports whether the snapshot s is a member of a group that
 // is committed and not being deleted, read from disk.
-func (p *Pool) inLiveGroup(s Snapshot) bool {
+func (p *Pool) inLiveGroup(s volume.Snapshot) bool {
 	if s.GroupSnapshotID == "" {
 		return false
 	}
@@ -198,7 +156,7 @@ func (p *Pool) inLiveGroup(s Snapshot) bool {
 	return err == nil && !g.Deleting
 }
 
-func cloneGroup(g GroupSnapshot) GroupSnapshot {
+func cloneGroup(g volume.GroupSnapshot) volume.GroupSnapshot {
 	g.SourceVolumeIDs = slices.Clone(g.SourceVolumeIDs)
 	g.SnapshotIDs = slices.Clone(g.SnapshotIDs)
 	g.Parameters = maps.Clone(g.Parameters)
@@ -217,7 +175,7 @@ func (p *Pool) GroupLeftovers(age time.Duration) []string {
 		if s.GroupSnapshotID == "" || s.CreatedAt.After(cutoff) {
 			continue
 		}
-		if _, err := p.groups.Get(s.GroupSnapshotID); errors.Is(err, ErrGroupNotFound) {
+		if _, err := p.groups.Get(s.GroupSnapshotID); errors.Is(err, volume.ErrGroupNotFound) {
 			out = append(out, s.ID)
 		}
 	}
@@ -233,7 +191,7 @@ func (p *Pool) DropGroupLeftover(ctx context.Context, id string, age time.Durati
 	if err != nil || s.GroupSnapshotID == "" || s.CreatedAt.After(time.Now().Add(-age)) {
 		return false, nil
 	}
-	if _, err := p.groups.Get(s.GroupSnapshotID); !errors.Is(err, ErrGroupNotFound) {
+	if _, err := p.groups.Get(s.GroupSnapshotID); !errors.Is(err, volume.ErrGroupNotFound) {
 		return false, nil
 	}
 	return true, p.deleteSnapshot(ctx, id)
@@ -248,7 +206,7 @@ func (p *Pool) DeleteGroupMembers(ctx context.Context, gid string, ids []string)
 	for _, id := range ids {
 		s, err := p.getSnapshot(id)
 		switch {
-		case errors.Is(err, ErrSnapshotNotFound):
+		case errors.Is(err, volume.ErrSnapshotNotFound):
 			continue
 		case err != nil:
 			errs = append(errs, err)

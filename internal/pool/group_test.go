@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // A group's members are visible only while its record is and no delete
@@ -13,12 +15,12 @@ import (
 func TestGroupRecordGovernsItsMembers(t *testing.T) {
 	p := openPool(t, t.TempDir(), Options{NodeID: "n"})
 	ctx := context.Background()
-	a := mustCreate(t, p, CreateRequest{Name: "a", CapacityBytes: 1 << 20})
-	b := mustCreate(t, p, CreateRequest{Name: "b", CapacityBytes: 1 << 20})
+	a := mustCreate(t, p, volume.CreateRequest{Name: "a", CapacityBytes: 1 << 20})
+	b := mustCreate(t, p, volume.CreateRequest{Name: "b", CapacityBytes: 1 << 20})
 	gid := p.GroupSnapshotID("g")
 	var ids []string
-	for _, v := range []Volume{a, b} {
-		s, err := p.CreateSnapshot(ctx, SnapshotRequest{Name: GroupMemberName(gid, v.ID), SourceVolumeID: v.ID, GroupSnapshotID: gid})
+	for _, v := range []volume.Volume{a, b} {
+		s, err := p.CreateSnapshot(ctx, volume.SnapshotRequest{Name: GroupMemberName(gid, v.ID), SourceVolumeID: v.ID, GroupSnapshotID: gid})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -27,7 +29,7 @@ func TestGroupRecordGovernsItsMembers(t *testing.T) {
 	if n := len(p.ListSnapshots()); n != 0 {
 		t.Errorf("%d members of an uncommitted group listed", n)
 	}
-	if _, err := p.GetSnapshot(ids[0]); !errors.Is(err, ErrSnapshotNotFound) {
+	if _, err := p.GetSnapshot(ids[0]); !errors.Is(err, volume.ErrSnapshotNotFound) {
 		t.Errorf("GetSnapshot of an uncommitted member = %v", err)
 	}
 	if got := p.GroupLeftovers(time.Hour); len(got) != 0 {
@@ -37,11 +39,11 @@ func TestGroupRecordGovernsItsMembers(t *testing.T) {
 		t.Errorf("GroupLeftovers(0) = %v, want both members", got)
 	}
 
-	g := GroupSnapshot{ID: gid, Name: "g", SourceVolumeIDs: []string{a.ID, b.ID}, SnapshotIDs: ids, Node: "n", CreatedAt: time.Now()}
+	g := volume.GroupSnapshot{ID: gid, Name: "g", SourceVolumeIDs: []string{a.ID, b.ID}, SnapshotIDs: ids, Node: "n", CreatedAt: time.Now()}
 	if err := p.CommitGroupSnapshot(g); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.CommitGroupSnapshot(g); !errors.Is(err, ErrAlreadyExists) {
+	if err := p.CommitGroupSnapshot(g); !errors.Is(err, volume.ErrAlreadyExists) {
 		t.Errorf("second commit = %v, want ErrAlreadyExists", err)
 	}
 	if n := len(p.ListSnapshots()); n != 2 {
@@ -53,7 +55,7 @@ func TestGroupRecordGovernsItsMembers(t *testing.T) {
 	if dropped, err := p.DropGroupLeftover(ctx, ids[0], 0); dropped || err != nil {
 		t.Errorf("DropGroupLeftover of a committed member = %v, %v", dropped, err)
 	}
-	if err := p.DeleteSnapshot(ctx, ids[0]); !errors.Is(err, ErrInGroup) {
+	if err := p.DeleteSnapshot(ctx, ids[0]); !errors.Is(err, volume.ErrInGroup) {
 		t.Errorf("DeleteSnapshot of a member = %v, want ErrInGroup", err)
 	}
 
@@ -71,7 +73,7 @@ func TestGroupRecordGovernsItsMembers(t *testing.T) {
 	if _, err := p.BeginGroupDelete(gid); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.GetGroupSnapshot(gid); !errors.Is(err, ErrGroupNotFound) {
+	if _, err := p.GetGroupSnapshot(gid); !errors.Is(err, volume.ErrGroupNotFound) {
 		t.Errorf("GetGroupSnapshot of a group being deleted = %v", err)
 	}
 	if n := len(p.ListSnapshots()); n != 0 {
@@ -85,7 +87,7 @@ func TestGroupRecordGovernsItsMembers(t *testing.T) {
 	if err := p.ForgetGroupSnapshot(gid); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.RawGroupSnapshot(gid); !errors.Is(err, ErrGroupNotFound) {
+	if _, err := p.RawGroupSnapshot(gid); !errors.Is(err, volume.ErrGroupNotFound) {
 		t.Errorf("group record after Forget: %v", err)
 	}
 }

@@ -2,15 +2,15 @@ package pool
 
 import (
 	"context"
-	"path/filepath"
-
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/filevol/filevol/internal/volid"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // testPoolID is the ID of every pool openPool opens, so that the tests
@@ -44,7 +44,7 @@ func openPool(tb testing.TB, dir string, opts Options) *Pool {
 	return p
 }
 
-func mustCreate(tb testing.TB, p *Pool, req CreateRequest) Volume {
+func mustCreate(tb testing.TB, p *Pool, req volume.CreateRequest) volume.Volume {
 	tb.Helper()
 	v, err := p.Create(context.Background(), req)
 	if err != nil {
@@ -55,7 +55,7 @@ func mustCreate(tb testing.TB, p *Pool, req CreateRequest) Volume {
 
 // mustUse does what a volume's first stage does to its image: make it if
 // it is a thin blank one not used yet, and commit it (pending.go).
-func mustUse(tb testing.TB, p *Pool, v Volume) Volume {
+func mustUse(tb testing.TB, p *Pool, v volume.Volume) volume.Volume {
 	tb.Helper()
 	v, err := p.CommitImage(v)
 	if err != nil {

@@ -6,13 +6,14 @@ import (
 	"unicode/utf8"
 
 	"github.com/filevol/filevol/internal/volid"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // validID accepts the volume IDs of every version (internal/volid): only
 // [a-z0-9-], so "..", "/" and NUL cannot pass before it becomes a path.
 func validID(id string) error {
 	if _, err := volid.ParseVolume(id); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidID, err)
+		return fmt.Errorf("%w: %w", volume.ErrInvalidID, err)
 	}
 	return nil
 }
@@ -24,14 +25,14 @@ func validID(id string) error {
 func validName(name string) error {
 	switch {
 	case name == "":
-		return fmt.Errorf("%w: name is empty", ErrInvalidArgument)
+		return fmt.Errorf("%w: name is empty", volume.ErrInvalidArgument)
 	case len(name) > MaxNameLen:
 		return fmt.Errorf("%w: name %s is %d bytes, longer than %d",
-			ErrInvalidArgument, quoteShort(name), len(name), MaxNameLen)
+			volume.ErrInvalidArgument, quoteShort(name), len(name), MaxNameLen)
 	case !utf8.ValidString(name):
-		return fmt.Errorf("%w: name %s is not valid UTF-8", ErrInvalidArgument, quoteShort(name))
+		return fmt.Errorf("%w: name %s is not valid UTF-8", volume.ErrInvalidArgument, quoteShort(name))
 	case strings.IndexByte(name, 0) >= 0:
-		return fmt.Errorf("%w: name %s contains NUL", ErrInvalidArgument, quoteShort(name))
+		return fmt.Errorf("%w: name %s contains NUL", volume.ErrInvalidArgument, quoteShort(name))
 	}
 	return nil
 }

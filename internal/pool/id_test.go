@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/filevol/filevol/internal/volid"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // A pool mints version 1 IDs that carry its own ID, except for a name
@@ -49,7 +50,7 @@ func TestLegacyVolumeKeepsItsID(t *testing.T) {
 	if v, err := p.GetByName("old"); err != nil || v.ID != legacy {
 		t.Errorf("GetByName(old) = %+v, %v", v, err)
 	}
-	if _, err := p.Create(context.Background(), CreateRequest{Name: "old", CapacityBytes: 1 << 20, FSType: "ext4"}); !errors.Is(err, ErrAlreadyExists) {
+	if _, err := p.Create(context.Background(), volume.CreateRequest{Name: "old", CapacityBytes: 1 << 20, FSType: "ext4"}); !errors.Is(err, volume.ErrAlreadyExists) {
 		t.Errorf("a create of the legacy volume's name = %v, want ErrAlreadyExists (the CSI layer then compares)", err)
 	}
 }
@@ -81,7 +82,7 @@ func TestValidID(t *testing.T) {
 			}
 			continue
 		}
-		if !errors.Is(err, ErrInvalidID) {
+		if !errors.Is(err, volume.ErrInvalidID) {
 			t.Errorf("ValidID(%q) = %v, want ErrInvalidID", tt.id, err)
 		} else if !strings.Contains(err.Error(), tt.message) {
 			t.Errorf("ValidID(%q) = %q, want it to say %q", tt.id, err, tt.message)
@@ -116,7 +117,7 @@ func TestValidName(t *testing.T) {
 			continue
 		}
 		// A bad name is a bad argument, never an unknown ID (NOT_FOUND).
-		if !errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrInvalidID) || !strings.Contains(err.Error(), tt.message) {
+		if !errors.Is(err, volume.ErrInvalidArgument) || errors.Is(err, volume.ErrInvalidID) || !strings.Contains(err.Error(), tt.message) {
 			t.Errorf("ValidName(%.20q) = %v, want ErrInvalidArgument saying %q", tt.name, err, tt.message)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/filevol/filevol/internal/testutil"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // The pool hands the node its markers, keeps them where every earlier
@@ -15,7 +16,7 @@ import (
 func TestNodeStateMarkers(t *testing.T) {
 	dir := testutil.Scratch(t, "pool")
 	p := openPool(t, dir, Options{})
-	v := mustCreate(t, p, CreateRequest{Name: "fmt", CapacityBytes: 1 << 20, FSType: "ext4"})
+	v := mustCreate(t, p, volume.CreateRequest{Name: "fmt", CapacityBytes: 1 << 20, FSType: "ext4"})
 	ns := p.NodeState()
 	if ns.Format.IsSet(v.ID) || ns.Grow.IsSet(v.ID) {
 		t.Fatal("fresh volume reported as interrupted format or growth")
@@ -85,7 +86,7 @@ func TestFrozenMarks(t *testing.T) {
 	if m, _ := ns.Frozen.IDs(); len(m) != 0 {
 		t.Errorf("marks after Clear = %v", m)
 	}
-	if err := ns.Frozen.Set("../x"); !errors.Is(err, ErrInvalidID) {
+	if err := ns.Frozen.Set("../x"); !errors.Is(err, volume.ErrInvalidID) {
 		t.Errorf("Set of a bad ID = %v", err)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // isNoSpace reports errors that mean the pool cannot hold the volume. EFBIG:
@@ -16,7 +18,7 @@ func isNoSpace(err error) bool {
 // wrapNoSpace makes err match ErrNoSpace when it is one of isNoSpace.
 func wrapNoSpace(err error) error {
 	if err != nil && isNoSpace(err) {
-		return fmt.Errorf("%w: %w", ErrNoSpace, err)
+		return fmt.Errorf("%w: %w", volume.ErrNoSpace, err)
 	}
 	return err
 }

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/filevol/filevol/internal/durable"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // A blank volume (a create without a content source) is pending until its
@@ -34,28 +35,28 @@ import (
 // durable and clears v.ImagePending, before anything can write into the
 // image (NodeStageVolume calls it before attaching). A no-op for a volume
 // without the mark. The caller holds the volume's lock.
-func (p *Pool) CommitImage(v Volume) (Volume, error) {
+func (p *Pool) CommitImage(v volume.Volume) (volume.Volume, error) {
 	if !v.ImagePending {
 		return v, nil
 	}
 	if err := p.materialize(v); err != nil {
-		return Volume{}, err
+		return volume.Volume{}, err
 	}
 	img := p.imagePath(v.ID)
 	fd, err := p.openImage(v.ID, unix.O_RDONLY)
 	if err != nil {
-		return Volume{}, err
+		return volume.Volume{}, err
 	}
 	err = durable.Fsync(fd)
 	_ = unix.Close(fd)
 	if err != nil {
-		return Volume{}, wrapNoSpace(&os.PathError{Op: "sync", Path: img, Err: err})
+		return volume.Volume{}, wrapNoSpace(&os.PathError{Op: "sync", Path: img, Err: err})
 	}
 	v.ImagePending = false
 	// The rewrite ends with a directory fsync that starts after the image
 	// was made: it makes the image's name durable along with the record.
 	if err := p.vols.Replace(v); err != nil {
-		return Volume{}, fmt.Errorf("commit image of volume %s: %w", v.ID, err)
+		return volume.Volume{}, fmt.Errorf("commit image of volume %s: %w", v.ID, err)
 	}
 	return v, nil
 }
@@ -65,7 +66,7 @@ func (p *Pool) CommitImage(v Volume) (Volume, error) {
 // CommitImage, or the fsync of whoever needs it durable, does that. A
 // no-op for a volume that is not pending. The caller holds the volume's
 // lock.
-func (p *Pool) materialize(v Volume) error {
+func (p *Pool) materialize(v volume.Volume) error {
 	if !v.ImagePending {
 		return nil
 	}
@@ -111,13 +112,13 @@ func (p *Pool) pending(id string) bool {
 }
 
 // resizeBlank gives the blank image of v, now cur bytes, v's size.
-func (p *Pool) resizeBlank(v Volume, cur int64) error {
+func (p *Pool) resizeBlank(v volume.Volume, cur int64) error {
 	fd, err := p.openImage(v.ID, unix.O_WRONLY)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
-	if err := sizeImage(fd, cur, v.CapacityBytes, v.Provisioning == ProvisioningThick); err != nil {
+	if err := sizeImage(fd, cur, v.CapacityBytes, v.Provisioning == volume.ProvisioningThick); err != nil {
 		return wrapNoSpace(&os.PathError{Op: "grow", Path: p.imagePath(v.ID), Err: err})
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/filevol/filevol/internal/recordstore"
 	"github.com/filevol/filevol/internal/testutil"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // A blank volume's record says its image is pending until CommitImage
@@ -15,7 +16,7 @@ import (
 // one has no image until then, and that is not a loss.
 func TestCommitImage(t *testing.T) {
 	p := openPool(t, testutil.Scratch(t, "pool-pending"), Options{})
-	v := mustCreate(t, p, CreateRequest{Name: "blank", CapacityBytes: 1 << 20})
+	v := mustCreate(t, p, volume.CreateRequest{Name: "blank", CapacityBytes: 1 << 20})
 	if !v.ImagePending || !onDisk(t, p, v.ID).ImagePending {
 		t.Fatalf("a blank create: ImagePending %v, on disk %v; want true", v.ImagePending, onDisk(t, p, v.ID).ImagePending)
 	}
@@ -63,7 +64,7 @@ func TestCommitImage(t *testing.T) {
 
 	// A thick blank image is made by the create; a crash may lose or
 	// shorten it before its first use, and CommitImage makes or grows it.
-	thick := mustCreate(t, p, CreateRequest{Name: "thick", CapacityBytes: 1 << 20, Provisioning: ProvisioningThick})
+	thick := mustCreate(t, p, volume.CreateRequest{Name: "thick", CapacityBytes: 1 << 20, Provisioning: volume.ProvisioningThick})
 	if fi := stat(t, p.imagePath(thick.ID)); fi.Size() != 1<<20 || !thick.ImagePending {
 		t.Fatalf("thick blank create: image %d bytes, pending %v", fi.Size(), thick.ImagePending)
 	}
@@ -83,8 +84,8 @@ func TestCommitImage(t *testing.T) {
 func TestFirstUseMakesTheImage(t *testing.T) {
 	p := openPool(t, testutil.Scratch(t, "pool-pending"), Options{})
 	ctx := context.Background()
-	src := mustCreate(t, p, CreateRequest{Name: "snap-src", CapacityBytes: 1 << 20})
-	s, err := p.CreateSnapshot(ctx, SnapshotRequest{Name: "snap", SourceVolumeID: src.ID})
+	src := mustCreate(t, p, volume.CreateRequest{Name: "snap-src", CapacityBytes: 1 << 20})
+	s, err := p.CreateSnapshot(ctx, volume.SnapshotRequest{Name: "snap", SourceVolumeID: src.ID})
 	if err != nil {
 		t.Fatalf("snapshot of a blank volume not used yet: %v", err)
 	}
@@ -95,14 +96,14 @@ func TestFirstUseMakesTheImage(t *testing.T) {
 		t.Error("a snapshot committed its source: only a stage or an expansion does")
 	}
 
-	csrc := mustCreate(t, p, CreateRequest{Name: "clone-src", CapacityBytes: 1 << 20})
-	clone := mustCreate(t, p, CreateRequest{Name: "clone", CapacityBytes: 2 << 20,
-		Source: &ContentSource{Kind: SourceVolume, ID: csrc.ID}})
+	csrc := mustCreate(t, p, volume.CreateRequest{Name: "clone-src", CapacityBytes: 1 << 20})
+	clone := mustCreate(t, p, volume.CreateRequest{Name: "clone", CapacityBytes: 2 << 20,
+		Source: &volume.ContentSource{Kind: volume.SourceVolume, ID: csrc.ID}})
 	if fi := stat(t, p.imagePath(clone.ID)); fi.Size() != 2<<20 {
 		t.Errorf("clone image %d bytes, want %d", fi.Size(), 2<<20)
 	}
 
-	grown := mustCreate(t, p, CreateRequest{Name: "grown", CapacityBytes: 1 << 20})
+	grown := mustCreate(t, p, volume.CreateRequest{Name: "grown", CapacityBytes: 1 << 20})
 	if _, err := p.Expand(ctx, grown.ID, 3<<20, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -118,15 +119,15 @@ func TestFirstUseMakesTheImage(t *testing.T) {
 // holds data and is never pending.
 func TestPendingClearedByExpandNeverSetByClone(t *testing.T) {
 	p := openPool(t, testutil.Scratch(t, "pool-pending"), Options{})
-	v := mustCreate(t, p, CreateRequest{Name: "grown", CapacityBytes: 1 << 20})
+	v := mustCreate(t, p, volume.CreateRequest{Name: "grown", CapacityBytes: 1 << 20})
 	if _, err := p.Expand(context.Background(), v.ID, 2<<20, 0); err != nil {
 		t.Fatal(err)
 	}
 	if onDisk(t, p, v.ID).ImagePending {
 		t.Error("ImagePending still set after an expansion")
 	}
-	clone := mustCreate(t, p, CreateRequest{Name: "clone", CapacityBytes: 2 << 20,
-		Source: &ContentSource{Kind: SourceVolume, ID: v.ID}})
+	clone := mustCreate(t, p, volume.CreateRequest{Name: "clone", CapacityBytes: 2 << 20,
+		Source: &volume.ContentSource{Kind: volume.SourceVolume, ID: v.ID}})
 	if clone.ImagePending || onDisk(t, p, clone.ID).ImagePending {
 		t.Error("a clone is marked ImagePending")
 	}
@@ -136,12 +137,12 @@ func TestPendingClearedByExpandNeverSetByClone(t *testing.T) {
 // stray-image check runs only once a create owns the record.
 func TestDuplicateCreateKeepsTheImage(t *testing.T) {
 	p := openPool(t, testutil.Scratch(t, "pool-pending"), Options{})
-	v := mustCreate(t, p, CreateRequest{Name: "used", CapacityBytes: 1 << 20})
+	v := mustCreate(t, p, volume.CreateRequest{Name: "used", CapacityBytes: 1 << 20})
 	if _, err := p.CommitImage(v); err != nil {
 		t.Fatal(err)
 	}
 	write(t, p.imagePath(v.ID), "the volume's data")
-	if _, err := p.Create(context.Background(), CreateRequest{Name: "used", CapacityBytes: 1 << 20}); !errors.Is(err, ErrAlreadyExists) {
+	if _, err := p.Create(context.Background(), volume.CreateRequest{Name: "used", CapacityBytes: 1 << 20}); !errors.Is(err, volume.ErrAlreadyExists) {
 		t.Fatalf("duplicate Create = %v, want ErrAlreadyExists", err)
 	}
 	if data, err := os.ReadFile(p.imagePath(v.ID)); err != nil || string(data) != "the volume's data" {
@@ -152,13 +153,13 @@ func TestDuplicateCreateKeepsTheImage(t *testing.T) {
 	}
 }
 
-func onDisk(t *testing.T, p *Pool, id string) Volume {
+func onDisk(t *testing.T, p *Pool, id string) volume.Volume {
 	t.Helper()
 	data, err := os.ReadFile(p.vols.Path(id))
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := recordstore.Decode[Volume](p.vols.Path(id), "volume", id, recordVersion, data)
+	v, err := recordstore.Decode[volume.Volume](p.vols.Path(id), "volume", id, recordVersion, data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,13 +180,13 @@ func stat(t *testing.T, path string) os.FileInfo {
 // data: a create of either kind moves it to quarantine and never writes
 // over it.
 func TestCreateQuarantinesStrayImage(t *testing.T) {
-	for _, prov := range []string{ProvisioningThin, ProvisioningThick} {
+	for _, prov := range []string{volume.ProvisioningThin, volume.ProvisioningThick} {
 		t.Run(prov, func(t *testing.T) {
 			p := openPool(t, testutil.Scratch(t, "pool-pending"), Options{})
 			name := "stray-" + prov
 			write(t, p.imagePath(VolumeID(name)), "someone's data")
-			v := mustCreate(t, p, CreateRequest{Name: name, CapacityBytes: 1 << 20, Provisioning: prov})
-			if prov == ProvisioningThin {
+			v := mustCreate(t, p, volume.CreateRequest{Name: name, CapacityBytes: 1 << 20, Provisioning: prov})
+			if prov == volume.ProvisioningThin {
 				// No image until the first use, which makes a blank one.
 				if p.ImageExists(v.ID) {
 					t.Error("the stray image is still where the volume's image goes")

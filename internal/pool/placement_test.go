@@ -4,8 +4,10 @@ import (
 	"os"
 	"testing"
 
-	"github.com/filevol/filevol/internal/testutil"
 	"golang.org/x/sys/unix"
+
+	"github.com/filevol/filevol/internal/testutil"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // On ext4 Open marks the pool root as a top directory before it makes
@@ -49,5 +51,5 @@ func TestOpenOnFilesystemWithoutInodeFlags(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	p := openPool(t, dir+"/pool", Options{})
-	mustCreate(t, p, CreateRequest{Name: "on-tmpfs", CapacityBytes: 1 << 20})
+	mustCreate(t, p, volume.CreateRequest{Name: "on-tmpfs", CapacityBytes: 1 << 20})
 }

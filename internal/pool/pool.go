@@ -72,144 +72,17 @@ package pool
 
 import (
 	"context"
-	"errors"
 	"maps"
-	"time"
 
 	"github.com/filevol/filevol/internal/nodestate"
 	"github.com/filevol/filevol/internal/recordstore"
-	"github.com/filevol/filevol/internal/volume"
-
 	"github.com/filevol/filevol/internal/volid"
-)
-
-// Sentinel errors; internal/csi/errors.go maps them to gRPC codes.
-var (
-	// ErrNotFound: no volume with that ID (or name).
-	ErrNotFound = errors.New("volume not found")
-	// ErrAlreadyExists: a volume with that name exists with other parameters.
-	ErrAlreadyExists = errors.New("volume already exists with different parameters")
-	// ErrNoSpace: the pool cannot hold the volume.
-	ErrNoSpace = errors.New("not enough space in the pool")
-	// ErrInvalidID: an ID that cannot be one (so it names nothing, and
-	// never becomes a path).
-	ErrInvalidID = errors.New("invalid volume ID")
-	// ErrInvalidArgument: a request field out of range (a name empty, too
-	// long or not UTF-8, capacity not positive, unknown provisioning,
-	// thick on a filesystem that cannot preallocate, a content source of
-	// an unknown kind or larger than the volume).
-	ErrInvalidArgument = errors.New("invalid argument")
-)
-
-// Provisioning modes of CreateRequest.Provisioning and Volume.Provisioning.
-const (
-	// ProvisioningThin: a sparse image; blocks are allocated on write, so
-	// volumes may together promise more than the pool holds.
-	ProvisioningThin = "thin"
-	// ProvisioningThick: every block allocated (fallocate) at create.
-	ProvisioningThick = "thick"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // MaxNameLen is the longest volume name accepted, in bytes. The name never
 // becomes a path (only its hash does), so it only bounds record size.
 const MaxNameLen = 1024
-
-// Volume is the record of one volume, stored as <id>.json.
-type Volume struct {
-	// Version of the record format.
-	Version int `json:"version"`
-	// ID is the volume ID handed to the CO (internal/volid): it names the
-	// pool and the kind of volume, and holds a hash of Name, so a retried
-	// CreateVolume finds its volume without an index.
-	ID string `json:"id"`
-	// Name is the CO's name for the volume (CreateVolumeRequest.name).
-	Name string `json:"name"`
-	// CapacityBytes is the size of the image file.
-	CapacityBytes int64 `json:"capacityBytes"`
-	// RequestedBytes is the size the CO asked for (rounded to the
-	// allocation unit), which may be less than CapacityBytes: a filesystem
-	// has a minimum (xfs 300 MiB). A snapshot reports it as its restore
-	// size, so a claim of the size its source claim asked for can restore
-	// it. 0 (records written before it existed): CapacityBytes.
-	RequestedBytes int64 `json:"requestedBytes,omitempty"`
-	// FSType is the filesystem made at first stage for mount access.
-	FSType string `json:"fsType"`
-	// Provisioning is "thin" (sparse) or "thick" (fallocated).
-	Provisioning string `json:"provisioning"`
-	// Parameters are the CreateVolume parameters as given, compared on a
-	// retried create (CSI spec: same name + different parameters →
-	// ALREADY_EXISTS).
-	Parameters map[string]string `json:"parameters,omitempty"`
-	// Node is the node whose pool holds the volume.
-	Node string `json:"node"`
-	// ContentSource is the snapshot or volume the image was cloned from
-	// (nil: created empty). Records without it (version 1 written before
-	// snapshots existed) read as empty volumes.
-	ContentSource *ContentSource `json:"contentSource,omitempty"`
-	// CreatedAt is when the record was first written.
-	CreatedAt time.Time `json:"createdAt"`
-	// ImagePending: the image was created blank and not yet made durable;
-	// until its first use clears the mark (CommitImage), Open remakes an
-	// image a crash lost (pending.go). Records without it read as false.
-	ImagePending bool `json:"imagePending,omitempty"`
-	// QoS are the volume's I/O limits, set at create and changed by
-	// SetQoS (ControllerModifyVolume); the node enforces them on the
-	// cgroups of the pods that use the volume. nil (records written
-	// before limits existed, or a volume never limited): no limits.
-	QoS *QoS `json:"qos,omitempty"`
-	// Encryption: the volume's data is encrypted at rest, and this keeps
-	// its wrapped data key (encryption.go). nil: not encrypted.
-	Encryption *Encryption `json:"encryption,omitempty"`
-	// Context is the volume context CreateVolume returns (not stored: a
-	// store that has one derives it from its own record, as the
-	// directory pool says whether a size is enforced).
-	Context map[string]string `json:"-"`
-}
-
-// CreateRequest is a validated request for a new volume. An empty
-// Provisioning means ProvisioningThin.
-type CreateRequest struct {
-	Name          string
-	CapacityBytes int64
-	// RequestedBytes is what the CO asked for (0: CapacityBytes); see
-	// Volume.RequestedBytes.
-	RequestedBytes int64
-	FSType         string
-	Provisioning   string
-	Parameters     map[string]string
-	// Source, when set, makes the image a clone of a snapshot or volume of
-	// this pool (reflink, else a hole-preserving copy), grown to
-	// CapacityBytes, which must not be smaller than the source.
-	Source *ContentSource
-	// QoS are the volume's I/O limits (nil or zero: none).
-	QoS *QoS
-	// Encryption is the scheme the volume's data is encrypted with
-	// (EncryptionFscrypt; "": none). A volume made from a source must be
-	// encrypted as its source is, and carries its data key.
-	Encryption string
-	// Secrets are CreateVolume's (the provisioner Secret), for a backend
-	// that needs key material to make the volume.
-	Secrets volume.Secrets
-}
-
-// Capacity is what the pool can still hold.
-type Capacity struct {
-	// TotalBytes and FreeBytes are statfs of the pool filesystem (free as
-	// available to unprivileged writers).
-	TotalBytes, FreeBytes int64
-	// ReservedBytes is kept free on purpose (--reserved-capacity).
-	ReservedBytes int64
-	// UnbackedBytes is what thick volumes were promised but do not hold
-	// exclusively: extents shared with a snapshot or clone (reflink), which
-	// the next write must copy, and holes punched by discard. The free
-	// space must keep it for them: thick means reserved.
-	UnbackedBytes int64
-	// AvailableBytes = FreeBytes - ReservedBytes - UnbackedBytes, never
-	// negative: what can still be promised.
-	AvailableBytes int64
-	// ProvisionedBytes is the sum of every volume's capacity.
-	ProvisionedBytes int64
-}
 
 // Pool is an open storage pool. Its methods are safe for concurrent use;
 // callers serialise operations on one volume (per-volume locks in csi).
@@ -223,10 +96,10 @@ type Pool struct {
 	// vols and snaps keep the records of <dir>/volumes and <dir>/snapshots;
 	// each holds its directory open and shares its fsyncs (recordstore),
 	// with the images beside the records too.
-	vols  *recordstore.Store[Volume]
-	snaps *recordstore.Store[Snapshot]
+	vols  *recordstore.Store[volume.Volume]
+	snaps *recordstore.Store[volume.Snapshot]
 	// groups keeps the group snapshot records of <dir>/groups.
-	groups *recordstore.Store[GroupSnapshot]
+	groups *recordstore.Store[volume.GroupSnapshot]
 	// node is the node-side markers kept in the pool directory.
 	node *nodestate.State
 	// lockFD holds the shared flock on <dir>/.lock for the pool's lifetime.
@@ -286,14 +159,14 @@ func (p *Pool) ImagePath(id string) string { return p.imagePath(id) }
 // hold it (a single volume larger than AvailableBytes is refused up front;
 // thin volumes may together overcommit the pool). Nothing is left behind on
 // error. ctx is honoured until the commit point.
-func (p *Pool) Create(ctx context.Context, req CreateRequest) (Volume, error) {
+func (p *Pool) Create(ctx context.Context, req volume.CreateRequest) (volume.Volume, error) {
 	return p.create(ctx, req)
 }
 
 // Get reads the volume's record from disk (the truth: another process may
 // share the pool) and refreshes the index with it. ErrNotFound when there
 // is no record, ErrInvalidID when id is not an ID.
-func (p *Pool) Get(id string) (Volume, error) { return p.get(id) }
+func (p *Pool) Get(id string) (volume.Volume, error) { return p.get(id) }
 
 // Known reports whether the index holds the volume id, without touching
 // the disk. The index can lag behind another process sharing the pool;
@@ -301,7 +174,7 @@ func (p *Pool) Get(id string) (Volume, error) { return p.get(id) }
 func (p *Pool) Known(id string) bool { return p.vols.Has(id) }
 
 // GetByName returns the volume created with that name, or ErrNotFound.
-func (p *Pool) GetByName(name string) (Volume, error) { return p.get(p.VolumeID(name)) }
+func (p *Pool) GetByName(name string) (volume.Volume, error) { return p.get(p.VolumeID(name)) }
 
 // Delete removes the volume's image and record. An unknown ID is not an
 // error (CSI spec: DeleteVolume of a missing volume MUST succeed).
@@ -310,7 +183,7 @@ func (p *Pool) Delete(ctx context.Context, id string) error { return p.delete(ct
 // List returns every volume known to the index (loaded by Open, kept up to
 // date by Create, Delete and Get), sorted by ID (stable order for
 // pagination). It does not touch the disk.
-func (p *Pool) List() []Volume {
+func (p *Pool) List() []volume.Volume {
 	p.refresh(p.vols.Refresh)
 	vols := p.vols.List()
 	for i := range vols {
@@ -322,7 +195,7 @@ func (p *Pool) List() []Volume {
 }
 
 // Capacity reports what the pool can still hold.
-func (p *Pool) Capacity() (Capacity, error) { return p.capacity() }
+func (p *Pool) Capacity() (volume.Capacity, error) { return p.capacity() }
 
 // ImageExists reports whether the volume's image file is present; false
 // for an invalid ID. A blank volume not used yet has none (pending.go):

@@ -11,21 +11,22 @@ import (
 	"testing"
 
 	"github.com/filevol/filevol/internal/testutil"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 func TestCreateGetDeleteList(t *testing.T) {
 	p := openPool(t, testutil.Scratch(t, "pool"), Options{NodeID: "node-a"})
-	req := CreateRequest{Name: "pvc-1", CapacityBytes: gib, FSType: "ext4",
+	req := volume.CreateRequest{Name: "pvc-1", CapacityBytes: gib, FSType: "ext4",
 		Parameters: map[string]string{"fsType": "ext4"}}
 	v := mustCreate(t, p, req)
 	if v.ID != VolumeID("pvc-1") || v.Version != 1 || v.Node != "node-a" ||
-		v.Provisioning != ProvisioningThin || v.CapacityBytes != gib || v.CreatedAt.IsZero() {
+		v.Provisioning != volume.ProvisioningThin || v.CapacityBytes != gib || v.CreatedAt.IsZero() {
 		t.Errorf("Create returned %+v", v)
 	}
 	req.Parameters["fsType"] = "changed" // the pool must have its own copy
-	for _, get := range []func() (Volume, error){
-		func() (Volume, error) { return p.Get(v.ID) },
-		func() (Volume, error) { return p.GetByName("pvc-1") },
+	for _, get := range []func() (volume.Volume, error){
+		func() (volume.Volume, error) { return p.Get(v.ID) },
+		func() (volume.Volume, error) { return p.GetByName("pvc-1") },
 	} {
 		got, err := get()
 		if err != nil || !reflect.DeepEqual(got, v) {
@@ -48,7 +49,7 @@ func TestCreateGetDeleteList(t *testing.T) {
 		t.Error("ImageExists = false")
 	}
 
-	mustCreate(t, p, CreateRequest{Name: "pvc-0", CapacityBytes: 1 << 20})
+	mustCreate(t, p, volume.CreateRequest{Name: "pvc-0", CapacityBytes: 1 << 20})
 	list := p.List()
 	if len(list) != 2 || list[0].ID > list[1].ID || !reflect.DeepEqual(list[0], v) && !reflect.DeepEqual(list[1], v) {
 		t.Errorf("List = %+v", list)
@@ -58,7 +59,7 @@ func TestCreateGetDeleteList(t *testing.T) {
 	if err := p.Delete(context.Background(), v.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Get(v.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := p.Get(v.ID); !errors.Is(err, volume.ErrNotFound) {
 		t.Errorf("Get after Delete = %v, want ErrNotFound", err)
 	}
 	if p.ImageExists(v.ID) || len(p.List()) != 1 {
@@ -77,14 +78,14 @@ func TestCreateGetDeleteList(t *testing.T) {
 
 func TestCreateDuplicate(t *testing.T) {
 	p := openPool(t, testutil.Scratch(t, "pool"), Options{})
-	v := mustCreate(t, p, CreateRequest{Name: "pvc-dup", CapacityBytes: 1 << 20})
+	v := mustCreate(t, p, volume.CreateRequest{Name: "pvc-dup", CapacityBytes: 1 << 20})
 	v, err := p.CommitImage(v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, prov := range []string{ProvisioningThin, ProvisioningThick} {
-		_, err := p.Create(context.Background(), CreateRequest{Name: "pvc-dup", CapacityBytes: 2 << 20, Provisioning: prov})
-		if !errors.Is(err, ErrAlreadyExists) {
+	for _, prov := range []string{volume.ProvisioningThin, volume.ProvisioningThick} {
+		_, err := p.Create(context.Background(), volume.CreateRequest{Name: "pvc-dup", CapacityBytes: 2 << 20, Provisioning: prov})
+		if !errors.Is(err, volume.ErrAlreadyExists) {
 			t.Errorf("duplicate %s Create = %v, want ErrAlreadyExists", prov, err)
 		}
 	}
@@ -102,14 +103,14 @@ func TestCreateDuplicate(t *testing.T) {
 func TestCreateInvalid(t *testing.T) {
 	p := openPool(t, testutil.Scratch(t, "pool"), Options{})
 	tests := []struct {
-		req  CreateRequest
+		req  volume.CreateRequest
 		want error
 	}{
-		{CreateRequest{Name: "", CapacityBytes: 1}, ErrInvalidArgument},
-		{CreateRequest{Name: "a\x00b", CapacityBytes: 1}, ErrInvalidArgument},
-		{CreateRequest{Name: "zero", CapacityBytes: 0}, ErrInvalidArgument},
-		{CreateRequest{Name: "neg", CapacityBytes: -1}, ErrInvalidArgument},
-		{CreateRequest{Name: "prov", CapacityBytes: 1, Provisioning: "thickish"}, ErrInvalidArgument},
+		{volume.CreateRequest{Name: "", CapacityBytes: 1}, volume.ErrInvalidArgument},
+		{volume.CreateRequest{Name: "a\x00b", CapacityBytes: 1}, volume.ErrInvalidArgument},
+		{volume.CreateRequest{Name: "zero", CapacityBytes: 0}, volume.ErrInvalidArgument},
+		{volume.CreateRequest{Name: "neg", CapacityBytes: -1}, volume.ErrInvalidArgument},
+		{volume.CreateRequest{Name: "prov", CapacityBytes: 1, Provisioning: "thickish"}, volume.ErrInvalidArgument},
 	}
 	for _, tt := range tests {
 		if _, err := p.Create(context.Background(), tt.req); !errors.Is(err, tt.want) {
@@ -117,22 +118,22 @@ func TestCreateInvalid(t *testing.T) {
 		}
 	}
 	for _, id := range []string{"", "../x", "fv-nothex"} {
-		if _, err := p.Get(id); !errors.Is(err, ErrInvalidID) {
+		if _, err := p.Get(id); !errors.Is(err, volume.ErrInvalidID) {
 			t.Errorf("Get(%q) = %v, want ErrInvalidID", id, err)
 		}
-		if err := p.Delete(context.Background(), id); !errors.Is(err, ErrInvalidID) {
+		if err := p.Delete(context.Background(), id); !errors.Is(err, volume.ErrInvalidID) {
 			t.Errorf("Delete(%q) = %v, want ErrInvalidID", id, err)
 		}
 		if p.ImageExists(id) {
 			t.Errorf("ImageExists(%q) = true", id)
 		}
 	}
-	if _, err := p.Get(VolumeID("nobody")); !errors.Is(err, ErrNotFound) {
+	if _, err := p.Get(VolumeID("nobody")); !errors.Is(err, volume.ErrNotFound) {
 		t.Errorf("Get(unknown) = %v, want ErrNotFound", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := p.Create(ctx, CreateRequest{Name: "late", CapacityBytes: 1}); !errors.Is(err, context.Canceled) {
+	if _, err := p.Create(ctx, volume.CreateRequest{Name: "late", CapacityBytes: 1}); !errors.Is(err, context.Canceled) {
 		t.Errorf("Create with a cancelled context = %v", err)
 	}
 	if got := ls(t, p.vdir); len(got) != 0 {
@@ -147,10 +148,10 @@ func TestCreateNoSpace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, prov := range []string{ProvisioningThin, ProvisioningThick} {
-		_, err := p.Create(context.Background(), CreateRequest{Name: "huge-" + prov,
+	for _, prov := range []string{volume.ProvisioningThin, volume.ProvisioningThick} {
+		_, err := p.Create(context.Background(), volume.CreateRequest{Name: "huge-" + prov,
 			CapacityBytes: c.AvailableBytes + 1<<40, Provisioning: prov})
-		if !errors.Is(err, ErrNoSpace) {
+		if !errors.Is(err, volume.ErrNoSpace) {
 			t.Errorf("%s Create larger than the pool = %v, want ErrNoSpace", prov, err)
 		}
 	}
@@ -164,11 +165,11 @@ func TestCreateNoSpace(t *testing.T) {
 	if err != nil || c.AvailableBytes != 0 || c.ReservedBytes != 1<<62 || c.FreeBytes <= 0 || c.TotalBytes < c.FreeBytes {
 		t.Errorf("Capacity = %+v, %v", c, err)
 	}
-	_, err = p.Create(context.Background(), CreateRequest{Name: "small", CapacityBytes: 4096})
+	_, err = p.Create(context.Background(), volume.CreateRequest{Name: "small", CapacityBytes: 4096})
 	want := fmt.Sprintf("requested 4096 bytes, 0 available (%d free, %d reserved)", c.FreeBytes, int64(1)<<62)
-	if !errors.Is(err, ErrNoSpace) || err.Error() != ErrNoSpace.Error()+": "+want {
+	if !errors.Is(err, volume.ErrNoSpace) || err.Error() != volume.ErrNoSpace.Error()+": "+want {
 		// FreeBytes may move between the two statfs calls; only the shape matters.
-		if !errors.Is(err, ErrNoSpace) {
+		if !errors.Is(err, volume.ErrNoSpace) {
 			t.Errorf("Create within the reserve = %v, want ErrNoSpace", err)
 		}
 	}
@@ -195,18 +196,18 @@ func TestCreateENOSPC(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = syscall.Unmount(dir, 0) })
 	p := openPool(t, dir, Options{})
-	a := mustCreate(t, p, CreateRequest{Name: "a", CapacityBytes: 5 << 20, Provisioning: ProvisioningThick})
+	a := mustCreate(t, p, volume.CreateRequest{Name: "a", CapacityBytes: 5 << 20, Provisioning: volume.ProvisioningThick})
 	want := []string{a.ID + ".img", a.ID + ".json"}
 
 	// fallocate fails: makeImage on its own, as the check would refuse it.
 	img := p.tmpImagePath(VolumeID("b"))
-	if _, err := makeImage(img, 5<<20, true); !errors.Is(err, ErrNoSpace) || !errors.Is(err, syscall.ENOSPC) {
+	if _, err := makeImage(img, 5<<20, true); !errors.Is(err, volume.ErrNoSpace) || !errors.Is(err, syscall.ENOSPC) {
 		t.Errorf("makeImage beyond the free space = %v, want ErrNoSpace wrapping ENOSPC", err)
 	}
 	// The image takes exactly what is free, so the record does not fit.
 	c, _ := p.Capacity()
-	_, err := p.Create(context.Background(), CreateRequest{Name: "b", CapacityBytes: c.AvailableBytes, Provisioning: ProvisioningThick})
-	if !errors.Is(err, ErrNoSpace) {
+	_, err := p.Create(context.Background(), volume.CreateRequest{Name: "b", CapacityBytes: c.AvailableBytes, Provisioning: volume.ProvisioningThick})
+	if !errors.Is(err, volume.ErrNoSpace) {
 		t.Errorf("Create of all the free space = %v, want ErrNoSpace", err)
 	}
 	if got := ls(t, p.vdir); !reflect.DeepEqual(got, want) {
@@ -214,7 +215,7 @@ func TestCreateENOSPC(t *testing.T) {
 	}
 	// Thin overcommit is allowed: each volume fits alone, 9 MiB in 8.
 	for _, name := range []string{"c", "d"} {
-		mustCreate(t, p, CreateRequest{Name: name, CapacityBytes: 2 << 20})
+		mustCreate(t, p, volume.CreateRequest{Name: name, CapacityBytes: 2 << 20})
 	}
 	if c, _ := p.Capacity(); c.ProvisionedBytes != 9<<20 {
 		t.Errorf("ProvisionedBytes = %d, want %d", c.ProvisionedBytes, 9<<20)
@@ -229,11 +230,11 @@ func TestThickAndThin(t *testing.T) {
 		minBlocks int64
 		maxBlocks int64
 	}{
-		{ProvisioningThick, size, size + 1<<20},
-		{ProvisioningThin, 0, 0},
+		{volume.ProvisioningThick, size, size + 1<<20},
+		{volume.ProvisioningThin, 0, 0},
 		{"", 0, 0},
 	} {
-		v := mustUse(t, p, mustCreate(t, p, CreateRequest{Name: "vol-" + tt.prov, CapacityBytes: size, Provisioning: tt.prov}))
+		v := mustUse(t, p, mustCreate(t, p, volume.CreateRequest{Name: "vol-" + tt.prov, CapacityBytes: size, Provisioning: tt.prov}))
 		var st syscall.Stat_t
 		if err := syscall.Stat(p.ImagePath(v.ID), &st); err != nil {
 			t.Fatal(err)
@@ -242,7 +243,7 @@ func TestThickAndThin(t *testing.T) {
 			t.Errorf("%q: size %d, allocated %d bytes, want %d allocated in [%d, %d]",
 				tt.prov, st.Size, alloc, size, tt.minBlocks, tt.maxBlocks)
 		}
-		if want := tt.prov; want != "" && v.Provisioning != want || want == "" && v.Provisioning != ProvisioningThin {
+		if want := tt.prov; want != "" && v.Provisioning != want || want == "" && v.Provisioning != volume.ProvisioningThin {
 			t.Errorf("Provisioning = %q for request %q", v.Provisioning, tt.prov)
 		}
 	}
@@ -255,7 +256,7 @@ func TestPermissions(t *testing.T) {
 	base := testutil.Scratch(t, "pool")
 	dir := base + "/nested/pool" // Open makes missing parents too
 	p := openPool(t, dir, Options{})
-	v := mustUse(t, p, mustCreate(t, p, CreateRequest{Name: "pvc-perm", CapacityBytes: 1 << 20}))
+	v := mustUse(t, p, mustCreate(t, p, volume.CreateRequest{Name: "pvc-perm", CapacityBytes: 1 << 20}))
 	for path, want := range map[string]os.FileMode{
 		dir:                 os.ModeDir | 0o700,
 		dir + "/volumes":    os.ModeDir | 0o700,
@@ -283,7 +284,7 @@ func TestConcurrentCreates(t *testing.T) {
 		wg.Go(func() {
 			for i := range each {
 				name := fmt.Sprintf("pvc-%d-%d", w, i)
-				if _, err := p.Create(context.Background(), CreateRequest{Name: name, CapacityBytes: gib}); err != nil {
+				if _, err := p.Create(context.Background(), volume.CreateRequest{Name: name, CapacityBytes: gib}); err != nil {
 					errs <- err
 				}
 				_ = p.List()

@@ -8,24 +8,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/filevol/filevol/internal/durable"
+	"github.com/filevol/filevol/internal/volume"
 )
 
-// QoS are a volume's I/O limits, per pod that uses it: operations and
-// bytes per second, read and write apart. 0 is "no limit". The pool only
-// keeps them; the node enforces them (internal/csi, qos*.go).
-type QoS struct {
-	ReadIOPS            int64 `json:"readIOPS,omitempty"`
-	WriteIOPS           int64 `json:"writeIOPS,omitempty"`
-	ReadBytesPerSecond  int64 `json:"readBytesPerSecond,omitempty"`
-	WriteBytesPerSecond int64 `json:"writeBytesPerSecond,omitempty"`
-}
-
-// IsZero reports whether q limits nothing.
-func (q QoS) IsZero() bool { return q == QoS{} }
-
-// normal is the form a record keeps: nil for no limits, so that records
+// normalQoS is the form a record keeps: nil for no limits, so that records
 // of unlimited volumes stay as they were before limits existed.
-func (q *QoS) normal() *QoS {
+func normalQoS(q *volume.QoS) *volume.QoS {
 	if q == nil || q.IsZero() {
 		return nil
 	}
@@ -33,25 +21,9 @@ func (q *QoS) normal() *QoS {
 	return &c
 }
 
-// Limits returns the volume's limits (zero when it has none).
-func (v Volume) Limits() QoS {
-	if v.QoS == nil {
-		return QoS{}
-	}
-	return *v.QoS
-}
-
 // SetQoS is Modify of the limits alone.
-func (p *Pool) SetQoS(id string, q QoS) (Volume, error) {
-	return p.Modify(context.Background(), id, Modification{QoS: q})
-}
-
-// Modification is what ControllerModifyVolume changes of a volume.
-type Modification struct {
-	// QoS are the volume's new I/O limits (zero: none).
-	QoS QoS
-	// Provisioning is the new provisioning mode; "" keeps the current one.
-	Provisioning string
+func (p *Pool) SetQoS(id string, q volume.QoS) (volume.Volume, error) {
+	return p.Modify(context.Background(), id, volume.Modification{QoS: q})
 }
 
 // Modify changes the volume's I/O limits and provisioning mode, and
@@ -68,47 +40,47 @@ type Modification struct {
 // record only: the image's unwritten blocks stay allocated until the
 // volume's filesystem discards them, because punching them out of a
 // volume in use would race with the pod's writes into them.
-func (p *Pool) Modify(ctx context.Context, id string, m Modification) (Volume, error) {
+func (p *Pool) Modify(ctx context.Context, id string, m volume.Modification) (volume.Volume, error) {
 	v, err := p.get(id)
 	if err != nil {
-		return Volume{}, err
+		return volume.Volume{}, err
 	}
 	q := m.QoS
 	for _, n := range []int64{q.ReadIOPS, q.WriteIOPS, q.ReadBytesPerSecond, q.WriteBytesPerSecond} {
 		if n < 0 {
-			return Volume{}, fmt.Errorf("%w: negative I/O limit %d", ErrInvalidArgument, n)
+			return volume.Volume{}, fmt.Errorf("%w: negative I/O limit %d", volume.ErrInvalidArgument, n)
 		}
 	}
 	prov := m.Provisioning
 	switch prov {
 	case "":
 		prov = v.Provisioning
-	case ProvisioningThin, ProvisioningThick:
+	case volume.ProvisioningThin, volume.ProvisioningThick:
 	default:
-		return Volume{}, fmt.Errorf("%w: provisioning %s, want %q or %q", ErrInvalidArgument, quoteShort(prov), ProvisioningThin, ProvisioningThick)
+		return volume.Volume{}, fmt.Errorf("%w: provisioning %s, want %q or %q", volume.ErrInvalidArgument, quoteShort(prov), volume.ProvisioningThin, volume.ProvisioningThick)
 	}
 	if v.Limits() == q && v.Provisioning == prov {
 		return v, nil
 	}
 	if err := ctx.Err(); err != nil {
-		return Volume{}, err
+		return volume.Volume{}, err
 	}
-	if prov == ProvisioningThick && v.Provisioning != ProvisioningThick {
+	if prov == volume.ProvisioningThick && v.Provisioning != volume.ProvisioningThick {
 		if err := p.thicken(v); err != nil {
-			return Volume{}, fmt.Errorf("make volume %s thick: %w", id, err)
+			return volume.Volume{}, fmt.Errorf("make volume %s thick: %w", id, err)
 		}
 		v.ImagePending = false // thicken fsynced it (pending.go)
 	}
-	v.QoS, v.Provisioning = q.normal(), prov
+	v.QoS, v.Provisioning = normalQoS(&q), prov
 	if err := p.vols.Replace(v); err != nil {
-		return Volume{}, fmt.Errorf("modify volume %s: %w", id, err)
+		return volume.Volume{}, fmt.Errorf("modify volume %s: %w", id, err)
 	}
 	return v, nil
 }
 
 // thicken allocates every block of the volume's image that it lacks,
 // once checkRoom allows it, and syncs the image.
-func (p *Pool) thicken(v Volume) error {
+func (p *Pool) thicken(v volume.Volume) error {
 	img := p.imagePath(v.ID)
 	// What the image lacks: all of it when a blank volume not used yet
 	// has none. Checked before anything is made, so a refusal leaves the

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // Limits survive a reopen; a volume without limits has a record without
@@ -13,21 +15,21 @@ import (
 func TestQoSRecord(t *testing.T) {
 	dir := t.TempDir()
 	p := openPool(t, dir, Options{})
-	v := mustCreate(t, p, CreateRequest{Name: "a", CapacityBytes: 1 << 20, QoS: &QoS{WriteIOPS: 100}})
+	v := mustCreate(t, p, volume.CreateRequest{Name: "a", CapacityBytes: 1 << 20, QoS: &volume.QoS{WriteIOPS: 100}})
 	rec := filepath.Join(dir, "volumes", v.ID+".json")
-	if _, err := p.SetQoS(v.ID, QoS{ReadBytesPerSecond: 1 << 20}); err != nil {
+	if _, err := p.SetQoS(v.ID, volume.QoS{ReadBytesPerSecond: 1 << 20}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.SetQoS(v.ID, QoS{ReadIOPS: -1}); err == nil {
+	if _, err := p.SetQoS(v.ID, volume.QoS{ReadIOPS: -1}); err == nil {
 		t.Fatal("a negative limit was accepted")
 	}
 	p.Close()
 	p = openPool(t, dir, Options{})
 	got, err := p.Get(v.ID)
-	if err != nil || got.Limits() != (QoS{ReadBytesPerSecond: 1 << 20}) {
+	if err != nil || got.Limits() != (volume.QoS{ReadBytesPerSecond: 1 << 20}) {
 		t.Fatalf("after reopen: %+v, %v", got.QoS, err)
 	}
-	if _, err := p.SetQoS(v.ID, QoS{}); err != nil {
+	if _, err := p.SetQoS(v.ID, volume.QoS{}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(rec)

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/filevol/filevol/internal/recordstore"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // recordVersion is the Version this package writes; the stores refuse to
@@ -16,45 +17,28 @@ const (
 	imgSuffix = ".img"
 )
 
-// RecordID is the volume's ID: its record is volumes/<ID>.json
-// (recordstore.Record).
-func (v Volume) RecordID() string { return v.ID }
-
-// RecordVersion is the version of the volume's record format.
-func (v Volume) RecordVersion() int { return v.Version }
-
-// RecordID is the snapshot's ID: its record is snapshots/<ID>.json
-// (recordstore.Record).
-func (s Snapshot) RecordID() string { return s.ID }
-
-// RecordVersion is the version of the snapshot's record format.
-func (s Snapshot) RecordVersion() int { return s.Version }
-
 // record is what the code shared by volumes and snapshots (recover.go,
 // delete.go) reads of either.
 type record interface {
 	recordstore.Record
-	recordName() string
+	RecordName() string
 }
-
-func (v Volume) recordName() string   { return v.Name }
-func (s Snapshot) recordName() string { return s.Name }
 
 // volumeStore and snapshotStore are the two stores of a pool; owner is
 // the key that tags their temporary records ("" on a node-local pool).
-func volumeStore(dir, owner string) (*recordstore.Store[Volume], error) {
-	return recordstore.Open(recordstore.Config[Volume]{
+func volumeStore(dir, owner string) (*recordstore.Store[volume.Volume], error) {
+	return recordstore.Open(recordstore.Config[volume.Volume]{
 		Dir: dir, Kind: "volume", Version: recordVersion, Valid: validID, Owner: owner,
-		NotFound: ErrNotFound, Exists: ErrAlreadyExists,
+		NotFound: volume.ErrNotFound, Exists: volume.ErrAlreadyExists,
 		// The provisioned total, kept so that Capacity adds no scan.
-		Weight: func(v Volume) int64 { return v.CapacityBytes },
+		Weight: func(v volume.Volume) int64 { return v.CapacityBytes },
 	})
 }
 
-func snapshotStore(dir, owner string) (*recordstore.Store[Snapshot], error) {
-	return recordstore.Open(recordstore.Config[Snapshot]{
+func snapshotStore(dir, owner string) (*recordstore.Store[volume.Snapshot], error) {
+	return recordstore.Open(recordstore.Config[volume.Snapshot]{
 		Dir: dir, Kind: "snapshot", Version: recordVersion, Valid: validSnapshotID, Owner: owner,
-		NotFound: ErrSnapshotNotFound, Exists: ErrAlreadyExists,
+		NotFound: volume.ErrSnapshotNotFound, Exists: volume.ErrAlreadyExists,
 	})
 }
 

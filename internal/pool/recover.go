@@ -11,6 +11,7 @@ import (
 
 	"github.com/filevol/filevol/internal/durable"
 	"github.com/filevol/filevol/internal/recordstore"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // images is what the names of one store's directory that the store does
@@ -67,7 +68,7 @@ func (p *Pool) ownTmp(name string) bool {
 }
 
 // scanVolumes reads volumes/ without changing it.
-func (p *Pool) scanVolumes() (recordstore.Scan[Volume], images, error) {
+func (p *Pool) scanVolumes() (recordstore.Scan[volume.Volume], images, error) {
 	sc, err := p.vols.Scan()
 	if err != nil {
 		return sc, images{}, err
@@ -80,7 +81,7 @@ func (p *Pool) scanVolumes() (recordstore.Scan[Volume], images, error) {
 // interrupted creates, deletes and expansions left behind; see the table
 // in the package doc. On a shared pool, only this owner's leftovers.
 func (p *Pool) load(repair bool) error {
-	return loadStore(p, p.vols, "volume", validID, repair, func(v Volume, hasImage bool) error {
+	return loadStore(p, p.vols, "volume", validID, repair, func(v volume.Volume, hasImage bool) error {
 		// An image larger than its record is an expansion cut short. On a
 		// shared pool it may be another host's expansion in flight, whose
 		// record it would overwrite: the retried expansion records the
@@ -104,7 +105,7 @@ func (p *Pool) load(repair bool) error {
 
 // loadSnapshots is load for snapshots/: the same states, the same answers.
 func (p *Pool) loadSnapshots(repair bool) error {
-	return loadStore(p, p.snaps, "snapshot", validSnapshotID, repair, func(s Snapshot, hasImage bool) error {
+	return loadStore(p, p.snaps, "snapshot", validSnapshotID, repair, func(s volume.Snapshot, hasImage bool) error {
 		if !hasImage {
 			klog.InfoS("Snapshot record without image: restores from it will fail", "snapshotID", s.ID, "name", s.Name)
 		}
@@ -167,7 +168,7 @@ func loadStore[T record](p *Pool, st *recordstore.Store[T], kind string, valid f
 			if err := unix.Rename(tmp, img); err != nil {
 				return &os.LinkError{Op: "rename", Old: tmp, New: img, Err: err}
 			}
-			klog.InfoS("Rolled forward an interrupted "+kind+" create or delete", kind+"ID", id, "name", rec.recordName())
+			klog.InfoS("Rolled forward an interrupted "+kind+" create or delete", kind+"ID", id, "name", rec.RecordName())
 			for _, name := range own[1:] {
 				if err := p.quarantineFrom(dir, name); err != nil {
 					return err

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/filevol/filevol/internal/testutil"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // TestOpenRepairs hand-crafts each state a crash can leave (see the table in
@@ -117,8 +118,8 @@ func TestOpenRepairs(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := testutil.Scratch(t, "pool")
 			p := openPool(t, dir, Options{})
-			v := mustCreate(t, p, CreateRequest{Name: "pvc-crash", CapacityBytes: 1 << 20})
-			if _, err := p.CommitImage(mustCreate(t, p, CreateRequest{Name: "pvc-other", CapacityBytes: 1 << 20})); err != nil {
+			v := mustCreate(t, p, volume.CreateRequest{Name: "pvc-crash", CapacityBytes: 1 << 20})
+			if _, err := p.CommitImage(mustCreate(t, p, volume.CreateRequest{Name: "pvc-other", CapacityBytes: 1 << 20})); err != nil {
 				t.Fatal(err)
 			}
 			switch {
@@ -180,7 +181,7 @@ func TestOpenRepairs(t *testing.T) {
 			if err := p.Delete(context.Background(), id); err != nil {
 				t.Errorf("Delete: %v", err)
 			}
-			mustCreate(t, p, CreateRequest{Name: "pvc-crash", CapacityBytes: 1 << 20})
+			mustCreate(t, p, volume.CreateRequest{Name: "pvc-crash", CapacityBytes: 1 << 20})
 		})
 	}
 }
@@ -197,7 +198,7 @@ func TestOpenLeavesSharedPoolAlone(t *testing.T) {
 	if _, err := os.Stat(inflight); err != nil {
 		t.Fatalf("Open of a pool in use removed %s: %v", inflight, err)
 	}
-	v := mustCreate(t, second, CreateRequest{Name: "from-second", CapacityBytes: 1 << 20})
+	v := mustCreate(t, second, volume.CreateRequest{Name: "from-second", CapacityBytes: 1 << 20})
 	if _, err := first.Get(v.ID); err != nil { // Get reads the disk
 		t.Errorf("first.Get of second's volume: %v", err)
 	}
@@ -220,7 +221,7 @@ func TestCreateOverStrayImage(t *testing.T) {
 	id := VolumeID("pvc-stray")
 	write(t, p.ImagePath(id), "someone's data")
 	write(t, p.tmpImagePath(id), "stale tmp image of a crashed create")
-	v := mustUse(t, p, mustCreate(t, p, CreateRequest{Name: "pvc-stray", CapacityBytes: 1 << 20}))
+	v := mustUse(t, p, mustCreate(t, p, volume.CreateRequest{Name: "pvc-stray", CapacityBytes: 1 << 20}))
 	if fi, err := os.Stat(p.ImagePath(v.ID)); err != nil || fi.Size() != 1<<20 {
 		t.Errorf("image: %v, %v", fi, err)
 	}

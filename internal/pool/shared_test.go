@@ -10,6 +10,7 @@ import (
 
 	"github.com/filevol/filevol/internal/inuse"
 	"github.com/filevol/filevol/internal/testutil"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // Two Pools with different owners opened on one directory are two nodes
@@ -45,13 +46,13 @@ func TestSharedRepairTouchesOnlyItsOwnersFiles(t *testing.T) {
 	write(t, a.tmpImagePath(inflight), "")
 	aTmpRecord := tmpRecord(t, a, inflight)
 	//  - a create after it (or a delete before it): record, image aside;
-	committed := mustUse(t, a, mustCreate(t, a, CreateRequest{Name: "a-committed", CapacityBytes: 1 << 20}))
+	committed := mustUse(t, a, mustCreate(t, a, volume.CreateRequest{Name: "a-committed", CapacityBytes: 1 << 20}))
 	mv(t, a.imagePath(committed.ID), a.tmpImagePath(committed.ID))
 	//  - the first use of a blank volume making its image;
-	pending := mustCreate(t, a, CreateRequest{Name: "a-pending", CapacityBytes: 1 << 20})
+	pending := mustCreate(t, a, volume.CreateRequest{Name: "a-pending", CapacityBytes: 1 << 20})
 	write(t, a.tmpImagePath(pending.ID), "")
 	//  - an expansion between growing the image and recording it;
-	growing := mustUse(t, a, mustCreate(t, a, CreateRequest{Name: "a-growing", CapacityBytes: 1 << 20}))
+	growing := mustUse(t, a, mustCreate(t, a, volume.CreateRequest{Name: "a-growing", CapacityBytes: 1 << 20}))
 	truncate(t, a.imagePath(growing.ID), 2<<20)
 	//  - and an image whose record B's view of the directory does not
 	//    show yet (a shared filesystem caches lookups).
@@ -201,7 +202,7 @@ func TestSharedPoolIsMarked(t *testing.T) {
 func TestSharedOpenOfANodeLocalPool(t *testing.T) {
 	dir := testutil.Scratch(t, "pool-shared")
 	local := openPool(t, dir, Options{NodeID: "node-a"})
-	v := mustUse(t, local, mustCreate(t, local, CreateRequest{Name: "v", CapacityBytes: 1 << 20}))
+	v := mustUse(t, local, mustCreate(t, local, volume.CreateRequest{Name: "v", CapacityBytes: 1 << 20}))
 	if err := local.NodeState().Frozen.Set(v.ID); err != nil {
 		t.Fatal(err)
 	}

@@ -9,78 +9,13 @@ import (
 	"slices"
 	"time"
 
-	"github.com/filevol/filevol/internal/volid"
-	"github.com/filevol/filevol/internal/volume"
-
 	"golang.org/x/sys/unix"
 
 	"github.com/filevol/filevol/internal/durable"
 	"github.com/filevol/filevol/internal/recordstore"
+	"github.com/filevol/filevol/internal/volid"
+	"github.com/filevol/filevol/internal/volume"
 )
-
-// Snapshot is the record of one snapshot, stored as snapshots/<id>.json
-// beside its image. The image is an independent file (a reflink clone or
-// a sparse copy of the volume's image): deleting the volume leaves it
-// whole, deleting it never touches the volume.
-type Snapshot struct {
-	// Version of the record format (recordVersion).
-	Version int `json:"version"`
-	// ID is "fs-" + 32 hex digits of sha256(Name): a retried CreateSnapshot
-	// finds its snapshot without an index (CSI: MUST be idempotent).
-	ID string `json:"id"`
-	// Name is the CO's name (CreateSnapshotRequest.name).
-	Name string `json:"name"`
-	// SourceVolumeID is the volume it was cut from.
-	SourceVolumeID string `json:"sourceVolumeID"`
-	// SizeBytes is the size of the image: every volume restored from it
-	// is at least this large.
-	SizeBytes int64 `json:"sizeBytes"`
-	// RestoreBytes is what the source volume's CO asked for when it is less
-	// than SizeBytes (0 otherwise): the restore size the CO is told, so a
-	// claim as large as the source claim restores it even where the
-	// filesystem's minimum made the image larger (RestoreSize).
-	RestoreBytes int64 `json:"restoreBytes,omitempty"`
-	// FSType is the source volume's filesystem type, which restores inherit.
-	FSType string `json:"fsType"`
-	// Encryption is the source volume's when the snapshot was cut (nil:
-	// not encrypted): its data is the source's, under the same data key,
-	// which restores inherit.
-	Encryption *Encryption `json:"encryption,omitempty"`
-	// Engine is how the image was made: EngineReflink or EngineCopy.
-	Engine string `json:"engine"`
-	// Parameters are the CreateSnapshot parameters as given.
-	Parameters map[string]string `json:"parameters,omitempty"`
-	// Node is the node whose pool holds the snapshot.
-	Node string `json:"node"`
-	// GroupSnapshotID is the group snapshot the snapshot is a member of
-	// ("" for none): it is visible only while that group's record is
-	// (group.go), and goes only with its group.
-	GroupSnapshotID string `json:"groupSnapshotID,omitempty"`
-	// CreatedAt is when the snapshot was cut (CSI creation_time).
-	CreatedAt time.Time `json:"createdAt"`
-}
-
-// SnapshotRequest is a validated request for a new snapshot.
-type SnapshotRequest struct {
-	Name           string
-	SourceVolumeID string
-	Parameters     map[string]string
-	// GroupSnapshotID makes the snapshot a member of that group
-	// (GroupMemberName names it).
-	GroupSnapshotID string
-	// Secrets are CreateSnapshot's (or CreateVolumeGroupSnapshot's).
-	Secrets volume.Secrets
-}
-
-// RestoreSize is the smallest request a restore of the snapshot honours
-// (CSI Snapshot.size_bytes): the source claim's request, which may be less
-// than the image; the restored volume is as large as the image anyway.
-func (s Snapshot) RestoreSize() int64 {
-	if s.RestoreBytes > 0 {
-		return s.RestoreBytes
-	}
-	return s.SizeBytes
-}
 
 // SnapshotID returns the ID that a snapshot named name has.
 //
@@ -106,24 +41,24 @@ func (p *Pool) SnapshotImagePath(id string) string { return p.snapImagePath(id) 
 // returned as it is; with another source, ErrAlreadyExists. A source in no
 // record is ErrNotFound, one of another node ErrOtherNode. The caller keeps
 // the source image still meanwhile (its lock, FIFREEZE when mounted).
-func (p *Pool) CreateSnapshot(ctx context.Context, req SnapshotRequest) (Snapshot, error) {
+func (p *Pool) CreateSnapshot(ctx context.Context, req volume.SnapshotRequest) (volume.Snapshot, error) {
 	return p.createSnapshot(ctx, req)
 }
 
 // GetSnapshot reads the snapshot's record from disk and refreshes the
 // index; ErrSnapshotNotFound when there is none, and for a member of a
 // group snapshot not committed (or being deleted): group.go.
-func (p *Pool) GetSnapshot(id string) (Snapshot, error) {
+func (p *Pool) GetSnapshot(id string) (volume.Snapshot, error) {
 	s, err := p.getSnapshot(id)
 	if err == nil && !p.visible(s) {
-		return Snapshot{}, fmt.Errorf("%w: %s is a member of group snapshot %s, which is not committed or is being deleted",
-			ErrSnapshotNotFound, id, s.GroupSnapshotID)
+		return volume.Snapshot{}, fmt.Errorf("%w: %s is a member of group snapshot %s, which is not committed or is being deleted",
+			volume.ErrSnapshotNotFound, id, s.GroupSnapshotID)
 	}
 	return s, err
 }
 
 // GetSnapshotByName returns the snapshot made with that name.
-func (p *Pool) GetSnapshotByName(name string) (Snapshot, error) {
+func (p *Pool) GetSnapshotByName(name string) (volume.Snapshot, error) {
 	return p.GetSnapshot(p.SnapshotID(name))
 }
 
@@ -134,82 +69,82 @@ func (p *Pool) GetSnapshotByName(name string) (Snapshot, error) {
 // frees its members).
 func (p *Pool) DeleteSnapshot(ctx context.Context, id string) error {
 	if s, err := p.getSnapshot(id); err == nil && p.inLiveGroup(s) {
-		return fmt.Errorf("%w: %s is a member of group snapshot %s; delete the group instead", ErrInGroup, id, s.GroupSnapshotID)
+		return fmt.Errorf("%w: %s is a member of group snapshot %s; delete the group instead", volume.ErrInGroup, id, s.GroupSnapshotID)
 	}
 	return p.deleteSnapshot(ctx, id)
 }
 
 // ListSnapshots returns every visible snapshot of the index, sorted by ID
 // (not the members of a group snapshot that is not committed: group.go).
-func (p *Pool) ListSnapshots() []Snapshot {
+func (p *Pool) ListSnapshots() []volume.Snapshot {
 	p.refresh(p.snaps.Refresh)
-	snaps := slices.DeleteFunc(p.snaps.List(), func(s Snapshot) bool { return !p.visible(s) })
+	snaps := slices.DeleteFunc(p.snaps.List(), func(s volume.Snapshot) bool { return !p.visible(s) })
 	for i := range snaps {
 		snaps[i].Parameters = maps.Clone(snaps[i].Parameters) // the caller's
 	}
 	return snaps
 }
 
-func (p *Pool) createSnapshot(ctx context.Context, req SnapshotRequest) (Snapshot, error) {
+func (p *Pool) createSnapshot(ctx context.Context, req volume.SnapshotRequest) (volume.Snapshot, error) {
 	if err := validName(req.Name); err != nil {
-		return Snapshot{}, err
+		return volume.Snapshot{}, err
 	}
 	id := p.SnapshotID(req.Name)
 	if s, err := p.getSnapshot(id); err == nil {
 		return sameSnapshot(s, req)
-	} else if !errors.Is(err, ErrSnapshotNotFound) {
-		return Snapshot{}, err
+	} else if !errors.Is(err, volume.ErrSnapshotNotFound) {
+		return volume.Snapshot{}, err
 	}
 	src, err := p.get(req.SourceVolumeID)
 	if err != nil {
-		return Snapshot{}, err
+		return volume.Snapshot{}, err
 	}
 	if src.Node != p.opts.NodeID {
-		return Snapshot{}, fmt.Errorf("volume %s %w %q, not to %q: snapshot it on that node",
+		return volume.Snapshot{}, fmt.Errorf("volume %s %w %q, not to %q: snapshot it on that node",
 			src.ID, ErrOtherNode, src.Node, p.opts.NodeID)
 	}
 	srcImg := p.imagePath(src.ID)
 	// A blank volume not used yet is snapshotted as what it is: blank.
 	if err := p.materialize(src); err != nil {
-		return Snapshot{}, fmt.Errorf("snapshot %s of volume %s: %w", id, src.ID, err)
+		return volume.Snapshot{}, fmt.Errorf("snapshot %s of volume %s: %w", id, src.ID, err)
 	}
 	if !p.imageExists(src.ID) {
-		return Snapshot{}, fmt.Errorf("volume %s: %w (%s)", src.ID, ErrImageMissing, srcImg)
+		return volume.Snapshot{}, fmt.Errorf("volume %s: %w (%s)", src.ID, ErrImageMissing, srcImg)
 	}
 	tmpImg := p.snapTmpImagePath(id)
 	fd, engine, err := cloneImage(ctx, srcImg, tmpImg, 0, false)
 	if err != nil {
-		return Snapshot{}, fmt.Errorf("snapshot %s of volume %s: %w", id, src.ID, err)
+		return volume.Snapshot{}, fmt.Errorf("snapshot %s of volume %s: %w", id, src.ID, err)
 	}
 	var st unix.Stat_t
 	err = unix.Fstat(fd, &st)
-	s := Snapshot{
+	s := volume.Snapshot{
 		Version: recordVersion, ID: id, Name: req.Name, SourceVolumeID: src.ID,
 		SizeBytes: st.Size, RestoreBytes: requestedBytes(src.Requested(), st.Size),
-		FSType: src.FSType, Encryption: src.Encryption.clone(), Engine: engine,
+		FSType: src.FSType, Encryption: cloneEncryption(src.Encryption), Engine: engine,
 		Parameters: maps.Clone(req.Parameters), Node: p.opts.NodeID,
 		GroupSnapshotID: req.GroupSnapshotID, CreatedAt: time.Now().UTC(),
 	}
 	// As in create: the clone is fsynced while the record is written.
-	var draft *recordstore.Draft[Snapshot]
+	var draft *recordstore.Draft[volume.Snapshot]
 	if err == nil {
 		draft, err = p.prepareSyncing(s, fd, tmpImg)
 	}
 	if cerr := unix.Close(fd); err == nil {
 		err = cerr
 	}
-	abort := func(err error) (Snapshot, error) {
+	abort := func(err error) (volume.Snapshot, error) {
 		if draft != nil {
 			draft.Abandon()
 		}
 		_ = unix.Unlink(tmpImg)
-		return Snapshot{}, fmt.Errorf("snapshot %s of volume %s: %w", id, src.ID, wrapNoSpace(err))
+		return volume.Snapshot{}, fmt.Errorf("snapshot %s of volume %s: %w", id, src.ID, wrapNoSpace(err))
 	}
 	if err != nil {
 		return abort(err)
 	}
 	if err := draft.Commit(); err != nil {
-		if errors.Is(err, ErrAlreadyExists) {
+		if errors.Is(err, volume.ErrAlreadyExists) {
 			return abort(fmt.Errorf("%w (name %s) was created concurrently", err, quoteShort(req.Name)))
 		}
 		return abort(err)
@@ -231,7 +166,7 @@ func (p *Pool) createSnapshot(ctx context.Context, req SnapshotRequest) (Snapsho
 // side the two fsyncs overlap instead of adding up. It returns once both
 // have ended; on an error the temporary record is gone, and the image is
 // the caller's to remove.
-func (p *Pool) prepareSyncing(s Snapshot, imageFD int, imagePath string) (*recordstore.Draft[Snapshot], error) {
+func (p *Pool) prepareSyncing(s volume.Snapshot, imageFD int, imagePath string) (*recordstore.Draft[volume.Snapshot], error) {
 	imageSynced := make(chan error, 1)
 	go func() { imageSynced <- durable.Fsync(imageFD) }()
 	draft, err := p.snaps.Prepare(s)
@@ -248,17 +183,17 @@ func (p *Pool) prepareSyncing(s Snapshot, imageFD int, imagePath string) (*recor
 
 // sameSnapshot answers a retried CreateSnapshot (CSI: same name and same
 // source → the same snapshot; another source → ALREADY_EXISTS).
-func sameSnapshot(s Snapshot, req SnapshotRequest) (Snapshot, error) {
+func sameSnapshot(s volume.Snapshot, req volume.SnapshotRequest) (volume.Snapshot, error) {
 	if s.GroupSnapshotID != req.GroupSnapshotID {
-		return Snapshot{}, fmt.Errorf("%w: snapshot %s (name %s) is a member of group snapshot %q, not of %q",
-			ErrAlreadyExists, s.ID, quoteShort(s.Name), s.GroupSnapshotID, req.GroupSnapshotID)
+		return volume.Snapshot{}, fmt.Errorf("%w: snapshot %s (name %s) is a member of group snapshot %q, not of %q",
+			volume.ErrAlreadyExists, s.ID, quoteShort(s.Name), s.GroupSnapshotID, req.GroupSnapshotID)
 	}
 	if s.Name != req.Name || s.SourceVolumeID != req.SourceVolumeID {
-		return Snapshot{}, fmt.Errorf("%w: snapshot %s (name %s) is of volume %s, not %s",
-			ErrAlreadyExists, s.ID, quoteShort(s.Name), s.SourceVolumeID, quoteShort(req.SourceVolumeID))
+		return volume.Snapshot{}, fmt.Errorf("%w: snapshot %s (name %s) is of volume %s, not %s",
+			volume.ErrAlreadyExists, s.ID, quoteShort(s.Name), s.SourceVolumeID, quoteShort(req.SourceVolumeID))
 	}
 	return s, nil
 }
 
 // getSnapshot reads the record from disk and refreshes the index.
-func (p *Pool) getSnapshot(id string) (Snapshot, error) { return p.snaps.Get(id) }
+func (p *Pool) getSnapshot(id string) (volume.Snapshot, error) { return p.snaps.Get(id) }

@@ -4,12 +4,13 @@ import (
 	"fmt"
 
 	"github.com/filevol/filevol/internal/volid"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // validSnapshotID accepts the snapshot IDs of every version (volid).
 func validSnapshotID(id string) error {
 	if _, err := volid.ParseSnapshot(id); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidID, err)
+		return fmt.Errorf("%w: %w", volume.ErrInvalidID, err)
 	}
 	return nil
 }

@@ -6,19 +6,13 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
-)
 
-// Kinds of ContentSource.
-const (
-	SourceSnapshot = "snapshot"
-	SourceVolume   = "volume"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // Sentinel errors of snapshots, restores and clones; internal/csi/errors.go
 // maps them to gRPC codes.
 var (
-	// ErrSnapshotNotFound: no snapshot with that ID (or name).
-	ErrSnapshotNotFound = errors.New("snapshot not found")
 	// ErrOtherNode: the record belongs to another node's pool. Images are
 	// node-local: a clone or snapshot can only be cut where the data is.
 	ErrOtherNode = errors.New("belongs to another node")
@@ -27,17 +21,8 @@ var (
 	ErrImageMissing = errors.New("image file missing")
 )
 
-// ContentSource names what a volume was cloned from (CSI
-// VolumeContentSource): a snapshot ID or a volume ID of this pool.
-type ContentSource struct {
-	// Kind is SourceSnapshot or SourceVolume.
-	Kind string `json:"kind"`
-	// ID is the snapshot or volume ID.
-	ID string `json:"id"`
-}
-
 // cloneSource copies src, so a record never aliases the caller's value.
-func cloneSource(src *ContentSource) *ContentSource {
+func cloneSource(src *volume.ContentSource) *volume.ContentSource {
 	if src == nil {
 		return nil
 	}
@@ -49,21 +34,21 @@ func cloneSource(src *ContentSource) *ContentSource {
 // the image to clone ("" for none), and how the source is encrypted: it
 // must be a snapshot or volume of this node's pool, with its image present
 // and no larger than size.
-func (p *Pool) sourceImage(src *ContentSource, size int64) (string, *Encryption, error) {
+func (p *Pool) sourceImage(src *volume.ContentSource, size int64) (string, *volume.Encryption, error) {
 	if src == nil {
 		return "", nil, nil
 	}
 	var path, node string
-	var enc *Encryption
-	var vol Volume // a source volume; the zero Volume for a snapshot
+	var enc *volume.Encryption
+	var vol volume.Volume // a source volume; the zero Volume for a snapshot
 	switch src.Kind {
-	case SourceSnapshot:
+	case volume.SourceSnapshot:
 		s, err := p.GetSnapshot(src.ID) // not a member of a group cut short
 		if err != nil {
 			return "", nil, err
 		}
 		path, node, enc = p.snapImagePath(s.ID), s.Node, s.Encryption
-	case SourceVolume:
+	case volume.SourceVolume:
 		v, err := p.get(src.ID)
 		if err != nil {
 			return "", nil, err
@@ -71,7 +56,7 @@ func (p *Pool) sourceImage(src *ContentSource, size int64) (string, *Encryption,
 		vol, path, node, enc = v, p.imagePath(v.ID), v.Node, v.Encryption
 	default:
 		return "", nil, fmt.Errorf("%w: content source kind %s, want %q or %q",
-			ErrInvalidArgument, quoteShort(src.Kind), SourceSnapshot, SourceVolume)
+			volume.ErrInvalidArgument, quoteShort(src.Kind), volume.SourceSnapshot, volume.SourceVolume)
 	}
 	if node != p.opts.NodeID {
 		return "", nil, fmt.Errorf("%s %s %w %q, not to %q: clone or restore it on that node",
@@ -91,7 +76,7 @@ func (p *Pool) sourceImage(src *ContentSource, size int64) (string, *Encryption,
 	}
 	if size < st.Size {
 		return "", nil, fmt.Errorf("%w: %d bytes is smaller than %s %s (%d bytes)",
-			ErrInvalidArgument, size, src.Kind, src.ID, st.Size)
+			volume.ErrInvalidArgument, size, src.Kind, src.ID, st.Size)
 	}
 	return path, enc, nil
 }

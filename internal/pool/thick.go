@@ -8,6 +8,7 @@ import (
 
 	"github.com/filevol/filevol/internal/durable"
 	"github.com/filevol/filevol/internal/hostos/extents"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // Thick volumes are fallocated, so statfs already counts their space as
@@ -70,10 +71,10 @@ func exclusiveBytes(path string) (int64, error) {
 
 // thickVolumes returns the thick volumes of the index (their Parameters
 // shared: only IDs and capacities are read).
-func (p *Pool) thickVolumes() []Volume {
-	var out []Volume
-	p.vols.Each(func(v Volume) {
-		if v.Provisioning == ProvisioningThick {
+func (p *Pool) thickVolumes() []volume.Volume {
+	var out []volume.Volume
+	p.vols.Each(func(v volume.Volume) {
+		if v.Provisioning == volume.ProvisioningThick {
 			out = append(out, v)
 		}
 	})

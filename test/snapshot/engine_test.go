@@ -9,7 +9,7 @@ import (
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
 
-	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 	"github.com/filevol/filevol/test/driver"
 )
 
@@ -78,7 +78,7 @@ func TestCopyEngineKeepsHoles(t *testing.T) {
 	up(t, d, v)
 	writeBlocks(t, v, spread)
 	snap := snapshot(t, d, "snap", v.id)
-	if rec, _ := d.Pool.GetSnapshot(snap.GetSnapshotId()); rec.Engine != pool.EngineCopy {
+	if rec, _ := d.Pool.GetSnapshot(snap.GetSnapshotId()); rec.Engine != volume.EngineCopy {
 		t.Fatalf("engine %q on ext4, want copy", rec.Engine)
 	}
 	for _, path := range []string{d.Pool.SnapshotImagePath(snap.GetSnapshotId())} {
@@ -114,7 +114,7 @@ func TestReflinkSharesExtents(t *testing.T) {
 	}
 	free0 := poolFree(t, d)
 	snap := snapshot(t, d, "snap", v.id)
-	if rec, _ := d.Pool.GetSnapshot(snap.GetSnapshotId()); rec.Engine != pool.EngineReflink {
+	if rec, _ := d.Pool.GetSnapshot(snap.GetSnapshotId()); rec.Engine != volume.EngineReflink {
 		t.Fatalf("engine %q on xfs with reflink, want reflink", rec.Engine)
 	}
 	if used := free0 - poolFree(t, d); used > 8<<20 {

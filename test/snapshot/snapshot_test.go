@@ -11,11 +11,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 	"github.com/filevol/filevol/test/driver"
 )
 
-var engineOf = map[string]string{poolXFS: pool.EngineReflink, poolExt4: pool.EngineCopy}
+var engineOf = map[string]string{poolXFS: volume.EngineReflink, poolExt4: volume.EngineCopy}
 
 // TestSnapshotRestore, on both engines and every filesystem: write a known
 // pattern, snapshot while mounted, overwrite, restore into a new volume

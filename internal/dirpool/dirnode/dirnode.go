@@ -13,7 +13,6 @@ import (
 	"github.com/filevol/filevol/internal/answer"
 	"github.com/filevol/filevol/internal/dirpool"
 	"github.com/filevol/filevol/internal/hostos/mount"
-	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volume"
 )
 
@@ -35,8 +34,8 @@ type Node struct {
 // keeps its mounts under kubeletDir.
 func New(p *dirpool.Pool, kubeletDir string) *Node { return &Node{pool: p, kubeletDir: kubeletDir} }
 
-func (d *Node) Dir() string                        { return d.pool.Dir() }
-func (d *Node) Get(id string) (pool.Volume, error) { return d.pool.Get(id) }
+func (d *Node) Dir() string                          { return d.pool.Dir() }
+func (d *Node) Get(id string) (volume.Volume, error) { return d.pool.Get(id) }
 
 // InUse reports whether a bind of the volume's directory is mounted here.
 func (d *Node) InUse(id string) (bool, error) {
@@ -49,7 +48,7 @@ func (d *Node) InUse(id string) (bool, error) {
 // directory.
 func (d *Node) binds(id string) ([]mount.Info, error) {
 	rec, err := d.pool.Record(id)
-	if errors.Is(err, pool.ErrNotFound) {
+	if errors.Is(err, volume.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
@@ -105,9 +104,9 @@ func (d *Node) poolRoot(table mount.Table) (mount.Info, string, error) {
 // and the node's reconcile (at start and at every garbage collection)
 // took its record for a crash's leftover and dropped it, after which the
 // controller deleted a volume kubelet still had staged.
-func (d *Node) Stage(_ context.Context, vol pool.Volume, r volume.StageRequest) (string, error) {
+func (d *Node) Stage(_ context.Context, vol volume.Volume, r volume.StageRequest) (string, error) {
 	if r.Block {
-		return "", fmt.Errorf("%w: a directory volume has no block access", pool.ErrInvalidArgument)
+		return "", fmt.Errorf("%w: a directory volume has no block access", volume.ErrInvalidArgument)
 	}
 	if err := d.bindAt(vol.ID, r.StagingPath, r.ReadOnly, r.MountFlags); err != nil {
 		return "", err
@@ -133,9 +132,9 @@ func (d *Node) Unstage(_ context.Context, id, staging string) error {
 // Publish binds the volume's directory at the target with nosuid and
 // nodev (and read-only when asked), making the target directory first.
 // A target that holds the volume already is success (spec: idempotent).
-func (d *Node) Publish(_ context.Context, vol pool.Volume, r volume.PublishRequest) error {
+func (d *Node) Publish(_ context.Context, vol volume.Volume, r volume.PublishRequest) error {
 	if r.Block {
-		return fmt.Errorf("%w: a directory volume has no block access", pool.ErrInvalidArgument)
+		return fmt.Errorf("%w: a directory volume has no block access", volume.ErrInvalidArgument)
 	}
 	if r.SingleWriter {
 		binds, err := d.binds(vol.ID)
@@ -205,7 +204,7 @@ func (d *Node) Unpublish(_ context.Context, _, target string) error {
 // Stats reports the volume's qgroup: bytes referenced of the limit, as of
 // the pool filesystem's last commit. Inodes are not limited by a qgroup
 // and not reported.
-func (d *Node) Stats(_ context.Context, vol pool.Volume, path string) ([]*csipb.VolumeUsage, error) {
+func (d *Node) Stats(_ context.Context, vol volume.Volume, path string) ([]*csipb.VolumeUsage, error) {
 	binds, err := d.binds(vol.ID)
 	if err != nil {
 		return nil, err
@@ -235,7 +234,7 @@ func (d *Node) GuardNote(id string) string { return d.pool.GuardNote(id) }
 // Expand has nothing to do on the node: the controller raised the quota,
 // online. A controller that deferred expansion to the node is not
 // supported for directory volumes (the controller serves their pool).
-func (d *Node) Expand(_ context.Context, vol pool.Volume, r volume.ExpandRequest) (int64, error) {
+func (d *Node) Expand(_ context.Context, vol volume.Volume, r volume.ExpandRequest) (int64, error) {
 	if r.RequiredBytes > vol.CapacityBytes {
 		return 0, answer.FailedPrecondition("volume %s has %d bytes; a directory volume grows by ControllerExpandVolume, not on the node", vol.ID, vol.CapacityBytes)
 	}
@@ -243,7 +242,7 @@ func (d *Node) Expand(_ context.Context, vol pool.Volume, r volume.ExpandRequest
 }
 
 // Health reports a volume whose directory is gone or was replaced.
-func (d *Node) Health(_ context.Context, vol pool.Volume, _, _ string) ([]*csipb.VolumeHealth_VolumeHealthEntry, error) {
+func (d *Node) Health(_ context.Context, vol volume.Volume, _, _ string) ([]*csipb.VolumeHealth_VolumeHealthEntry, error) {
 	out := answer.NotedHealth(d, vol.ID)
 	f, err := d.pool.OpenVolume(vol.ID)
 	if err != nil {

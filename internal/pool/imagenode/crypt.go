@@ -11,7 +11,6 @@ import (
 	"github.com/filevol/filevol/internal/answer"
 	"github.com/filevol/filevol/internal/hostos/fscrypt"
 	"github.com/filevol/filevol/internal/keywrap"
-	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volume"
 	"github.com/filevol/filevol/internal/volview"
 )
@@ -35,7 +34,7 @@ func dataDir(staging string) string { return filepath.Join(staging, dataDirName)
 
 // publishSource is what a publish binds onto its target: the staging
 // mount, or its encrypted directory for an encrypted volume.
-func publishSource(vol pool.Volume, staging string) string {
+func publishSource(vol volume.Volume, staging string) string {
 	if vol.Encrypted() {
 		return dataDir(staging)
 	}
@@ -53,7 +52,7 @@ const unchanged = "nothing was formatted, mounted or changed"
 // rotation); or, at the volume's first stage, made and recorded before
 // anything is encrypted with it. It attaches, formats and mounts nothing,
 // so a Secret that cannot open the key leaves the volume as it was.
-func (b *Node) stageKey(vol pool.Volume, r volume.StageRequest) (pool.Volume, []byte, error) {
+func (b *Node) stageKey(vol volume.Volume, r volume.StageRequest) (volume.Volume, []byte, error) {
 	enc := vol.Encryption
 	switch {
 	case enc == nil:
@@ -61,9 +60,9 @@ func (b *Node) stageKey(vol pool.Volume, r volume.StageRequest) (pool.Volume, []
 	case r.Block:
 		return vol, nil, answer.FailedPrecondition("volume %s is encrypted (%s: the files of its ext4 filesystem) and cannot be staged for block access; %s",
 			vol.ID, enc.Scheme, unchanged)
-	case enc.Scheme != pool.EncryptionFscrypt:
+	case enc.Scheme != volume.EncryptionFscrypt:
 		return vol, nil, answer.FailedPrecondition("volume %s is encrypted with %q, which this filevol cannot open (it knows %q); %s",
-			vol.ID, enc.Scheme, pool.EncryptionFscrypt, unchanged)
+			vol.ID, enc.Scheme, volume.EncryptionFscrypt, unchanged)
 	}
 	m, err := keywrap.FromSecret(r.Secrets)
 	if err != nil {
@@ -101,7 +100,7 @@ func (b *Node) stageKey(vol pool.Volume, r volume.StageRequest) (pool.Volume, []
 // newDataKey makes the volume's data key at its first stage and records
 // it, wrapped under m's current material, before anything is encrypted
 // with it: a crash later finds it in the record.
-func (b *Node) newDataKey(vol pool.Volume, m keywrap.Materials) (pool.Volume, []byte, error) {
+func (b *Node) newDataKey(vol volume.Volume, m keywrap.Materials) (volume.Volume, []byte, error) {
 	key, err := keywrap.NewDataKey()
 	if err != nil {
 		return vol, nil, err
@@ -125,7 +124,7 @@ func (b *Node) newDataKey(vol pool.Volume, m keywrap.Materials) (pool.Volume, []
 // at staging and makes sure that dataDir is encrypted under it: made and
 // encrypted the first time (or after a stage that died between the two),
 // refused when it is in clear with files in it or under another key.
-func (b *Node) unlockData(vol pool.Volume, staging string, key []byte, readOnly bool) error {
+func (b *Node) unlockData(vol volume.Volume, staging string, key []byte, readOnly bool) error {
 	id, err := b.host.Keys.Add(staging, key)
 	if errors.Is(err, fscrypt.ErrNotSupported) {
 		return answer.FailedPrecondition("volume %s is encrypted, but its filesystem at %s cannot hold encrypted directories (an ext4 made without the encrypt feature, or not ext4): %v",

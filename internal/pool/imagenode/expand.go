@@ -12,7 +12,6 @@ import (
 	"github.com/filevol/filevol/internal/hostos/fs"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
-	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volume"
 	"github.com/filevol/filevol/internal/volview"
 )
@@ -25,7 +24,7 @@ import (
 // Online ext4 growth needs CAP_SYS_RESOURCE; without it the call fails
 // with FAILED_PRECONDITION saying so, and the next Stage grows the
 // filesystem offline instead.
-func (b *Node) Expand(ctx context.Context, vol pool.Volume, r volume.ExpandRequest) (int64, error) {
+func (b *Node) Expand(ctx context.Context, vol volume.Volume, r volume.ExpandRequest) (int64, error) {
 	size, err := b.expandImage(ctx, vol, r.RequiredBytes, r.LimitBytes)
 	if err != nil {
 		return 0, err
@@ -54,7 +53,7 @@ func (b *Node) Expand(ctx context.Context, vol pool.Volume, r volume.ExpandReque
 // expandImage returns the image's size, first growing the image to what
 // the request requires when it is smaller: the controller deferred the
 // expansion to this node, whose pool holds the image.
-func (b *Node) expandImage(ctx context.Context, vol pool.Volume, req, lim int64) (int64, error) {
+func (b *Node) expandImage(ctx context.Context, vol volume.Volume, req, lim int64) (int64, error) {
 	image := b.pool.ImagePath(vol.ID)
 	st, err := os.Stat(image)
 	if errors.Is(err, os.ErrNotExist) {

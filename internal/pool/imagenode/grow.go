@@ -10,7 +10,6 @@ import (
 
 	"github.com/filevol/filevol/internal/hostos/fs"
 	"github.com/filevol/filevol/internal/hostos/loop"
-	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volume"
 	"github.com/filevol/filevol/internal/volview"
 )
@@ -71,7 +70,7 @@ func (b *Node) fsBehind(dev loop.Device, fsType string) (bool, int64, error) {
 // resize2fs is not atomic, so the growth is marked in the pool while it
 // runs (nodestate: Grow): a stage that finds the mark repairs what the
 // interrupted resize left (e2fsck -y) and grows again.
-func (b *Node) growBeforeMount(ctx context.Context, vol pool.Volume, dev loop.Device, fsType string) error {
+func (b *Node) growBeforeMount(ctx context.Context, vol volume.Volume, dev loop.Device, fsType string) error {
 	if fsType != "ext4" {
 		return nil
 	}
@@ -118,7 +117,7 @@ func (b *Node) growBeforeMount(ctx context.Context, vol pool.Volume, dev loop.De
 
 // growAfterMount grows an xfs or btrfs filesystem smaller than its device,
 // now mounted at staging (they grow only mounted).
-func (b *Node) growAfterMount(ctx context.Context, vol pool.Volume, dev loop.Device, staging, fsType string) error {
+func (b *Node) growAfterMount(ctx context.Context, vol volume.Volume, dev loop.Device, staging, fsType string) error {
 	if fsType == "ext4" {
 		return nil
 	}

@@ -48,8 +48,8 @@ func New(p *pool.Pool, h hostos.Host, nodeID string, fence bool) *Node {
 	return &Node{pool: p, host: h, node: nodeID, fence: fence, readings: reading.NewShared(h)}
 }
 
-func (b *Node) Dir() string                        { return b.pool.Dir() }
-func (b *Node) Get(id string) (pool.Volume, error) { return b.pool.Get(id) }
+func (b *Node) Dir() string                          { return b.pool.Dir() }
+func (b *Node) Get(id string) (volume.Volume, error) { return b.pool.Get(id) }
 
 // InUse: a loop device backed by the volume's image.
 func (b *Node) InUse(id string) (bool, error) {
@@ -62,7 +62,7 @@ func (b *Node) InUse(id string) (bool, error) {
 // it while this node staged it.
 func (b *Node) gone(id string) bool {
 	_, err := b.pool.Get(id)
-	return errors.Is(err, pool.ErrNotFound)
+	return errors.Is(err, volume.ErrNotFound)
 }
 
 // deviceBlockSize is the logical block size of every volume's device. It

@@ -11,7 +11,6 @@ import (
 	"github.com/filevol/filevol/internal/answer"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
-	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volume"
 	"github.com/filevol/filevol/internal/volview"
 )
@@ -19,7 +18,7 @@ import (
 // Publish bind-mounts the staged filesystem into the target directory,
 // or the loop device node onto the target file for block volumes;
 // read-only requests get a read-only bind, or a read-only device.
-func (b *Node) Publish(ctx context.Context, vol pool.Volume, r volume.PublishRequest) error {
+func (b *Node) Publish(ctx context.Context, vol volume.Volume, r volume.PublishRequest) error {
 	if r.Block {
 		return b.publishBlock(ctx, vol.ID, r.StagingPath, r.TargetPath, r.ReadOnly, r.SingleWriter)
 	}

@@ -200,7 +200,7 @@ func (n noTable) Table() (mount.Table, error) {
 
 // perVolumeHealth is the image backend's health as it was answered before
 // readings were shared: a Find and a mount table for this volume alone.
-func perVolumeHealth(t *testing.T, b *Node, vol pool.Volume, publish, staging string) []*csipb.VolumeHealth_VolumeHealthEntry {
+func perVolumeHealth(t *testing.T, b *Node, vol volume.Volume, publish, staging string) []*csipb.VolumeHealth_VolumeHealthEntry {
 	t.Helper()
 	devs, err := loop.Find(b.pool.ImagePath(vol.ID))
 	if err != nil {
@@ -237,7 +237,7 @@ type env struct {
 
 func (e *env) volume(name string) string {
 	e.t.Helper()
-	v, err := e.pool.Create(context.Background(), pool.CreateRequest{Name: name, CapacityBytes: 32 << 20, FSType: "ext4"})
+	v, err := e.pool.Create(context.Background(), volume.CreateRequest{Name: name, CapacityBytes: 32 << 20, FSType: "ext4"})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/filevol/filevol/internal/answer"
 	"github.com/filevol/filevol/internal/hostos/fs"
 	"github.com/filevol/filevol/internal/hostos/loop"
-	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/reading"
 	"github.com/filevol/filevol/internal/volume"
 	"github.com/filevol/filevol/internal/volview"
@@ -24,7 +23,7 @@ import (
 // formats it if it carries no filesystem and mounts it at the staging
 // path. For block volumes the device bound at <staging>/device is the
 // staged state. It returns the device.
-func (b *Node) Stage(ctx context.Context, vol pool.Volume, r volume.StageRequest) (string, error) {
+func (b *Node) Stage(ctx context.Context, vol volume.Volume, r volume.StageRequest) (string, error) {
 	id := vol.ID
 	// An encrypted volume's key first: a Secret that cannot open it
 	// leaves the volume untouched (crypt.go).
@@ -67,7 +66,7 @@ func (b *Node) Stage(ctx context.Context, vol pool.Volume, r volume.StageRequest
 
 // stageDevice makes the attached dev the staged state at staging: its size
 // caught up with the image, then bound (block) or mounted (filesystem).
-func (b *Node) stageDevice(ctx context.Context, vol pool.Volume, dev loop.Device, r volume.StageRequest, key []byte) error {
+func (b *Node) stageDevice(ctx context.Context, vol volume.Volume, dev loop.Device, r volume.StageRequest, key []byte) error {
 	// An image grown (ControllerExpandVolume) while its device stayed attached.
 	dev, err := b.refreshLoopSize(dev, b.pool.ImagePath(vol.ID))
 	if err != nil {
@@ -83,7 +82,7 @@ func (b *Node) stageDevice(ctx context.Context, vol pool.Volume, dev loop.Device
 // carries no signature at all (filevol never reformats data). key is an
 // encrypted volume's data key (nil: in clear): its ext4 is made able to
 // hold encrypted directories, and unlocked once mounted (unlockData).
-func (b *Node) stageFilesystem(ctx context.Context, vol pool.Volume, dev loop.Device, staging, fsType string, flags []string, readOnly bool, key []byte) error {
+func (b *Node) stageFilesystem(ctx context.Context, vol volume.Volume, dev loop.Device, staging, fsType string, flags []string, readOnly bool, key []byte) error {
 	encrypt := key != nil
 	// The staging path alone: the whole table grows with the node's volumes.
 	top, ok, err := topMount(b.host, staging)

@@ -9,14 +9,13 @@ import (
 	"github.com/filevol/filevol/internal/answer"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
-	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volume"
 	"github.com/filevol/filevol/internal/volview"
 )
 
 // Stats reports bytes and inodes of the volume's filesystem mounted at
 // path, or the size of its device bound there (a block volume).
-func (b *Node) Stats(ctx context.Context, vol pool.Volume, path string) ([]*csipb.VolumeUsage, error) {
+func (b *Node) Stats(ctx context.Context, vol volume.Volume, path string) ([]*csipb.VolumeUsage, error) {
 	// The mount at path and its device, read now (reading.go):
 	// stats only report, and kubelet asks them for every volume at once.
 	r, err := b.readAt(ctx, path)
@@ -73,7 +72,7 @@ func (b *Node) blockStats(id string, top mount.Info, devs []loop.Device) ([]*csi
 
 // Health reports the volume's image, its loop devices, the mounts at the
 // given publish and staging paths, and a full pool under a thin volume.
-func (b *Node) Health(ctx context.Context, vol pool.Volume, publishPath, stagingPath string) ([]*csipb.VolumeHealth_VolumeHealthEntry, error) {
+func (b *Node) Health(ctx context.Context, vol volume.Volume, publishPath, stagingPath string) ([]*csipb.VolumeHealth_VolumeHealthEntry, error) {
 	// The mounts at the paths and their devices, read now; with no path,
 	// a reading of every device, shared with the questions asked
 	// meanwhile (reading_paths.go, reading.go). Health only reports.
@@ -98,8 +97,8 @@ func (b *Node) Health(ctx context.Context, vol pool.Volume, publishPath, staging
 // poolFullHealth: a thin volume whose pool has no free space left fails
 // every write to a block it has not allocated yet (ENOSPC, or EIO from the
 // loop device), although nothing is wrong with the volume itself.
-func (b *Node) poolFullHealth(vol pool.Volume) *csipb.VolumeHealth_VolumeHealthEntry {
-	if vol.Provisioning == pool.ProvisioningThick {
+func (b *Node) poolFullHealth(vol volume.Volume) *csipb.VolumeHealth_VolumeHealthEntry {
+	if vol.Provisioning == volume.ProvisioningThick {
 		return nil
 	}
 	c, err := b.pool.Capacity()
