@@ -73,7 +73,7 @@ var sentinelCodes = []struct {
 	{volume.ErrShrink, codes.OutOfRange},
 	// CSI CreateVolume: "source incompatible" is INVALID_ARGUMENT.
 	{pool.ErrOtherNode, codes.InvalidArgument},
-	{pool.ErrImageMissing, codes.FailedPrecondition},
+	{volume.ErrImageMissing, codes.FailedPrecondition},
 	{loop.ErrNoDevice, codes.ResourceExhausted},
 	// No call fails for it today (a snapshot image whose extents cannot
 	// be mapped is described whole, or compared by its data); mapped so

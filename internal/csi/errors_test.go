@@ -126,7 +126,7 @@ var sentinelValues = map[string]error{
 	"volume.ErrGroupNotFound":      volume.ErrGroupNotFound,
 	"volume.ErrInGroup":            volume.ErrInGroup,
 	"pool.ErrOtherNode":            pool.ErrOtherNode,
-	"pool.ErrImageMissing":         pool.ErrImageMissing,
+	"volume.ErrImageMissing":       volume.ErrImageMissing,
 	"volume.ErrShrink":             volume.ErrShrink,
 	"nodestate.ErrNoSpace":         nodestate.ErrNoSpace,
 	"loop.ErrNotFound":             loop.ErrNotFound,

@@ -37,7 +37,7 @@ type NodeBackend interface {
 	Dir() string
 	// Traits says what the kind can do (the same as its VolumeStore's).
 	Traits() volume.Traits
-	// Get returns the volume's record, pool.ErrNotFound when it has none.
+	// Get returns the volume's record, volume.ErrNotFound when it has none.
 	Get(id string) (volume.Volume, error)
 	// InUse reports whether this node's kernel holds anything of the
 	// volume (an attached device, a mount): the node keeps its in-use

@@ -66,7 +66,7 @@ func (r *routes[T]) addLegacy(poolID string) {
 // volume returns what serves the volume id. A malformed ID is NOT_FOUND
 // (checkVolumeID: no volume can have it). A well-formed one of a pool or
 // kind not served here names no volume here: the error wraps
-// pool.ErrNotFound (NOT_FOUND), as a volume missing from a served pool
+// volume.ErrNotFound (NOT_FOUND), as a volume missing from a served pool
 // would, so a caller that hands such volumes on (ControllerExpandVolume
 // with --defer-expansion-to-node) treats both alike.
 func (r *routes[T]) volume(id string) (T, error) {
@@ -87,7 +87,7 @@ func (r *routes[T]) volume(id string) (T, error) {
 }
 
 // snapshot returns what holds the snapshot id: a malformed ID wraps
-// volid.ErrInvalid, one of a pool not served here pool.ErrSnapshotNotFound
+// volid.ErrInvalid, one of a pool not served here volume.ErrSnapshotNotFound
 // (both NOT_FOUND).
 func (r *routes[T]) snapshot(id string) (T, error) {
 	var zero T

@@ -106,7 +106,7 @@ func TestNewSentinelCodes(t *testing.T) {
 		volume.ErrSnapshotNotFound: codes.NotFound,
 		volume.ErrShrink:           codes.OutOfRange,
 		pool.ErrOtherNode:          codes.InvalidArgument,
-		pool.ErrImageMissing:       codes.FailedPrecondition,
+		volume.ErrImageMissing:     codes.FailedPrecondition,
 	} {
 		if got := status.Code(toStatus(err)); got != want {
 			t.Errorf("toStatus(%v) = %v, want %v", err, got, want)

@@ -9,7 +9,6 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 
-	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volume"
 )
 
@@ -17,7 +16,7 @@ import (
 // what a crash between them leaves). req.Parameters are validated here
 // (Parameters); the caller serialises operations on one name.
 func (p *Pool) Create(ctx context.Context, req volume.CreateRequest) (volume.Volume, error) {
-	if req.Name == "" || len(req.Name) > pool.MaxNameLen || req.CapacityBytes <= 0 {
+	if req.Name == "" || len(req.Name) > volume.MaxNameLen || req.CapacityBytes <= 0 {
 		return volume.Volume{}, fmt.Errorf("%w: name %d bytes, capacity %d", volume.ErrInvalidArgument, len(req.Name), req.CapacityBytes)
 	}
 	params, err := Parameters(req.Parameters)

@@ -6,9 +6,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/filevol/filevol/internal/volume"
 	"golang.org/x/sys/unix"
-
-	"github.com/filevol/filevol/internal/pool"
 )
 
 // openVolume opens the volume's subvolume root, beneath the pool's root,
@@ -36,7 +35,7 @@ func (p *Pool) OpenVolume(id string) (*os.File, error) {
 	fd, err := p.openVolume(v)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
-			return nil, fmt.Errorf("%w: the directory of volume %s (%s) is missing", pool.ErrImageMissing, id, v.Path)
+			return nil, fmt.Errorf("%w: the directory of volume %s (%s) is missing", volume.ErrImageMissing, id, v.Path)
 		}
 		return nil, err
 	}

@@ -70,7 +70,7 @@ func FuzzValidSnapshotID(f *testing.F) {
 // FuzzValidName: a name validName accepts always hashes to a valid ID,
 // which is how a name reaches the disk.
 func FuzzValidName(f *testing.F) {
-	for _, s := range []string{"pvc-3f1c", "", "a\x00b", "\xff\xfe", strings.Repeat("n", MaxNameLen+1), "../../etc"} {
+	for _, s := range []string{"pvc-3f1c", "", "a\x00b", "\xff\xfe", strings.Repeat("n", volume.MaxNameLen+1), "../../etc"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {

@@ -34,7 +34,7 @@ func (p *Pool) openImage(id string, flags int) (int, error) {
 		return err
 	}); err != nil {
 		if err == unix.ENOENT {
-			return -1, fmt.Errorf("volume %s: %w (%s)", id, ErrImageMissing, img)
+			return -1, fmt.Errorf("volume %s: %w (%s)", id, volume.ErrImageMissing, img)
 		}
 		return -1, &os.PathError{Op: "open", Path: img, Err: err}
 	}

@@ -26,9 +26,9 @@ func validName(name string) error {
 	switch {
 	case name == "":
 		return fmt.Errorf("%w: name is empty", volume.ErrInvalidArgument)
-	case len(name) > MaxNameLen:
+	case len(name) > volume.MaxNameLen:
 		return fmt.Errorf("%w: name %s is %d bytes, longer than %d",
-			volume.ErrInvalidArgument, quoteShort(name), len(name), MaxNameLen)
+			volume.ErrInvalidArgument, quoteShort(name), len(name), volume.MaxNameLen)
 	case !utf8.ValidString(name):
 		return fmt.Errorf("%w: name %s is not valid UTF-8", volume.ErrInvalidArgument, quoteShort(name))
 	case strings.IndexByte(name, 0) >= 0:

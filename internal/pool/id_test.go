@@ -102,9 +102,9 @@ func TestValidName(t *testing.T) {
 		{"pvc-6a4c1e9e-3c43-4c8c-9d5e-0a1b2c3d4e5f", true, ""},
 		{"../../etc/passwd", true, ""}, // only its hash becomes a path
 		{"ボリューム", true, ""},
-		{strings.Repeat("n", MaxNameLen), true, ""},
+		{strings.Repeat("n", volume.MaxNameLen), true, ""},
 		{"", false, "empty"},
-		{strings.Repeat("n", MaxNameLen+1), false, "longer than 1024"},
+		{strings.Repeat("n", volume.MaxNameLen+1), false, "longer than 1024"},
 		{"bad\xffutf8", false, "UTF-8"},
 		{"nul\x00byte", false, "NUL"},
 	}

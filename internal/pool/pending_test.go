@@ -55,7 +55,7 @@ func TestCommitImage(t *testing.T) {
 	if !p.ImageLost(v.ID) {
 		t.Error("ImageLost = false for a committed volume without its image")
 	}
-	if _, err := p.Expand(context.Background(), v.ID, 2<<20, 0); !errors.Is(err, ErrImageMissing) {
+	if _, err := p.Expand(context.Background(), v.ID, 2<<20, 0); !errors.Is(err, volume.ErrImageMissing) {
 		t.Errorf("Expand of a lost volume: %v, want ErrImageMissing", err)
 	}
 	if p.ImageExists(v.ID) {

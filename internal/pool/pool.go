@@ -80,10 +80,6 @@ import (
 	"github.com/filevol/filevol/internal/volume"
 )
 
-// MaxNameLen is the longest volume name accepted, in bytes. The name never
-// becomes a path (only its hash does), so it only bounds record size.
-const MaxNameLen = 1024
-
 // Pool is an open storage pool. Its methods are safe for concurrent use;
 // callers serialise operations on one volume (per-volume locks in csi).
 type Pool struct {

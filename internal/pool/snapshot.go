@@ -109,7 +109,7 @@ func (p *Pool) createSnapshot(ctx context.Context, req volume.SnapshotRequest) (
 		return volume.Snapshot{}, fmt.Errorf("snapshot %s of volume %s: %w", id, src.ID, err)
 	}
 	if !p.imageExists(src.ID) {
-		return volume.Snapshot{}, fmt.Errorf("volume %s: %w (%s)", src.ID, ErrImageMissing, srcImg)
+		return volume.Snapshot{}, fmt.Errorf("volume %s: %w (%s)", src.ID, volume.ErrImageMissing, srcImg)
 	}
 	tmpImg := p.snapTmpImagePath(id)
 	fd, engine, err := cloneImage(ctx, srcImg, tmpImg, 0, false)

@@ -16,9 +16,6 @@ var (
 	// ErrOtherNode: the record belongs to another node's pool. Images are
 	// node-local: a clone or snapshot can only be cut where the data is.
 	ErrOtherNode = errors.New("belongs to another node")
-	// ErrImageMissing: the record exists but its image file is gone, so
-	// there is nothing to snapshot or clone.
-	ErrImageMissing = errors.New("image file missing")
 )
 
 // cloneSource copies src, so a record never aliases the caller's value.
@@ -70,7 +67,7 @@ func (p *Pool) sourceImage(src *volume.ContentSource, size int64) (string, *volu
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {
 		if err == unix.ENOENT {
-			return "", nil, fmt.Errorf("%s %s: %w (%s)", src.Kind, src.ID, ErrImageMissing, path)
+			return "", nil, fmt.Errorf("%s %s: %w (%s)", src.Kind, src.ID, volume.ErrImageMissing, path)
 		}
 		return "", nil, &os.PathError{Op: "stat", Path: path, Err: err}
 	}

@@ -32,4 +32,8 @@ var (
 	// ErrShrink: a volume cannot be made smaller (CSI: OUT_OF_RANGE). Its
 	// filesystem may use every byte; filevol never truncates data away.
 	ErrShrink = errors.New("volumes cannot shrink")
+	// ErrImageMissing: the record exists but the volume's data (an image
+	// file, a directory) is gone, so there is nothing to stage, snapshot
+	// or clone.
+	ErrImageMissing = errors.New("image file missing")
 )

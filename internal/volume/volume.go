@@ -13,6 +13,10 @@ const (
 	ProvisioningThick = "thick"
 )
 
+// MaxNameLen is the longest volume name accepted, in bytes. The name never
+// becomes a path (only its hash does), so it only bounds record size.
+const MaxNameLen = 1024
+
 // Volume is the record of one volume, stored as <id>.json.
 type Volume struct {
 	// Version of the record format.
