@@ -161,7 +161,7 @@ func start(logf func(string, ...any)) (*Cluster, string, error) {
 		slot:  slot,
 		lock:  lock,
 		dir:   slots.Dir(slot),
-		srvNS: fmt.Sprintf("%s%d-srv", Prefix, slot),
+		srvNS: slots.Netns(slot, "srv"),
 		addr:  fmt.Sprintf("%s.%d.1", netPrefix, slot),
 		nodes: map[string]*node{},
 	}

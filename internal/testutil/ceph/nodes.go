@@ -14,7 +14,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/filevol/filevol/internal/testutil"
 	"github.com/filevol/filevol/internal/testutil/procs"
 )
 
@@ -63,7 +62,7 @@ func (c *Cluster) addNode(name string) (*node, error) {
 		name: name,
 		link: procs.Link{
 			SrvNS: c.srvNS,
-			NS:    fmt.Sprintf("%s%d-%s", Prefix, c.slot, name),
+			NS:    slots.Netns(c.slot, name),
 			Port:  fmt.Sprintf("p%d", i),
 			Addr:  fmt.Sprintf("%s.%d.%d", netPrefix, c.slot, 10+i),
 		},
@@ -245,9 +244,7 @@ func (c *Cluster) Unblocklist(t testing.TB, s Client) {
 	c.Ceph(t, "osd", "blocklist", "rm", s.Addr)
 }
 
-// removeNode brings the node's link back, unmounts (detaching loop
-// devices left on files under the mount), stops its client and deletes
-// its namespace.
+// removeNode tears the node down (Link.Remove), once.
 func (c *Cluster) removeNode(n *node) error {
 	c.mu.Lock()
 	if n.gone {
@@ -256,18 +253,10 @@ func (c *Cluster) removeNode(n *node) error {
 	}
 	n.gone = true
 	c.mu.Unlock()
-	var errs []error
-	_ = n.link.SetUp(true)
-	if err := testutil.CleanLeftovers(n.mnt); err != nil {
-		errs = append(errs, err)
+	if n.p == nil {
+		return n.link.Remove(n.mnt, nil, nil)
 	}
-	if n.p != nil {
-		procs.StopAfter(n.p.cmd.Process, n.p.done, 5*time.Second) // the unmount ends it
-	}
-	if err := procs.DelNetns(n.link.NS); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+	return n.link.Remove(n.mnt, n.p.cmd.Process, n.p.done)
 }
 
 // stopAll ends every node, then kills the daemons: the cluster's data is

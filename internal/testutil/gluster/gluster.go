@@ -138,7 +138,7 @@ func Start(t testing.TB, opts ...Options) *Cluster {
 		slot:  slot,
 		lock:  lock,
 		dir:   slots.Dir(slot),
-		srvNS: fmt.Sprintf("%s%d-srv", Prefix, slot),
+		srvNS: slots.Netns(slot, "srv"),
 		addr:  fmt.Sprintf("%s.%d.1", netPrefix, slot),
 		nodes: map[string]*node{},
 	}

@@ -12,7 +12,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/filevol/filevol/internal/testutil"
 	"github.com/filevol/filevol/internal/testutil/procs"
 )
 
@@ -64,7 +63,7 @@ func (c *Cluster) addNode(name string) (*node, error) {
 		name: name,
 		link: procs.Link{
 			SrvNS: c.srvNS,
-			NS:    fmt.Sprintf("%s%d-%s", Prefix, c.slot, name),
+			NS:    slots.Netns(c.slot, name),
 			Port:  fmt.Sprintf("p%d", i),
 			Addr:  fmt.Sprintf("%s.%d.%d", netPrefix, c.slot, 10+i),
 		},
@@ -198,9 +197,7 @@ func (c *Cluster) NodeAddr(t testing.TB, name string) string {
 	return n.link.Addr
 }
 
-// removeNode brings the node's link back (so that nothing waits on a
-// cut-off server), unmounts (detaching loop devices left on files under the
-// mount), stops its client and deletes its namespace.
+// removeNode tears the node down (Link.Remove), once.
 func (c *Cluster) removeNode(n *node) error {
 	c.mu.Lock()
 	if n.gone {
@@ -209,18 +206,11 @@ func (c *Cluster) removeNode(n *node) error {
 	}
 	n.gone = true
 	c.mu.Unlock()
-	var errs []error
-	_ = n.link.SetUp(true)
-	if err := testutil.CleanLeftovers(n.mnt); err != nil {
-		errs = append(errs, err)
+	var client *os.Process
+	if n.cmd != nil {
+		client = n.cmd.Process
 	}
-	if n.cmd != nil && n.cmd.Process != nil {
-		procs.StopAfter(n.cmd.Process, n.done, 5*time.Second) // the unmount ends it
-	}
-	if err := procs.DelNetns(n.link.NS); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+	return n.link.Remove(n.mnt, client, n.done)
 }
 
 // RestartClient starts node's client again after KillClient, at the same

@@ -3,7 +3,6 @@ package procs
 import (
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"time"
 
@@ -43,17 +42,5 @@ func WaitMounted(dir, fsType string, exited <-chan struct{}, timeout time.Durati
 		if time.Now().After(deadline) {
 			return fmt.Errorf("not mounted after %v", timeout)
 		}
-	}
-}
-
-// StopAfter waits up to grace for a process that should end by itself (a
-// FUSE client whose mount is gone) to end, as done says, and otherwise
-// kills it and waits for done.
-func StopAfter(p *os.Process, done <-chan struct{}, grace time.Duration) {
-	select {
-	case <-done:
-	case <-time.After(grace):
-		_ = p.Signal(unix.SIGKILL)
-		<-done
 	}
 }

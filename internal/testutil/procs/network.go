@@ -1,5 +1,15 @@
 package procs
 
+import (
+	"errors"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/filevol/filevol/internal/testutil"
+)
+
 // Bridge makes the server's side of a harness's network in the namespace
 // ns (already made): lo up, and a bridge br0 with the address addr/24 that
 // the nodes' links join. The bridge gets the fixed MAC mac because a bridge
@@ -44,6 +54,32 @@ func (l Link) SetUp(up bool) error {
 		state = "up"
 	}
 	return IP("-n", l.SrvNS, "link", "set", l.Port, state)
+}
+
+// Remove tears the node down: its port brought up again (so that nothing
+// waits on a cut-off server), what is mounted under mnt unmounted (loop
+// devices left on files under it detached), its FUSE client, which the
+// unmount ends, killed if it still runs 5 s later, and its namespace
+// deleted. client is nil when none was started; done is closed when it
+// has ended.
+func (l Link) Remove(mnt string, client *os.Process, done <-chan struct{}) error {
+	var errs []error
+	_ = l.SetUp(true)
+	if err := testutil.CleanLeftovers(mnt); err != nil {
+		errs = append(errs, err)
+	}
+	if client != nil {
+		select {
+		case <-done: // the unmount ended it
+		case <-time.After(5 * time.Second):
+			_ = client.Signal(unix.SIGKILL)
+			<-done
+		}
+	}
+	if err := DelNetns(l.NS); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // ipSteps runs ip(8) once per argument list, in order, up to the first
