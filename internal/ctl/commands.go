@@ -63,17 +63,12 @@ func create(ctx context.Context, c client, args []string) error {
 	if err != nil {
 		return err
 	}
-	resp, err := c.ctrl.CreateVolume(ctx, &csipb.CreateVolumeRequest{
+	return c.printed(c.ctrl.CreateVolume(ctx, &csipb.CreateVolumeRequest{
 		Name:               name,
 		CapacityRange:      &csipb.CapacityRange{RequiredBytes: int64(size)},
 		VolumeCapabilities: []*csipb.VolumeCapability{capability(*block, false, *fsType)},
 		Parameters:         params,
-	})
-	if err != nil {
-		return err
-	}
-	c.print(resp)
-	return nil
+	}))
 }
 
 func list(ctx context.Context, c client, args []string) error {
@@ -95,12 +90,7 @@ func get(ctx context.Context, c client, args []string) error {
 	if err != nil {
 		return err
 	}
-	resp, err := c.ctrl.ControllerGetVolume(ctx, &csipb.ControllerGetVolumeRequest{VolumeId: id})
-	if err != nil {
-		return err
-	}
-	c.print(resp)
-	return nil
+	return c.printed(c.ctrl.ControllerGetVolume(ctx, &csipb.ControllerGetVolumeRequest{VolumeId: id}))
 }
 
 func stage(ctx context.Context, c client, args []string) error {
@@ -115,10 +105,7 @@ func stage(ctx context.Context, c client, args []string) error {
 	_, err = c.node.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{
 		VolumeId: id, StagingTargetPath: *staging, VolumeCapability: capability(*block, *ro, ""),
 	})
-	if err == nil {
-		fmt.Fprintf(c.out, "staged %s at %s\n", id, *staging)
-	}
-	return err
+	return c.did(err, "staged %s at %s\n", id, *staging)
 }
 
 func publish(ctx context.Context, c client, args []string) error {
@@ -135,10 +122,7 @@ func publish(ctx context.Context, c client, args []string) error {
 		VolumeId: id, StagingTargetPath: *staging, TargetPath: *target,
 		VolumeCapability: capability(*block, false, ""), Readonly: *ro,
 	})
-	if err == nil {
-		fmt.Fprintf(c.out, "published %s at %s\n", id, *target)
-	}
-	return err
+	return c.did(err, "published %s at %s\n", id, *target)
 }
 
 func stats(ctx context.Context, c client, args []string) error {
@@ -148,12 +132,7 @@ func stats(ctx context.Context, c client, args []string) error {
 	if err != nil {
 		return err
 	}
-	resp, err := c.node.NodeGetVolumeStats(ctx, &csipb.NodeGetVolumeStatsRequest{VolumeId: id, VolumePath: *path})
-	if err != nil {
-		return err
-	}
-	c.print(resp)
-	return nil
+	return c.printed(c.node.NodeGetVolumeStats(ctx, &csipb.NodeGetVolumeStatsRequest{VolumeId: id, VolumePath: *path}))
 }
 
 func unpublish(ctx context.Context, c client, args []string) error {
@@ -164,10 +143,7 @@ func unpublish(ctx context.Context, c client, args []string) error {
 		return err
 	}
 	_, err = c.node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: *target})
-	if err == nil {
-		fmt.Fprintf(c.out, "unpublished %s from %s\n", id, *target)
-	}
-	return err
+	return c.did(err, "unpublished %s from %s\n", id, *target)
 }
 
 func unstage(ctx context.Context, c client, args []string) error {
@@ -178,10 +154,7 @@ func unstage(ctx context.Context, c client, args []string) error {
 		return err
 	}
 	_, err = c.node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: *staging})
-	if err == nil {
-		fmt.Fprintf(c.out, "unstaged %s from %s\n", id, *staging)
-	}
-	return err
+	return c.did(err, "unstaged %s from %s\n", id, *staging)
 }
 
 func del(ctx context.Context, c client, args []string) error {
@@ -189,9 +162,6 @@ func del(ctx context.Context, c client, args []string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := c.ctrl.DeleteVolume(ctx, &csipb.DeleteVolumeRequest{VolumeId: id}); err != nil {
-		return err
-	}
-	fmt.Fprintf(c.out, "deleted %s\n", id)
-	return nil
+	_, err = c.ctrl.DeleteVolume(ctx, &csipb.DeleteVolumeRequest{VolumeId: id})
+	return c.did(err, "deleted %s\n", id)
 }

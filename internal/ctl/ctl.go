@@ -93,6 +93,24 @@ type client struct {
 	out  io.Writer
 }
 
+// printed prints resp, the response of a call that returned err, when
+// the call succeeded, and returns err.
+func (c client) printed(resp proto.Message, err error) error {
+	if err == nil {
+		c.print(resp)
+	}
+	return err
+}
+
+// did writes what a call that returned err did (format, with args) when
+// it succeeded, and returns err.
+func (c client) did(err error, format string, args ...any) error {
+	if err == nil {
+		fmt.Fprintf(c.out, format, args...)
+	}
+	return err
+}
+
 // print writes a response as indented JSON.
 func (c client) print(m proto.Message) {
 	b, _ := protojson.MarshalOptions{Multiline: true, Indent: "  ", EmitUnpopulated: false}.Marshal(m)

@@ -65,21 +65,17 @@ func DeviceOf(devs []loop.Device, m mount.Info) (loop.Device, bool) {
 }
 
 // MountsOf returns every mount of the filesystem on d, bind mounts included.
-func MountsOf(table mount.Table, d loop.Device) []mount.Info {
-	var out []mount.Info
-	for _, m := range table {
-		if Mounts(m, d) {
-			out = append(out, m)
-		}
-	}
-	return out
-}
+func MountsOf(table mount.Table, d loop.Device) []mount.Info { return where(table, d, Mounts) }
 
 // BindsOf returns the binds of d's device node.
-func BindsOf(table mount.Table, d loop.Device) []mount.Info {
+func BindsOf(table mount.Table, d loop.Device) []mount.Info { return where(table, d, Binds) }
+
+// where returns the mounts m of table for which is(m, d) holds, in
+// table's order; nil when none does.
+func where(table mount.Table, d loop.Device, is func(mount.Info, loop.Device) bool) []mount.Info {
 	var out []mount.Info
 	for _, m := range table {
-		if Binds(m, d) {
+		if is(m, d) {
 			out = append(out, m)
 		}
 	}

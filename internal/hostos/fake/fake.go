@@ -36,7 +36,6 @@ package fake
 import (
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,8 +65,7 @@ type Host struct {
 	fs       map[string]*filesystem // backing file -> what mkfs made there
 	stats    map[string]fs.Stats    // backing file -> statfs override
 	frozen   map[string]bool        // superblock key
-	fail     map[string]failure
-	log      []string
+	opLog
 	// keys are the filesystems' keyrings: a filesystem made with
 	// FormatOptions.Encrypt gets a fresh one at each mount.
 	keys *Keys
@@ -95,15 +93,10 @@ type filesystem struct {
 	Encrypt bool
 }
 
-type failure struct {
-	err  error
-	once bool
-}
-
 // New returns a fake with an empty loop list and a mount table holding
 // only the root filesystem.
 func New() *Host {
-	return &Host{
+	h := &Host{
 		devices: map[int]*device{},
 		table: mount.Table{{ID: rootMountID, ParentID: rootMountID, Major: 8, Minor: 1, Root: "/", MountPoint: "/",
 			Options: []string{"rw"}, FSType: "ext4", Source: "/dev/root", SuperOptions: []string{"rw"}}},
@@ -112,9 +105,10 @@ func New() *Host {
 		fs:     map[string]*filesystem{},
 		stats:  map[string]fs.Stats{},
 		frozen: map[string]bool{},
-		fail:   map[string]failure{},
 		keys:   NewKeys(),
 	}
+	h.opLog.mu = &h.mu
+	return h
 }
 
 // Host returns the fake as the seams the driver takes.
@@ -132,23 +126,9 @@ func (h *Host) Fail(op string, err error) { h.setFail(op, failure{err: err}) }
 // FailOnce makes the next call of op fail with err.
 func (h *Host) FailOnce(op string, err error) { h.setFail(op, failure{err: err, once: true}) }
 
-func (h *Host) setFail(op string, f failure) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if f.err == nil {
-		delete(h.fail, op)
-		return
-	}
-	h.fail[op] = f
-}
-
 // Log returns the operations done so far, one line each ("mount /dev/loop0
 // /stage ext4 [nosuid nodev]"); a failed one ends with ": " and the error.
-func (h *Host) Log() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return slices.Clone(h.log)
-}
+func (h *Host) Log() []string { return h.lines() }
 
 // Calls counts the logged operations op ("mount", "attach", ...),
 // failed ones included.
@@ -171,23 +151,7 @@ func (h *Host) begin(op, name string, args ...any) error {
 	for _, a := range args {
 		line += " " + fmt.Sprint(a)
 	}
-	if f, ok := h.fail[op]; ok {
-		if f.once {
-			delete(h.fail, op)
-		}
-		h.log = append(h.log, line+": "+f.err.Error())
-		return f.err
-	}
-	h.log = append(h.log, line)
-	return nil
-}
-
-// done records the outcome of an operation begin logged. Held: h.mu.
-func (h *Host) done(err error) error {
-	if err != nil {
-		h.log[len(h.log)-1] += ": " + err.Error()
-	}
-	return err
+	return h.record(op, line)
 }
 
 // resolve names a file the way the kernel reports it: symlinks resolved

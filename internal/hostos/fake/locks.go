@@ -39,8 +39,7 @@ import (
 type Locks struct {
 	mu    sync.Mutex
 	files map[fileID][]lockSeg
-	fail  map[string]failure
-	log   []string
+	opLog
 	// elsewhere numbers the holders HoldElsewhere makes.
 	elsewhere int
 }
@@ -52,7 +51,9 @@ var _ ofd.Locker = (*Locks)(nil)
 
 // NewLocks returns a fake with no lock held.
 func NewLocks() *Locks {
-	return &Locks{files: map[fileID][]lockSeg{}, fail: map[string]failure{}}
+	l := &Locks{files: map[fileID][]lockSeg{}}
+	l.opLog.mu = &l.mu
+	return l
 }
 
 // Fail makes every later call of op ("TryLock", "Lock", "Unlock",
@@ -64,23 +65,9 @@ func (l *Locks) Fail(op string, err error) { l.setFail(op, failure{err: err}) }
 // FailOnce makes the next call of op fail with err.
 func (l *Locks) FailOnce(op string, err error) { l.setFail(op, failure{err: err, once: true}) }
 
-func (l *Locks) setFail(op string, f failure) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if f.err == nil {
-		delete(l.fail, op)
-		return
-	}
-	l.fail[op] = f
-}
-
 // Log returns the calls made so far, one line each ("TryLock write
 // [0,end) /pool/x"); a failed one ends with ": " and the error.
-func (l *Locks) Log() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.log)
-}
+func (l *Locks) Log() []string { return l.lines() }
 
 // TryLock sets a lock or fails at once with an *ofd.HeldError (EAGAIN).
 func (l *Locks) TryLock(f *os.File, t ofd.Type, r ofd.Range) error {
@@ -123,17 +110,15 @@ func (l *Locks) Conflict(f *os.File, t ofd.Type, r ofd.Range) (held ofd.Lock, ok
 func (l *Locks) HoldElsewhere(path string, t ofd.Type, r ofd.Range) (release func(), err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	st, err := os.Stat(path)
+	id, err := l.fileAt(path)
 	if err != nil {
 		return nil, err
 	}
-	id := idOf(st)
 	l.elsewhere++
 	want := lockSeg{elsewhere: l.elsewhere, typ: t}
 	if want.start, want.end, err = bounds("HoldElsewhere", t, r); err != nil {
 		return nil, err
 	}
-	l.prune(id)
 	if _, found := l.conflict(id, want); found {
 		return nil, &ofd.HeldError{Op: "F_OFD_SETLK", Errno: unix.EAGAIN}
 	}
@@ -150,12 +135,10 @@ func (l *Locks) HoldElsewhere(path string, t ofd.Type, r ofd.Range) (release fun
 func (l *Locks) Held(path string) ([]ofd.Lock, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	st, err := os.Stat(path)
+	id, err := l.fileAt(path)
 	if err != nil {
 		return nil, err
 	}
-	id := idOf(st)
-	l.prune(id)
 	var out []ofd.Lock
 	for _, s := range l.files[id] {
 		out = append(out, s.lock())
@@ -225,6 +208,18 @@ func (l *Locks) check(f *os.File, op string, t ofd.Type, r ofd.Range) (fileID, l
 	return id, want, nil
 }
 
+// fileAt returns the identity of the file at path, with the locks of its
+// descriptions closed since dropped. Held: l.mu.
+func (l *Locks) fileAt(path string) (fileID, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return fileID{}, err
+	}
+	id := idOf(st)
+	l.prune(id)
+	return id, nil
+}
+
 // prune drops the locks of descriptions closed since: the kernel drops
 // them at the close.
 func (l *Locks) prune(id fileID) {
@@ -250,21 +245,5 @@ func (l *Locks) begin(op string, t ofd.Type, r ofd.Range, name string) error {
 	if op == "Unlock" {
 		line = fmt.Sprintf("%s %v %s", op, r, name)
 	}
-	if f, ok := l.fail[op]; ok {
-		if f.once {
-			delete(l.fail, op)
-		}
-		l.log = append(l.log, line+": "+f.err.Error())
-		return f.err
-	}
-	l.log = append(l.log, line)
-	return nil
-}
-
-// done records the outcome of a call begin logged. Held: l.mu.
-func (l *Locks) done(err error) error {
-	if err != nil {
-		l.log[len(l.log)-1] += ": " + err.Error()
-	}
-	return err
+	return l.record(op, line)
 }

@@ -117,9 +117,10 @@ type proc struct {
 }
 
 type node struct {
-	name, ns, port, addr, mnt, user string
-	p                               *proc
-	gone                            bool
+	name, mnt, user string
+	link            procs.Link
+	p               *proc
+	gone            bool
 }
 
 var nodeName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,19}$`)
@@ -160,7 +161,7 @@ func start(logf func(string, ...any)) (*Cluster, string, error) {
 		slot:  slot,
 		lock:  lock,
 		dir:   slots.Dir(slot),
-		srvNS: fmt.Sprintf("%s%d-srv", Prefix, slot),
+		srvNS: slots.Netns(slot, "srv"),
 		addr:  fmt.Sprintf("%s.%d.1", netPrefix, slot),
 		nodes: map[string]*node{},
 	}
@@ -172,18 +173,8 @@ func start(logf func(string, ...any)) (*Cluster, string, error) {
 	if err := procs.AddNetns(c.srvNS); err != nil {
 		return c, fmt.Sprintf("ceph: cannot make a network namespace here: %v", err), nil
 	}
-	// A fixed MAC: a bridge without one takes its lowest port's, and a
-	// node's removal would change it under the other nodes' ARP caches.
-	mac := fmt.Sprintf("02:66:76:63:%02x:01", slot)
-	for _, s := range [][]string{
-		{"-n", c.srvNS, "link", "set", "lo", "up"},
-		{"-n", c.srvNS, "link", "add", "br0", "address", mac, "type", "bridge"},
-		{"-n", c.srvNS, "addr", "add", c.addr + "/24", "dev", "br0"},
-		{"-n", c.srvNS, "link", "set", "br0", "up"},
-	} {
-		if err := procs.IP(s...); err != nil {
-			return c, "", err
-		}
+	if err := procs.Bridge(c.srvNS, c.addr, fmt.Sprintf("02:66:76:63:%02x:01", slot)); err != nil {
+		return c, "", err
 	}
 	if err := c.bootstrap(logf, begin); err != nil {
 		return c, "", err
@@ -198,13 +189,7 @@ func missing() string {
 	if os.Geteuid() != 0 {
 		return "ceph: needs root (network namespaces, Ceph daemons, FUSE mounts)"
 	}
-	var absent []string
-	for _, p := range programs {
-		if _, err := exec.LookPath(p); err != nil {
-			absent = append(absent, p)
-		}
-	}
-	if len(absent) > 0 {
+	if absent := procs.NotInstalled(programs...); len(absent) > 0 {
 		return fmt.Sprintf("ceph: missing %s: run hack/install-deps.sh as root (ceph-mon ceph-mgr ceph-osd ceph-mds ceph-fuse ceph-common)", strings.Join(absent, ", "))
 	}
 	if _, err := os.Stat("/dev/fuse"); err != nil {

@@ -12,10 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 
-	"github.com/filevol/filevol/internal/testutil"
 	"github.com/filevol/filevol/internal/testutil/procs"
 )
 
@@ -41,7 +39,7 @@ func (c *Cluster) MountNode(t testing.TB, name string, clientArgs ...string) str
 	if err := c.mount(n, clientArgs); err != nil {
 		t.Fatalf("ceph: node %s: %v\n%s", name, err, procs.Tail(filepath.Join(c.LogDir(), n.user+".log"), 20))
 	}
-	t.Logf("ceph: %s (%s, %s) mounted the filesystem at %s in %v", name, n.user, n.addr, n.mnt, time.Since(start).Round(time.Millisecond))
+	t.Logf("ceph: %s (%s, %s) mounted the filesystem at %s in %v", name, n.user, n.link.Addr, n.mnt, time.Since(start).Round(time.Millisecond))
 	return n.mnt
 }
 
@@ -62,28 +60,20 @@ func (c *Cluster) addNode(name string) (*node, error) {
 	}
 	n := &node{
 		name: name,
-		ns:   fmt.Sprintf("%s%d-%s", Prefix, c.slot, name),
-		port: fmt.Sprintf("p%d", i),
-		addr: fmt.Sprintf("%s.%d.%d", netPrefix, c.slot, 10+i),
+		link: procs.Link{
+			SrvNS: c.srvNS,
+			NS:    slots.Netns(c.slot, name),
+			Port:  fmt.Sprintf("p%d", i),
+			Addr:  fmt.Sprintf("%s.%d.%d", netPrefix, c.slot, 10+i),
+		},
 		mnt:  filepath.Join(c.dir, "mnt", name),
 		user: fmt.Sprintf("client.node%d", i),
 	}
 	c.nodes[name] = n
 	c.mu.Unlock()
 
-	if err := procs.AddNetns(n.ns); err != nil {
+	if err := n.link.Add(); err != nil {
 		return n, err
-	}
-	for _, s := range [][]string{
-		{"-n", n.ns, "link", "set", "lo", "up"},
-		{"-n", c.srvNS, "link", "add", n.port, "type", "veth", "peer", "name", "eth0", "netns", n.ns},
-		{"-n", c.srvNS, "link", "set", n.port, "master", "br0", "up"},
-		{"-n", n.ns, "addr", "add", n.addr + "/24", "dev", "eth0"},
-		{"-n", n.ns, "link", "set", "eth0", "up"},
-	} {
-		if err := procs.IP(s...); err != nil {
-			return n, err
-		}
 	}
 	return n, os.MkdirAll(n.mnt, 0o755)
 }
@@ -93,35 +83,20 @@ func (c *Cluster) addNode(name string) (*node, error) {
 // mount point.
 func (c *Cluster) mount(n *node, clientArgs []string) error {
 	args := append([]string{"-f", "-c", c.Conf(), "-n", n.user}, clientArgs...)
-	p, err := c.spawn(n.user, n.ns, "ceph-fuse", append(args, n.mnt)...)
+	p, err := c.spawn(n.user, n.link.NS, "ceph-fuse", append(args, n.mnt)...)
 	if err != nil {
 		return err
 	}
 	n.p = p
-	deadline := time.Now().Add(readyTimeout)
-	for {
-		if fuseMounted(n.mnt) {
-			var st unix.Statfs_t
-			if err := unix.Statfs(n.mnt, &st); err == nil {
-				return nil
-			}
-		}
-		select {
-		case <-p.done:
-			return fmt.Errorf("ceph-fuse exited: %v\n%s", p.cmd.ProcessState, procs.Tail(filepath.Join(c.LogDir(), n.user+".out"), 10))
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not mounted after %v", readyTimeout)
-		}
+	err = procs.WaitMounted(n.mnt, fuseType, p.done, readyTimeout)
+	if errors.Is(err, procs.ErrExited) {
+		return fmt.Errorf("ceph-fuse exited: %v\n%s", p.cmd.ProcessState, procs.Tail(filepath.Join(c.LogDir(), n.user+".out"), 10))
 	}
+	return err
 }
 
-// fuseMounted reports whether a ceph-fuse filesystem is mounted at dir.
-func fuseMounted(dir string) bool {
-	ms, err := mountinfo.GetMounts(mountinfo.SingleEntryFilter(dir))
-	return err == nil && slices.ContainsFunc(ms, func(m *mountinfo.Info) bool { return m.FSType == "fuse.ceph-fuse" })
-}
+// fuseType is a ceph-fuse mount's type in the mount table.
+const fuseType = "fuse.ceph-fuse"
 
 func (c *Cluster) node(t testing.TB, name string) *node {
 	t.Helper()
@@ -139,7 +114,7 @@ func (c *Cluster) node(t testing.TB, name string) *node {
 // told.
 func (c *Cluster) CutOff(t testing.TB, name string) {
 	t.Helper()
-	if err := procs.IP("-n", c.srvNS, "link", "set", c.node(t, name).port, "down"); err != nil {
+	if err := c.node(t, name).link.SetUp(false); err != nil {
 		t.Fatalf("ceph: cut off %s: %v", name, err)
 	}
 }
@@ -147,7 +122,7 @@ func (c *Cluster) CutOff(t testing.TB, name string) {
 // Restore brings node's link up again.
 func (c *Cluster) Restore(t testing.TB, name string) {
 	t.Helper()
-	if err := procs.IP("-n", c.srvNS, "link", "set", c.node(t, name).port, "up"); err != nil {
+	if err := c.node(t, name).link.SetUp(true); err != nil {
 		t.Fatalf("ceph: restore %s: %v", name, err)
 	}
 }
@@ -173,7 +148,7 @@ func (c *Cluster) KillClient(t testing.TB, name string) {
 func (c *Cluster) RestartClient(t testing.TB, name string, clientArgs ...string) {
 	t.Helper()
 	n := c.node(t, name)
-	for fuseMounted(n.mnt) {
+	for procs.Mounted(n.mnt, fuseType) {
 		if err := unix.Unmount(n.mnt, unix.MNT_DETACH); err != nil {
 			t.Fatalf("ceph: unmount %s's mount: %v", name, err)
 		}
@@ -200,7 +175,7 @@ func (c *Cluster) ClientUser(t testing.TB, name string) string {
 // NodeAddr is node's IP address.
 func (c *Cluster) NodeAddr(t testing.TB, name string) string {
 	t.Helper()
-	return c.node(t, name).addr
+	return c.node(t, name).link.Addr
 }
 
 // Client is a client as the MDS lists it (client ls).
@@ -269,9 +244,7 @@ func (c *Cluster) Unblocklist(t testing.TB, s Client) {
 	c.Ceph(t, "osd", "blocklist", "rm", s.Addr)
 }
 
-// removeNode brings the node's link back, unmounts (detaching loop
-// devices left on files under the mount), stops its client and deletes
-// its namespace.
+// removeNode tears the node down (Link.Remove), once.
 func (c *Cluster) removeNode(n *node) error {
 	c.mu.Lock()
 	if n.gone {
@@ -280,23 +253,10 @@ func (c *Cluster) removeNode(n *node) error {
 	}
 	n.gone = true
 	c.mu.Unlock()
-	var errs []error
-	_ = procs.IP("-n", c.srvNS, "link", "set", n.port, "up")
-	if err := testutil.CleanLeftovers(n.mnt); err != nil {
-		errs = append(errs, err)
+	if n.p == nil {
+		return n.link.Remove(n.mnt, nil, nil)
 	}
-	if n.p != nil {
-		select {
-		case <-n.p.done: // the unmount ended it
-		case <-time.After(5 * time.Second):
-			_ = n.p.cmd.Process.Signal(syscall.SIGKILL)
-			<-n.p.done
-		}
-	}
-	if err := procs.DelNetns(n.ns); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+	return n.link.Remove(n.mnt, n.p.cmd.Process, n.p.done)
 }
 
 // stopAll ends every node, then kills the daemons: the cluster's data is

@@ -111,10 +111,11 @@ type Cluster struct {
 }
 
 type node struct {
-	name, ns, port, addr, mnt, log string
-	cmd                            *exec.Cmd
-	done                           chan struct{}
-	gone                           bool
+	name, mnt, log string
+	link           procs.Link
+	cmd            *exec.Cmd
+	done           chan struct{}
+	gone           bool
 }
 
 var nodeName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,19}$`)
@@ -137,7 +138,7 @@ func Start(t testing.TB, opts ...Options) *Cluster {
 		slot:  slot,
 		lock:  lock,
 		dir:   slots.Dir(slot),
-		srvNS: fmt.Sprintf("%s%d-srv", Prefix, slot),
+		srvNS: slots.Netns(slot, "srv"),
 		addr:  fmt.Sprintf("%s.%d.1", netPrefix, slot),
 		nodes: map[string]*node{},
 	}
@@ -156,20 +157,7 @@ func Start(t testing.TB, opts ...Options) *Cluster {
 	if err := procs.AddNetns(c.srvNS); err != nil {
 		t.Skipf("gluster: cannot make a network namespace here: %v", err)
 	}
-	if err := procs.IP("-n", c.srvNS, "link", "set", "lo", "up"); err != nil {
-		t.Fatalf("gluster: %v", err)
-	}
-	// A fixed MAC: a bridge without one takes its lowest port's, and
-	// removing that port (a node's teardown) changes it under the other
-	// nodes' ARP caches: their packets to the server were lost for 7-27 s.
-	mac := fmt.Sprintf("02:66:76:67:%02x:01", slot)
-	if err := procs.IP("-n", c.srvNS, "link", "add", "br0", "address", mac, "type", "bridge"); err != nil {
-		t.Fatalf("gluster: %v", err)
-	}
-	if err := procs.IP("-n", c.srvNS, "addr", "add", c.addr+"/24", "dev", "br0"); err != nil {
-		t.Fatalf("gluster: %v", err)
-	}
-	if err := procs.IP("-n", c.srvNS, "link", "set", "br0", "up"); err != nil {
+	if err := procs.Bridge(c.srvNS, c.addr, fmt.Sprintf("02:66:76:67:%02x:01", slot)); err != nil {
 		t.Fatalf("gluster: %v", err)
 	}
 	netDone := time.Now()
@@ -194,13 +182,7 @@ func requirePrograms(t testing.TB) {
 	if os.Geteuid() != 0 {
 		t.Skip("gluster: needs root (network namespaces, glusterd, FUSE mounts)")
 	}
-	var missing []string
-	for _, p := range []string{"glusterd", "glusterfs", "gluster", "ip", "nsenter", "unshare", "sh"} {
-		if _, err := exec.LookPath(p); err != nil {
-			missing = append(missing, p)
-		}
-	}
-	if len(missing) > 0 {
+	if missing := procs.NotInstalled("glusterd", "glusterfs", "gluster", "ip", "nsenter", "unshare", "sh"); len(missing) > 0 {
 		t.Skipf("gluster: missing %s: run hack/install-deps.sh (glusterfs-server, glusterfs-client)", strings.Join(missing, ", "))
 	}
 	if _, err := os.Stat("/dev/fuse"); err != nil {

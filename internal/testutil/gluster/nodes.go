@@ -6,15 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 
-	"github.com/filevol/filevol/internal/testutil"
 	"github.com/filevol/filevol/internal/testutil/procs"
 )
 
@@ -43,7 +40,7 @@ func (c *Cluster) MountNode(t testing.TB, name string, clientArgs ...string) str
 	if err := c.mount(n, clientArgs); err != nil {
 		t.Fatalf("gluster: node %s: %v\n%s", name, err, procs.Tail(n.log, 20))
 	}
-	t.Logf("gluster: %s (%s) mounted the volume at %s in %v", name, n.addr, n.mnt, time.Since(start).Round(time.Millisecond))
+	t.Logf("gluster: %s (%s) mounted the volume at %s in %v", name, n.link.Addr, n.mnt, time.Since(start).Round(time.Millisecond))
 	return n.mnt
 }
 
@@ -64,29 +61,20 @@ func (c *Cluster) addNode(name string) (*node, error) {
 	}
 	n := &node{
 		name: name,
-		ns:   fmt.Sprintf("%s%d-%s", Prefix, c.slot, name),
-		port: fmt.Sprintf("p%d", i),
-		addr: fmt.Sprintf("%s.%d.%d", netPrefix, c.slot, 10+i),
-		mnt:  filepath.Join(c.dir, "mnt", name),
-		log:  filepath.Join(c.dir, "log", "client-"+name+".log"),
+		link: procs.Link{
+			SrvNS: c.srvNS,
+			NS:    slots.Netns(c.slot, name),
+			Port:  fmt.Sprintf("p%d", i),
+			Addr:  fmt.Sprintf("%s.%d.%d", netPrefix, c.slot, 10+i),
+		},
+		mnt: filepath.Join(c.dir, "mnt", name),
+		log: filepath.Join(c.dir, "log", "client-"+name+".log"),
 	}
 	c.nodes[name] = n
 	c.mu.Unlock()
 
-	if err := procs.AddNetns(n.ns); err != nil {
+	if err := n.link.Add(); err != nil {
 		return n, err
-	}
-	steps := [][]string{
-		{"-n", n.ns, "link", "set", "lo", "up"},
-		{"-n", c.srvNS, "link", "add", n.port, "type", "veth", "peer", "name", "eth0", "netns", n.ns},
-		{"-n", c.srvNS, "link", "set", n.port, "master", "br0", "up"},
-		{"-n", n.ns, "addr", "add", n.addr + "/24", "dev", "eth0"},
-		{"-n", n.ns, "link", "set", "eth0", "up"},
-	}
-	for _, s := range steps {
-		if err := procs.IP(s...); err != nil {
-			return n, err
-		}
 	}
 	return n, os.MkdirAll(n.mnt, 0o755)
 }
@@ -95,7 +83,7 @@ func (c *Cluster) addNode(name string) (*node, error) {
 // node's network namespace only) and waits until the volume answers at the
 // mount point.
 func (c *Cluster) mount(n *node, clientArgs []string) error {
-	args := []string{"--net=" + filepath.Join(procs.NetnsDir, n.ns), "--",
+	args := []string{"--net=" + filepath.Join(procs.NetnsDir, n.link.NS), "--",
 		"glusterfs", "-N", "--process-name", "fuse",
 		"--volfile-server=" + c.addr, "--volfile-id=" + volName,
 		"--log-file=" + n.log}
@@ -115,30 +103,18 @@ func (c *Cluster) mount(n *node, clientArgs []string) error {
 	n.done = make(chan struct{})
 	go func() { _ = cmd.Wait(); close(n.done) }()
 	procs.Record(c.dir, cmd.Process.Pid, "client-"+n.name)
-	deadline := time.Now().Add(readyTimeout)
-	for {
-		if fuseMounted(n.mnt) {
-			var st unix.Statfs_t
-			if err := unix.Statfs(n.mnt, &st); err == nil {
-				return nil
-			}
-		}
-		select {
-		case <-n.done:
-			return fmt.Errorf("glusterfs client exited: %v", cmd.ProcessState)
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("volume not mounted after %v", readyTimeout)
-		}
+	err = procs.WaitMounted(n.mnt, fuseType, n.done, readyTimeout)
+	if errors.Is(err, procs.ErrExited) {
+		return fmt.Errorf("glusterfs client exited: %v", cmd.ProcessState)
 	}
+	if err != nil {
+		return fmt.Errorf("volume %w", err)
+	}
+	return nil
 }
 
-// fuseMounted reports whether a fuse.glusterfs filesystem is mounted at dir.
-func fuseMounted(dir string) bool {
-	ms, err := mountinfo.GetMounts(mountinfo.SingleEntryFilter(dir))
-	return err == nil && slices.ContainsFunc(ms, func(m *mountinfo.Info) bool { return m.FSType == "fuse.glusterfs" })
-}
+// fuseType is a glusterfs client's mount's type in the mount table.
+const fuseType = "fuse.glusterfs"
 
 func (c *Cluster) node(name string) (*node, error) {
 	c.mu.Lock()
@@ -156,24 +132,28 @@ func (c *Cluster) node(name string) (*node, error) {
 // find out by their own timeouts.
 func (c *Cluster) CutOff(t testing.TB, name string) {
 	t.Helper()
-	n, err := c.node(name)
-	if err == nil {
-		err = procs.IP("-n", c.srvNS, "link", "set", n.port, "down")
-	}
-	if err != nil {
-		t.Fatalf("gluster: cut off %s: %v", name, err)
-	}
+	c.setLink(t, name, false)
 }
 
 // Restore brings node's link up again.
 func (c *Cluster) Restore(t testing.TB, name string) {
 	t.Helper()
+	c.setLink(t, name, true)
+}
+
+// setLink is CutOff (up false) and Restore (up true).
+func (c *Cluster) setLink(t testing.TB, name string, up bool) {
+	t.Helper()
 	n, err := c.node(name)
 	if err == nil {
-		err = procs.IP("-n", c.srvNS, "link", "set", n.port, "up")
+		err = n.link.SetUp(up)
 	}
 	if err != nil {
-		t.Fatalf("gluster: restore %s: %v", name, err)
+		what := "cut off"
+		if up {
+			what = "restore"
+		}
+		t.Fatalf("gluster: %s %s: %v", what, name, err)
 	}
 }
 
@@ -214,12 +194,10 @@ func (c *Cluster) NodeAddr(t testing.TB, name string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return n.addr
+	return n.link.Addr
 }
 
-// removeNode brings the node's link back (so that nothing waits on a
-// cut-off server), unmounts (detaching loop devices left on files under the
-// mount), stops its client and deletes its namespace.
+// removeNode tears the node down (Link.Remove), once.
 func (c *Cluster) removeNode(n *node) error {
 	c.mu.Lock()
 	if n.gone {
@@ -228,23 +206,11 @@ func (c *Cluster) removeNode(n *node) error {
 	}
 	n.gone = true
 	c.mu.Unlock()
-	var errs []error
-	_ = procs.IP("-n", c.srvNS, "link", "set", n.port, "up")
-	if err := testutil.CleanLeftovers(n.mnt); err != nil {
-		errs = append(errs, err)
+	var client *os.Process
+	if n.cmd != nil {
+		client = n.cmd.Process
 	}
-	if n.cmd != nil && n.cmd.Process != nil {
-		select {
-		case <-n.done: // the unmount ended it
-		case <-time.After(5 * time.Second):
-			_ = n.cmd.Process.Signal(syscall.SIGKILL)
-			<-n.done
-		}
-	}
-	if err := procs.DelNetns(n.ns); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+	return n.link.Remove(n.mnt, client, n.done)
 }
 
 // RestartClient starts node's client again after KillClient, at the same
@@ -264,7 +230,7 @@ func (c *Cluster) RestartClient(t testing.TB, name string, clientArgs ...string)
 	default:
 		t.Fatalf("gluster: %s's client (pid %d) is still running: KillClient first", name, n.cmd.Process.Pid)
 	}
-	for fuseMounted(n.mnt) {
+	for procs.Mounted(n.mnt, fuseType) {
 		if err := unix.Unmount(n.mnt, unix.MNT_DETACH); err != nil {
 			t.Fatalf("gluster: unmount %s's dead mount: %v", name, err)
 		}

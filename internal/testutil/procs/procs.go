@@ -5,7 +5,9 @@
 // one, kills exactly the processes that run started and never a process
 // that reused a PID; namespaces are made and removed with `ip netns`, and
 // the processes inside one are found from /proc; numbered slots (Slots)
-// let several test processes each run a cluster at once. Tests only.
+// let several test processes each run a cluster at once. A simulated
+// node's network (Bridge, Link) and the wait for its FUSE client's mount
+// (WaitMounted) are here too, the same for every harness. Tests only.
 package procs
 
 import (
@@ -161,6 +163,17 @@ func IP(args ...string) error {
 		return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
 	return nil
+}
+
+// NotInstalled returns the programs of names that are not on PATH.
+func NotInstalled(names ...string) []string {
+	var absent []string
+	for _, p := range names {
+		if _, err := exec.LookPath(p); err != nil {
+			absent = append(absent, p)
+		}
+	}
+	return absent
 }
 
 // Tail returns the last n lines of a file, for failure messages.

@@ -30,6 +30,12 @@ type Slots struct {
 	MountsFirst string
 }
 
+// Netns names slot's network namespace for name (the server's, a
+// node's) as Clean finds it: NetnsPrefix+"N-"+name.
+func (s Slots) Netns(slot int, name string) string {
+	return fmt.Sprintf("%s%d-%s", s.NetnsPrefix, slot, name)
+}
+
 // Dir is slot's directory.
 func (s Slots) Dir(slot int) string { return filepath.Join(s.Base, strconv.Itoa(slot)) }
 
@@ -73,7 +79,7 @@ func (s Slots) Take(logf func(string, ...any)) (int, *os.File, error) {
 // directory and its namespaces. The caller holds the slot's lock.
 func (s Slots) Clean(slot int) error {
 	dir := s.Dir(slot)
-	prefix := fmt.Sprintf("%s%d-", s.NetnsPrefix, slot)
+	prefix := s.Netns(slot, "")
 	var nss []string
 	if ents, err := os.ReadDir(NetnsDir); err == nil {
 		for _, e := range ents {

@@ -25,15 +25,7 @@ import (
 func checkRoot(root string, a archInfo) (int, error) {
 	var problems []string
 	n := 0
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return err
-		}
-		f, err := elf.Open(p)
-		if err != nil {
-			return nil // not an ELF file
-		}
-		defer f.Close()
+	err := walkELF(root, func(p string, f *elf.File) error {
 		rel := "/" + strings.TrimPrefix(filepath.ToSlash(strings.TrimPrefix(p, root)), "/")
 		if f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {
 			return nil // object files, kernel modules: nothing loads them here
@@ -47,11 +39,10 @@ func checkRoot(root string, a archInfo) (int, error) {
 			if prog.Type != elf.PT_INTERP {
 				continue
 			}
-			b := make([]byte, prog.Filesz)
-			if _, err := prog.ReadAt(b, 0); err != nil {
+			interp, err := readInterp(prog)
+			if err != nil {
 				return fmt.Errorf("%s: PT_INTERP: %w", rel, err)
 			}
-			interp := strings.TrimRight(string(b), "\x00")
 			if _, err := resolveIn(root, interp); err != nil {
 				problems = append(problems, fmt.Sprintf("%s: interpreter %s: %v", rel, interp, err))
 			}

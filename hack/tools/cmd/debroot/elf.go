@@ -89,15 +89,7 @@ func closure(pkgs map[string]*pkg, wanted []string) (map[string]bool, error) {
 // files under dir to one file that needs it.
 func needed(dir string) (map[string]string, error) {
 	needs := map[string]string{}
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return err
-		}
-		f, err := elf.Open(path)
-		if err != nil {
-			return nil // not an ELF file
-		}
-		defer f.Close()
+	err := walkELF(dir, func(path string, f *elf.File) error {
 		rel, _ := filepath.Rel(dir, path)
 		libs, err := f.ImportedLibraries()
 		if err != nil {
@@ -108,13 +100,37 @@ func needed(dir string) (map[string]string, error) {
 		}
 		for _, p := range f.Progs {
 			if p.Type == elf.PT_INTERP {
-				b := make([]byte, p.Filesz)
-				if _, err := p.ReadAt(b, 0); err == nil {
-					needs[filepath.Base(strings.TrimRight(string(b), "\x00"))] = rel
+				if interp, err := readInterp(p); err == nil {
+					needs[filepath.Base(interp)] = rel
 				}
 			}
 		}
 		return nil
 	})
 	return needs, err
+}
+
+// walkELF calls fn for every regular file under dir that opens as an ELF
+// file (other files are passed over), with its path and the open file.
+func walkELF(dir string, fn func(path string, f *elf.File) error) error {
+	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		f, err := elf.Open(path)
+		if err != nil {
+			return nil // not an ELF file
+		}
+		defer f.Close()
+		return fn(path, f)
+	})
+}
+
+// readInterp returns the path a PT_INTERP program header names.
+func readInterp(p *elf.Prog) (string, error) {
+	b := make([]byte, p.Filesz)
+	if _, err := p.ReadAt(b, 0); err != nil {
+		return "", err
+	}
+	return strings.TrimRight(string(b), "\x00"), nil
 }
