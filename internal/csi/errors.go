@@ -9,7 +9,6 @@ import (
 
 	"github.com/filevol/filevol/internal/answer"
 	"github.com/filevol/filevol/internal/attach"
-	"github.com/filevol/filevol/internal/dirpool"
 	"github.com/filevol/filevol/internal/freeze"
 	"github.com/filevol/filevol/internal/hostos/cgroup"
 	"github.com/filevol/filevol/internal/hostos/extents"
@@ -20,7 +19,6 @@ import (
 	"github.com/filevol/filevol/internal/hostos/ofd"
 	"github.com/filevol/filevol/internal/keywrap"
 	"github.com/filevol/filevol/internal/nodestate"
-	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volid"
 	"github.com/filevol/filevol/internal/volume"
 )
@@ -40,23 +38,21 @@ var (
 
 // sentinelCodes maps the named errors of the lower layers to gRPC codes.
 // Order matters only where one error could wrap two sentinels. Every
-// exported Err* of pool, nodestate and internal/hostos/... must be here,
-// with a code that tells the CO what to do (never INTERNAL or UNKNOWN):
-// errors_test.go finds them in the source and fails on one left out.
+// exported Err* of volume, nodestate and internal/hostos/... must be here,
+// or be of a class (volume.NewError: the kinds' own errors), with a code
+// that tells the CO what to do (never INTERNAL or UNKNOWN): errors_test.go
+// finds them in the source and fails on one left out.
 var sentinelCodes = []struct {
 	err  error
 	code codes.Code
 }{
 	{context.DeadlineExceeded, codes.DeadlineExceeded},
 	{context.Canceled, codes.Canceled},
-	{dirpool.ErrNotBtrfs, codes.FailedPrecondition},
-	{dirpool.ErrInvalidParameter, codes.InvalidArgument},
-	{dirpool.ErrInvalidPath, codes.InvalidArgument},
-	{dirpool.ErrGIDRangeExhausted, codes.ResourceExhausted},
-	{dirpool.ErrDirectoryExists, codes.AlreadyExists},
-	{dirpool.ErrNotVolume, codes.FailedPrecondition},
-	{dirpool.ErrNoQuota, codes.FailedPrecondition},
-	{dirpool.ErrNoSnapshots, codes.FailedPrecondition},
+	// A kind's own named errors, by their class (volume.NewError).
+	{volume.ClassInvalid, codes.InvalidArgument},
+	{volume.ClassPrecondition, codes.FailedPrecondition},
+	{volume.ClassExhausted, codes.ResourceExhausted},
+	{volume.ClassExists, codes.AlreadyExists},
 	{volume.ErrNotFound, codes.NotFound},
 	{volume.ErrInvalidID, codes.NotFound},
 	// What the pool refuses in a request it was given: a bad name, a
@@ -71,8 +67,6 @@ var sentinelCodes = []struct {
 	// the CO deletes the group instead.
 	{volume.ErrInGroup, codes.InvalidArgument},
 	{volume.ErrShrink, codes.OutOfRange},
-	// CSI CreateVolume: "source incompatible" is INVALID_ARGUMENT.
-	{pool.ErrOtherNode, codes.InvalidArgument},
 	{volume.ErrImageMissing, codes.FailedPrecondition},
 	{loop.ErrNoDevice, codes.ResourceExhausted},
 	// No call fails for it today (a snapshot image whose extents cannot

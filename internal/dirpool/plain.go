@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/filevol/filevol/internal/volctx"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // A pool on a filesystem without a quota filevol can enforce (ext4 and
@@ -36,13 +37,13 @@ const (
 	ContextSizeNote     = volctx.SizeNote
 )
 
-// Sentinel errors of plain pools; internal/csi/errors.go maps them.
+// Sentinel errors of plain pools, of classes that give their gRPC codes.
 var (
 	// ErrNoQuota: the pool's filesystem has no quota filevol can enforce,
 	// and the class did not allow an unenforced size.
-	ErrNoQuota = errors.New("the directory pool has no usable quota")
+	ErrNoQuota = volume.NewError(volume.ClassPrecondition, "the directory pool has no usable quota")
 	// ErrNoSnapshots: snapshots and clones need a btrfs pool.
-	ErrNoSnapshots = errors.New("directory volume snapshots need a btrfs pool")
+	ErrNoSnapshots = volume.NewError(volume.ClassPrecondition, "directory volume snapshots need a btrfs pool")
 )
 
 // fsName names a filesystem type for messages.

@@ -1,7 +1,6 @@
 package dirpool
 
 import (
-	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -18,25 +17,26 @@ import (
 	"github.com/filevol/filevol/internal/volume"
 )
 
-// Sentinel errors; internal/csi/errors.go maps them to gRPC codes.
+// Sentinel errors; each is of a class (volume.NewError) that gives its
+// gRPC code.
 var (
 	// ErrNotBtrfs: the pool directory is not on btrfs, or its quotas
 	// cannot be enabled.
-	ErrNotBtrfs = errors.New("directory pool needs btrfs with quotas")
+	ErrNotBtrfs = volume.NewError(volume.ClassPrecondition, "directory pool needs btrfs with quotas")
 	// ErrInvalidParameter: a StorageClass parameter of a directory volume
 	// is unknown or malformed.
-	ErrInvalidParameter = errors.New("invalid directory volume parameter")
+	ErrInvalidParameter = volume.NewError(volume.ClassInvalid, "invalid directory volume parameter")
 	// ErrInvalidPath: a path made of the parameters or the claim's names
 	// could leave the pool or is not a plain relative path.
-	ErrInvalidPath = errors.New("invalid directory volume path")
+	ErrInvalidPath = volume.NewError(volume.ClassInvalid, "invalid directory volume path")
 	// ErrGIDRangeExhausted: every gid of the range is held by a live volume.
-	ErrGIDRangeExhausted = errors.New("gid range exhausted")
+	ErrGIDRangeExhausted = volume.NewError(volume.ClassExhausted, "gid range exhausted")
 	// ErrDirectoryExists: the volume's directory is taken (by another
 	// volume, or by something that is not a volume).
-	ErrDirectoryExists = errors.New("directory already exists")
+	ErrDirectoryExists = volume.NewError(volume.ClassExists, "directory already exists")
 	// ErrNotVolume: what is at a volume's path is not its subvolume (it
 	// was replaced, or moved): the pool refuses to touch it.
-	ErrNotVolume = errors.New("not the volume's subvolume")
+	ErrNotVolume = volume.NewError(volume.ClassPrecondition, "not the volume's subvolume")
 )
 
 const (

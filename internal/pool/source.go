@@ -1,7 +1,6 @@
 package pool
 
 import (
-	"errors"
 	"fmt"
 	"os"
 
@@ -10,12 +9,13 @@ import (
 	"github.com/filevol/filevol/internal/volume"
 )
 
-// Sentinel errors of snapshots, restores and clones; internal/csi/errors.go
-// maps them to gRPC codes.
+// Sentinel errors of snapshots, restores and clones; their class gives
+// their gRPC code.
 var (
 	// ErrOtherNode: the record belongs to another node's pool. Images are
-	// node-local: a clone or snapshot can only be cut where the data is.
-	ErrOtherNode = errors.New("belongs to another node")
+	// node-local: a clone or snapshot can only be cut where the data is
+	// (CSI CreateVolume: a source incompatible is INVALID_ARGUMENT).
+	ErrOtherNode = volume.NewError(volume.ClassInvalid, "belongs to another node")
 )
 
 // cloneSource copies src, so a record never aliases the caller's value.
