@@ -260,7 +260,7 @@ func removeTree(trash, parent int, name string, depth int) error {
 		return fmt.Errorf("remove %s: %w", name, err)
 	}
 	if depth >= maxRemoveDepth {
-		if err := unix.Renameat2(parent, name, trash, deepPrefix+randomSuffix(), unix.RENAME_NOREPLACE); err != nil {
+		if err := renameDirNoReplace(parent, name, trash, deepPrefix+randomSuffix()); err != nil {
 			return fmt.Errorf("move a deep directory to the top of the trash: %w", err)
 		}
 		return errDeferred
