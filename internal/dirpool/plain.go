@@ -276,7 +276,17 @@ func removeTree(trash, parent int, name string, depth int) error {
 	}
 	if err := unix.Unlinkat(parent, name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
 		if errors.Is(err, unix.ENOTEMPTY) {
-			return errDeferred // a deep part moved to the top: the next pass
+			// CephFS snapshots a pod took keep the directory (their
+			// entries are not listed); else a deep part moved to the
+			// top: the next pass.
+			n, serr := removeSnapshots(parent, name)
+			if serr != nil {
+				return serr
+			}
+			if n == 0 || unix.Unlinkat(parent, name, unix.AT_REMOVEDIR) != nil {
+				return errDeferred
+			}
+			return nil
 		}
 		return fmt.Errorf("remove directory %s: %w", name, err)
 	}
