@@ -16,20 +16,24 @@ import (
 // A pool on CephFS (a ceph-fuse mount) holds a volume to its size with a
 // CephFS quota: the directory's virtual extended attribute
 // ceph.quota.max_bytes, which every client enforces on the whole subtree
-// (EDQUOT once the bytes it knows of reach the limit, measured in
-// docs/shared-pools-cephfs.md), so one limit holds on every node of a
-// shared pool. A volume is a plain directory, recognised by its inode as
-// in a plain pool (dirVolumes); its usage is ceph.dir.rbytes, the MDS's
-// recursive byte count.
+// (EDQUOT once the bytes it knows of reach the limit), so one limit holds
+// on every node of a shared pool. A volume is a plain directory,
+// recognised by its inode as in a plain pool (dirVolumes); its usage is
+// ceph.dir.rbytes, the MDS's recursive byte count.
 //
-// CephFS lets whoever may write a directory set its quota (Ceph 16.2.15
-// checks the client's "p" capability, not the file's owner: a non-root
-// user lifted the quota of a directory it owns, and of a root-owned one
-// mode 777), so a pod can lift its volume's limit. The guard (guard)
-// puts it back. What it does not see: a quota a pod sets on a
-// subdirectory, and snapshots a pod takes inside its volume (their data
-// counts against no limit); a node's client without the "p" and "s" MDS
-// capability flags stops both, and is the deployment's to give.
+// What test/ceph measured on Ceph 16.2.15 (docs/shared-pools-cephfs.md):
+// a writer in the volume's top directory gets EDQUOT at the size plus
+// one write, on any client; a writer deeper in the tree gets it after
+// about a second of writing, however much that was (the MDS propagates
+// counts up the tree lazily), and a quota a pod sets on a subdirectory
+// does not lift the volume's. CephFS lets a user who is not root set the
+// quota of a directory it may write (the volume's owner lifted it, as a
+// pod running as that uid would), so a pod can lift its volume's limit:
+// the guard (guard) puts it back. What the guard does not see: snapshots
+// a pod takes inside its volume (the owner may), whose data counts
+// against no limit; Ceph's documentation says a client whose MDS
+// capability lacks the "s" flag (and "p", for quotas) cannot, and the
+// nodes' clients are the deployment's to give.
 const (
 	xattrMaxBytes = "ceph.quota.max_bytes"
 	xattrRBytes   = "ceph.dir.rbytes"
@@ -68,10 +72,10 @@ func (q *cephQuota) mode() string {
 	return "cephfs quota (" + xattrMaxBytes + " on each volume's directory, enforced by every client; the guard puts back a limit a pod changes)"
 }
 
-// nestedCounted: a quota a pod sets on a subdirectory makes that
-// subdirectory's writes answer to it, not to the volume's (measured:
-// test/ceph TestDirectoryPoolOnCephFS).
-func (q *cephQuota) nestedCounted() bool { return false }
+// nestedCounted: CephFS has no nested subvolumes; a subdirectory with a
+// quota of its own still counts against the volume's (measured: test/ceph
+// TestDirectoryPoolQuotaDeepInTheTree).
+func (q *cephQuota) nestedCounted() bool { return true }
 
 // guarded: a pod can change its volume's quota attribute.
 func (q *cephQuota) guarded() bool { return true }
