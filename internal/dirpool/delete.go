@@ -82,7 +82,7 @@ func (p *Pool) trash(rel string, v Volume) error {
 		return err
 	}
 	defer unix.Close(trash)
-	if err := unix.Renameat2(parent, name, trash, v.ID+"."+randomSuffix(), unix.RENAME_NOREPLACE); err != nil {
+	if err := renameDirNoReplace(parent, name, trash, v.ID+"."+randomSuffix()); err != nil {
 		return fmt.Errorf("move %s to the trash: %w", rel, err)
 	}
 	return unix.Syncfs(p.root)

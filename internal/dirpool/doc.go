@@ -7,9 +7,9 @@
 //
 // How a size is enforced, and so what a volume is on the filesystem, is
 // the pool's quota (quota.go), chosen once at Open from the filesystem:
-// btrfs qgroups on a subvolume (quota_btrfs.go), or, on any other
-// filesystem, none: a plain directory whose size is not enforced
-// (plain.go). The paths below ask it to make, check, limit and destroy a
+// btrfs qgroups on a subvolume (quota_btrfs.go), a CephFS quota on a
+// directory (quota_ceph.go), or, on any other filesystem, none: a plain
+// directory whose size is not enforced (plain.go). The paths below ask it to make, check, limit and destroy a
 // volume; the layout and the commit points are the same for every quota.
 //
 // Layout, under the pool's directory <dir>:

@@ -64,6 +64,9 @@ func (p *Pool) GuardPass() error {
 	if !p.quota.guarded() {
 		return nil
 	}
+	if c, ok := p.quota.(*cephQuota); ok {
+		return c.guard() // no subvolumes: the quota attribute itself
+	}
 	refs, err := subvolumeRefs(p.root)
 	if err != nil {
 		return err
@@ -256,6 +259,10 @@ func (p *Pool) GuardNote(id string) string {
 		return ""
 	}
 	last := reps[len(reps)-1]
+	if last.Subvolume == 0 {
+		return fmt.Sprintf("a process in the pod changed the volume's CephFS quota %d time(s); the latest, at %s: %s",
+			n, last.At.UTC().Format(time.RFC3339), last.Did)
+	}
 	return fmt.Sprintf("a process in the pod made a btrfs subvolume outside the volume's quota %d time(s); the latest, at %s (subvolume %d, %s): %s. "+
 		"Its data now counts against this volume; the volume may stand over its size until the pod deletes data",
 		n, last.Path, last.Subvolume, last.At.UTC().Format(time.RFC3339), last.Did)

@@ -88,14 +88,14 @@ func (p *Pool) makeParentsOnce(rel string) (int, string, error) {
 // removed a parent meanwhile (ENOENT), the parents are made again.
 func (p *Pool) placeAt(from int, name string, dir int, rel string) error {
 	_, last := path.Split(rel)
-	err := unix.Renameat2(from, name, dir, last, unix.RENAME_NOREPLACE)
+	err := renameDirNoReplace(from, name, dir, last)
 	for i := 0; errors.Is(err, unix.ENOENT) && i < parentAttempts; i++ {
 		klog.V(4).InfoS("A delete removed the parent of a volume being placed; making it again", "pool", p.dir, "path", rel)
 		d, _, merr := p.makeParents(rel)
 		if merr != nil {
 			return merr
 		}
-		err = unix.Renameat2(from, name, d, last, unix.RENAME_NOREPLACE)
+		err = renameDirNoReplace(from, name, d, last)
 		_ = unix.Close(d)
 	}
 	return err

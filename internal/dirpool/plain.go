@@ -261,7 +261,7 @@ func removeTree(trash, parent int, name string, depth int) error {
 		return fmt.Errorf("remove %s: %w", name, err)
 	}
 	if depth >= maxRemoveDepth {
-		if err := unix.Renameat2(parent, name, trash, deepPrefix+randomSuffix(), unix.RENAME_NOREPLACE); err != nil {
+		if err := renameDirNoReplace(parent, name, trash, deepPrefix+randomSuffix()); err != nil {
 			return fmt.Errorf("move a deep directory to the top of the trash: %w", err)
 		}
 		return errDeferred
@@ -277,7 +277,17 @@ func removeTree(trash, parent int, name string, depth int) error {
 	}
 	if err := unix.Unlinkat(parent, name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
 		if errors.Is(err, unix.ENOTEMPTY) {
-			return errDeferred // a deep part moved to the top: the next pass
+			// CephFS snapshots a pod took keep the directory (their
+			// entries are not listed); else a deep part moved to the
+			// top: the next pass.
+			n, serr := removeSnapshots(parent, name)
+			if serr != nil {
+				return serr
+			}
+			if n == 0 || unix.Unlinkat(parent, name, unix.AT_REMOVEDIR) != nil {
+				return errDeferred
+			}
+			return nil
 		}
 		return fmt.Errorf("remove directory %s: %w", name, err)
 	}

@@ -10,6 +10,8 @@ import "golang.org/x/sys/unix"
 //
 //   - btrfsQuota (quota_btrfs.go, qgroup.go): a subvolume per volume
 //     with a qgroup limit, on full qgroups or simple quotas;
+//   - cephQuota (quota_ceph.go): a directory with a CephFS quota
+//     attribute, on a ceph-fuse mount;
 //   - noQuota (plain.go): a plain directory whose size is not enforced,
 //     on any other filesystem.
 //
@@ -68,6 +70,9 @@ func openQuota(p *Pool, magic int64) (quota, error) {
 			return nil, err // not a quota holding a nil pointer
 		}
 		return q, nil
+	}
+	if magic == unix.FUSE_SUPER_MAGIC && isCephFS(p.root) {
+		return openCephQuota(p), nil
 	}
 	return openNoQuota(p, magic), nil
 }

@@ -1,7 +1,9 @@
 package dirpool
 
 import (
+	"errors"
 	"fmt"
+	"path"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -35,6 +37,9 @@ func (p *Pool) repair() error {
 			return err
 		}
 		err = p.placeAt(tmp, id, parent, v.Path)
+		if errors.Is(err, unix.EEXIST) && p.removeStaleClaim(parent, path.Base(v.Path)) {
+			err = p.placeAt(tmp, id, parent, v.Path) // a claim a crash left (rename.go)
+		}
 		_ = unix.Close(parent)
 		if err != nil {
 			return fmt.Errorf("roll create of %s forward to %s: %w", id, v.Path, err)
