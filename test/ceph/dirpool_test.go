@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/filevol/filevol/internal/dirpool"
-	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // A directory pool on a ceph-fuse mount holds each volume to its size by
@@ -37,7 +37,7 @@ func TestDirectoryPoolOnCephFS(t *testing.T) {
 	}
 	const size = 8 * mib
 	start := time.Now()
-	cv, err := p.Create(ctx, pool.CreateRequest{Name: "v1", CapacityBytes: size,
+	cv, err := p.Create(ctx, volume.CreateRequest{Name: "v1", CapacityBytes: size,
 		Parameters: map[string]string{dirpool.ParamUID: "1000", dirpool.ParamGID: "1000"}})
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +94,7 @@ func TestDirectoryPoolOnCephFS(t *testing.T) {
 		t.Errorf("the guard's repairs: %d, note %q", n, p.GuardNote(v.ID))
 	}
 
-	if _, err := p.CreateSnapshot(ctx, pool.SnapshotRequest{Name: "s", SourceVolumeID: v.ID}); !errors.Is(err, dirpool.ErrNoSnapshots) {
+	if _, err := p.CreateSnapshot(ctx, volume.SnapshotRequest{Name: "s", SourceVolumeID: v.ID}); !errors.Is(err, dirpool.ErrNoSnapshots) {
 		t.Errorf("snapshot: %v, want ErrNoSnapshots", err)
 	}
 	// Snapshots a pod took keep their directories from being removed
@@ -221,7 +221,7 @@ func TestDirectoryPoolQuotaDeepInTheTree(t *testing.T) {
 	const size = 8 * mib
 	for _, nested := range []bool{false, true} {
 		name := map[bool]string{false: "deep", true: "nested"}[nested]
-		cv, err := p.Create(ctx, pool.CreateRequest{Name: name, CapacityBytes: size})
+		cv, err := p.Create(ctx, volume.CreateRequest{Name: name, CapacityBytes: size})
 		if err != nil {
 			t.Fatal(err)
 		}
