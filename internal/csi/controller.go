@@ -38,7 +38,11 @@ func (s *ControllerService) CreateVolume(ctx context.Context, req *csipb.CreateV
 	if err != nil {
 		return nil, err
 	}
-	if err := checkCapabilities(req.GetVolumeCapabilities(), &p, s.cfg.Shared); err != nil {
+	st, err := s.createStore(p, req.GetParameters())
+	if err != nil {
+		return nil, err
+	}
+	if err := checkCapabilities(req.GetVolumeCapabilities(), &p, st.Traits(), s.cfg.Shared); err != nil {
 		return nil, err
 	}
 	if err := checkEncryptedAccess(req.GetVolumeCapabilities(), p); err != nil {
@@ -55,10 +59,6 @@ func (s *ControllerService) CreateVolume(ctx context.Context, req *csipb.CreateV
 		p.provisioning = m.Provisioning
 	}
 	if err := s.checkAccessible(req.GetAccessibilityRequirements()); err != nil {
-		return nil, err
-	}
-	st, err := s.createStore(p)
-	if err != nil {
 		return nil, err
 	}
 	if req.GetVolumeContentSource() != nil {

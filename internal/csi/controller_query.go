@@ -123,7 +123,7 @@ func (s *ControllerService) GetCapacity(ctx context.Context, req *csipb.GetCapac
 	if key, value := s.cfg.topologySegment(); req.GetAccessibleTopology() != nil && req.GetAccessibleTopology().GetSegments()[key] != value {
 		return &csipb.GetCapacityResponse{}, nil
 	}
-	st, err := s.createStore(p)
+	st, err := s.createStore(p, req.GetParameters())
 	if err != nil {
 		return nil, err
 	}

@@ -3,14 +3,13 @@ package csi
 import (
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 
-	"github.com/filevol/filevol/internal/dirpool"
 	"github.com/filevol/filevol/internal/volume"
 )
 
 // ParamEncryption asks for a volume encrypted at rest: "fscrypt", the one
 // scheme (the kernel's fscrypt on the volume's ext4, its data key wrapped
 // under the node-stage Secret's encryptionKey).
-const ParamEncryption = "encryption"
+const ParamEncryption = volume.ParamEncryption
 
 // noDMCrypt is why block volumes, and filesystems fscrypt cannot encrypt,
 // are refused: the scheme that would cover them is dm-crypt (LUKS), which
@@ -24,18 +23,6 @@ func parseEncryption(v string) (string, error) {
 			ParamEncryption, v, volume.EncryptionFscrypt)
 	}
 	return v, nil
-}
-
-// refuseDirEncryption refuses encryption for a directory volume: its
-// files live in the directory pool's own filesystem, which filevol does
-// not format and whose keyring it does not hold.
-func refuseDirEncryption(params map[string]string) error {
-	if _, ok := params[ParamEncryption]; !ok {
-		return nil
-	}
-	return invalidArgument("parameter %s: directory volumes (%s=%s) cannot be encrypted: their files are in the directory pool's filesystem, "+
-		"which filevol neither formats nor holds the keys of; use an image volume (leave %s out) with %s=%s",
-		ParamEncryption, dirpool.ParamProvisioningMode, dirpool.ProvisioningModeDirectory, dirpool.ParamProvisioningMode, ParamEncryption, volume.EncryptionFscrypt)
 }
 
 // checkEncryptedAccess refuses what an encrypted volume cannot be:

@@ -37,6 +37,10 @@ func TestProvisioningModeSelectsTheDirectoryStore(t *testing.T) {
 	}
 
 	f := newFakeStore(t)
+	// Made for provisioningMode: directory, with a directory volume's
+	// parameters.
+	f.traits = dirpool.Traits
+	f.check = func(params map[string]string) error { _, err := dirpool.Parameters(params); return err }
 	s.serve(fakePool, volid.KindDir, f)
 	if _, err := s.CreateVolume(ctx, req("d1", dirParams)); err != nil || !f.took("create d1") {
 		t.Fatalf("CreateVolume with provisioningMode: directory: %v; calls %s", err, f)

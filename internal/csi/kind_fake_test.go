@@ -150,6 +150,19 @@ type fakeStore struct {
 	dir   string
 	vols  map[string]volume.Volume
 	snaps map[string]volume.Snapshot
+	// traits are what the fake kind says it can do; none: an image's.
+	traits volume.Traits
+	// check is how it checks StorageClass parameters of its own (none:
+	// it has none).
+	check func(params map[string]string) error
+}
+
+// CheckParameters makes the fake a parameterChecker.
+func (f *fakeStore) CheckParameters(params map[string]string) error {
+	if f.check == nil {
+		return nil
+	}
+	return f.check(params)
 }
 
 var _ VolumeStore = (*fakeStore)(nil)
@@ -268,5 +281,10 @@ func (f *fakeStore) Modify(_ context.Context, id string, m volume.Modification) 
 }
 
 // The fake kind can do what image volumes can (pool.Traits).
-func (f *fakeNode) Traits() volume.Traits  { return pool.Traits }
-func (f *fakeStore) Traits() volume.Traits { return pool.Traits }
+func (f *fakeNode) Traits() volume.Traits { return pool.Traits }
+func (f *fakeStore) Traits() volume.Traits {
+	if f.traits.Noun != "" {
+		return f.traits
+	}
+	return pool.Traits
+}

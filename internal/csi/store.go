@@ -86,22 +86,42 @@ func (s *ControllerService) serve(poolID string, kind volid.Kind, st VolumeStore
 }
 
 // createStore is where CreateVolume makes a new volume: the StorageClass's
-// parameters choose the kind (provisioningMode=directory: the directory
-// pool; otherwise an image in this node's pool, the first store served),
-// here and nowhere else.
-func (s *ControllerService) createStore(p createParams) (*poolStore, error) {
-	if p.dir {
-		for k, st := range s.stores.byVolume {
-			if k.kind == volid.KindDir && k.pool != "" {
-				return st, nil
+// provisioningMode chooses the kind (its Traits.ProvisioningMode; none:
+// an image in this node's pool), here and nowhere else, and the chosen
+// store checks the parameters of a kind of its own (parameterChecker).
+func (s *ControllerService) createStore(p createParams, params map[string]string) (*poolStore, error) {
+	var modes []string
+	for _, st := range s.stores.all {
+		mode := st.Traits().ProvisioningMode
+		if mode != p.mode {
+			if mode != "" {
+				modes = append(modes, mode)
+			}
+			continue
+		}
+		if c, ok := st.VolumeStore.(parameterChecker); ok {
+			if err := c.CheckParameters(params); err != nil {
+				return nil, err
 			}
 		}
-		return nil, failedPrecondition("provisioningMode=directory: this filevol serves no directory pool (start it with --dir-pool-dir)")
+		return st, nil
 	}
-	if len(s.stores.all) == 0 {
+	switch {
+	case len(s.stores.all) == 0:
 		return nil, failedPrecondition("this controller serves no pool")
+	case p.mode == volume.ProvisioningModeDirectory:
+		return nil, failedPrecondition("%s=%s: this filevol serves no directory pool (start it with --dir-pool-dir)", volume.ParamProvisioningMode, p.mode)
+	case p.mode == "":
+		return nil, failedPrecondition("this filevol serves no image volumes: set %s (it serves %s)", volume.ParamProvisioningMode, strings.Join(modes, ", "))
 	}
-	return s.stores.all[0], nil
+	return nil, invalidArgument("parameter %s=%q: filevol makes %q volumes (a directory volume); leave it out for an image volume",
+		volume.ParamProvisioningMode, p.mode, volume.ProvisioningModeDirectory)
+}
+
+// parameterChecker is a store of a kind with StorageClass parameters of
+// its own, which it checks before anything is made.
+type parameterChecker interface {
+	CheckParameters(params map[string]string) error
 }
 
 // freezers lists each pool's freeze requester once.

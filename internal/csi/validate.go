@@ -9,7 +9,6 @@ import (
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 
-	"github.com/filevol/filevol/internal/dirpool"
 	"github.com/filevol/filevol/internal/hostos/fs"
 	"github.com/filevol/filevol/internal/volume"
 )
@@ -49,9 +48,10 @@ type createParams struct {
 	block        bool // only block access was requested
 	// qos are the I/O limits the parameters set (qos_params.go).
 	qos volume.QoS
-	// dir: provisioningMode=directory, a directory volume
-	// (internal/dirpool), whose own parameters dirpool validates.
-	dir bool
+	// mode is the provisioningMode asked for: the kind of volume ("" for
+	// an image), whose store validates the parameters of a kind of its own
+	// (parameterChecker) once CreateVolume has chosen it.
+	mode string
 	// encryption is the scheme of ParamEncryption, "" for none.
 	encryption string
 }
@@ -59,18 +59,16 @@ type createParams struct {
 // parseParameters validates StorageClass parameters; an unknown one is an
 // INVALID_ARGUMENT that names it and lists what is accepted.
 func parseParameters(params map[string]string) (createParams, error) {
-	if mode, ok := params[dirpool.ParamProvisioningMode]; ok {
-		if err := refuseDirEncryption(params); mode == dirpool.ProvisioningModeDirectory && err != nil {
-			return createParams{}, err
+	if mode, ok := params[volume.ParamProvisioningMode]; ok && mode != "" {
+		// Encryption is of the filesystems filevol makes, the image kind's
+		// (the default): another kind's volumes live in a filesystem
+		// filevol neither formats nor holds the keys of.
+		if _, ok := params[ParamEncryption]; ok {
+			return createParams{}, invalidArgument("parameter %s: %s volumes (%s=%s) cannot be encrypted: their files are in the pool's own filesystem, "+
+				"which filevol neither formats nor holds the keys of; use an image volume (leave %s out) with %s=%s",
+				ParamEncryption, mode, volume.ParamProvisioningMode, mode, volume.ParamProvisioningMode, ParamEncryption, volume.EncryptionFscrypt)
 		}
-		if mode != dirpool.ProvisioningModeDirectory {
-			return createParams{}, invalidArgument("parameter %s=%q: the one mode is %q (a directory volume); leave it out for an image volume",
-				dirpool.ParamProvisioningMode, mode, dirpool.ProvisioningModeDirectory)
-		}
-		if _, err := dirpool.Parameters(params); err != nil {
-			return createParams{}, err
-		}
-		return createParams{dir: true}, nil
+		return createParams{mode: mode}, nil
 	}
 	p := createParams{provisioning: "thin"}
 	for k, v := range params {
@@ -94,7 +92,7 @@ func parseParameters(params map[string]string) (createParams, error) {
 		case strings.HasPrefix(k, kubernetesMetaPrefix+"pv/"), strings.HasPrefix(k, kubernetesMetaPrefix+"pvc/"):
 		default:
 			return p, invalidArgument("unknown parameter %q (filevol accepts %s, %s, %s and %s, or %s=%s and the directory volume's parameters)",
-				k, ParamFSType, ParamProvisioning, ParamEncryption, strings.Join(qosParams, ", "), dirpool.ParamProvisioningMode, dirpool.ProvisioningModeDirectory)
+				k, ParamFSType, ParamProvisioning, ParamEncryption, strings.Join(qosParams, ", "), volume.ParamProvisioningMode, volume.ProvisioningModeDirectory)
 		}
 	}
 	if p.fsType != "" && !supportedFS(p.fsType) {
@@ -151,12 +149,12 @@ func checkCapability(c *csipb.VolumeCapability) (string, error) {
 // checkCapabilities validates a CreateVolume capability list and merges it
 // with the fstype parameter: the fs type is whatever the capabilities and
 // parameters agree on, ext4 by default.
-func checkCapabilities(caps []*csipb.VolumeCapability, p *createParams, shared bool) error {
+func checkCapabilities(caps []*csipb.VolumeCapability, p *createParams, t volume.Traits, shared bool) error {
 	if len(caps) == 0 {
 		return invalidArgument("volume capabilities are missing")
 	}
-	if p.dir {
-		return checkDirCapabilities(caps, shared)
+	if t.MultiNode {
+		return checkMultiNodeCapabilities(caps, t, shared)
 	}
 	blockOnly := true
 	for _, c := range caps {
@@ -307,33 +305,34 @@ func describeTopologies(ts []*csipb.Topology) string {
 	return fmt.Sprint(out)
 }
 
-// checkDirCapabilities validates the capabilities of a directory volume:
-// mount access only, with no filesystem type (the volume is a directory
-// of the pool's filesystem). On a node-local pool SINGLE_NODE_* only; on
-// a shared one (--pool-shared: every node mounts the directory pool) also
-// MULTI_NODE_MULTI_WRITER and MULTI_NODE_READER_ONLY, which a bind mount
-// on each node gives. MULTI_NODE_SINGLE_WRITER is not offered: nothing
-// would stop a second node's bind from writing.
-func checkDirCapabilities(caps []*csipb.VolumeCapability, shared bool) error {
+// checkMultiNodeCapabilities validates the capabilities of a kind that
+// can be published on several nodes (a directory volume): mount access
+// only unless it offers block, with no filesystem type unless the CO
+// chooses it. On a node-local pool SINGLE_NODE_* only; on a shared one
+// (--pool-shared: every node mounts the pool) also MULTI_NODE_MULTI_WRITER
+// and MULTI_NODE_READER_ONLY, which a bind mount on each node gives.
+// MULTI_NODE_SINGLE_WRITER is not offered: nothing would stop a second
+// node's bind from writing.
+func checkMultiNodeCapabilities(caps []*csipb.VolumeCapability, t volume.Traits, shared bool) error {
 	for _, c := range caps {
 		switch m := c.GetAccessMode().GetMode(); m {
 		case csipb.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER, csipb.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY:
 			if !shared {
-				return invalidArgument("access mode %s: this directory pool is node-local (on one node's disk), so its volumes are SINGLE_NODE_* only; "+
-					"MULTI_NODE_* needs a directory pool that every node mounts, served with --pool-shared", m)
+				return invalidArgument("access mode %s: this pool of %ss is node-local (on one node's disk), so its volumes are SINGLE_NODE_* only; "+
+					"MULTI_NODE_* needs a pool that every node mounts, served with --pool-shared", m, t.Noun)
 			}
 		case csipb.VolumeCapability_AccessMode_MULTI_NODE_SINGLE_WRITER:
-			return invalidArgument("access mode %s is not offered for directory volumes: every node's bind of the directory could write; "+
-				"ask for MULTI_NODE_MULTI_WRITER or MULTI_NODE_READER_ONLY", m)
+			return invalidArgument("access mode %s is not offered for %ss: every node's bind of the volume could write; "+
+				"ask for MULTI_NODE_MULTI_WRITER or MULTI_NODE_READER_ONLY", m, t.Noun)
 		}
 		if _, err := checkCapability(c); err != nil {
 			return err
 		}
-		if c.GetBlock() != nil {
-			return invalidArgument("a directory volume has no block access: ask for mount access")
+		if c.GetBlock() != nil && !t.Block {
+			return invalidArgument("a %s has no block access: ask for mount access", t.Noun)
 		}
-		if t := c.GetMount().GetFsType(); t != "" {
-			return invalidArgument("a directory volume is a directory of the pool's filesystem: filesystem type %q cannot be chosen", t)
+		if fsType := c.GetMount().GetFsType(); fsType != "" && !t.FSType {
+			return invalidArgument("a %s is a part of the pool's filesystem: filesystem type %q cannot be chosen", t.Noun, fsType)
 		}
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/filevol/filevol/internal/pool"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -113,7 +114,7 @@ func TestCheckCapabilities(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			p := createParams{fsType: c.param}
-			err := checkCapabilities(c.caps, &p, false)
+			err := checkCapabilities(c.caps, &p, pool.Traits, false)
 			if code := codeOf(err); code != c.code {
 				t.Fatalf("code %v (%v), want %v", code, err, c.code)
 			}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // StorageClass parameters of a directory volume. The names, and the
@@ -13,8 +15,8 @@ import (
 const (
 	// ParamProvisioningMode selects a directory volume with the value
 	// ProvisioningModeDirectory (EFS: provisioningMode: efs-ap).
-	ParamProvisioningMode     = "provisioningMode"
-	ProvisioningModeDirectory = "directory"
+	ParamProvisioningMode     = volume.ParamProvisioningMode
+	ProvisioningModeDirectory = volume.ProvisioningModeDirectory
 
 	ParamBasePath       = "basePath"
 	ParamSubPathPattern = "subPathPattern"

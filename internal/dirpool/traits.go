@@ -5,7 +5,15 @@ import "github.com/filevol/filevol/internal/volume"
 // Traits are the directory kind's: a directory can be bound on every
 // node that mounts its pool, grows by its quota alone, and its snapshot
 // (a btrfs snapshot of its subvolume) is atomic by itself.
-var Traits = volume.Traits{MultiNode: true, AtomicSnapshots: true}
+var Traits = volume.Traits{Noun: "directory volume", ProvisioningMode: volume.ProvisioningModeDirectory,
+	MultiNode: true, AtomicSnapshots: true}
+
+// CheckParameters refuses StorageClass parameters a directory volume
+// cannot be made with (Parameters), before anything is made.
+func (p *Pool) CheckParameters(params map[string]string) error {
+	_, err := Parameters(params)
+	return err
+}
 
 // Traits says what directory volumes can do (volume.Traits).
 func (p *Pool) Traits() volume.Traits { return Traits }

@@ -6,7 +6,7 @@ import "github.com/filevol/filevol/internal/volume"
 // block device, attached on one node at a time), grown on the node too
 // (the filesystem in the image), snapshotted with the filesystems that
 // stage it frozen.
-var Traits = volume.Traits{NodeExpansion: true}
+var Traits = volume.Traits{Noun: "image volume", Block: true, FSType: true, Encryption: true, NodeExpansion: true}
 
 // Traits says what image volumes can do (volume.Traits).
 func (p *Pool) Traits() volume.Traits { return Traits }

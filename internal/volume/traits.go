@@ -6,6 +6,19 @@ package volume
 // Traits); its controller half and its node half both return them, so
 // the services never ask which kind a volume is.
 type Traits struct {
+	// Noun names a volume of the kind for people: "image volume".
+	Noun string
+	// ProvisioningMode is the value of the StorageClass parameter
+	// ParamProvisioningMode that makes a volume of the kind; "" for the
+	// kind made when the parameter is absent.
+	ProvisioningMode string
+	// Block: raw block access is offered (else mount access only).
+	Block bool
+	// FSType: the CO chooses the filesystem a volume is formatted with
+	// (else a volume is a part of a filesystem filevol does not make).
+	FSType bool
+	// Encryption: a volume can be encrypted at rest (ParamEncryption).
+	Encryption bool
 	// MultiNode: a volume of the kind can be published on several nodes
 	// at once (the MULTI_NODE_* access modes) when its pool is one every
 	// node mounts; otherwise it is single-node whatever the pool.
