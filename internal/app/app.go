@@ -79,7 +79,7 @@ func Run(ctx context.Context, o options.Options) error {
 			return fmt.Errorf("open directory pool %s: %w", o.DirPoolDir, err)
 		}
 		defer dp.Close()
-		d.Serve(dp.ID(), volid.KindDir, dp, dirnode.New(dp, o.KubeletDir))
+		d.Serve(dp.ID(), volid.KindDir, dp, dirnode.New(dp, host, o.KubeletDir))
 	}
 	view := &nodeview.Builder{Node: o.NodeID, Driver: o.DriverName, Version: version.Version,
 		Pool: p, Kernel: host, Health: volumeHealth(d), Warnings: risks.warnings}

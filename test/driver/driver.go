@@ -89,7 +89,7 @@ func StartWith(t testing.TB, dir, dirPoolDir string, mutate func(*csi.Config)) *
 			t.Fatalf("open directory pool: %v", err)
 		}
 		d.DirPool = dp
-		svc.Serve(dp.ID(), volid.KindDir, dp, dirnode.New(dp, cfg.KubeletDir))
+		svc.Serve(dp.ID(), volid.KindDir, dp, dirnode.New(dp, h, cfg.KubeletDir))
 	}
 	lis, err := csi.Listen("unix://" + d.Socket)
 	if err != nil {

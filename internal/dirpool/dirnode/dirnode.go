@@ -12,6 +12,7 @@ import (
 
 	"github.com/filevol/filevol/internal/answer"
 	"github.com/filevol/filevol/internal/dirpool"
+	"github.com/filevol/filevol/internal/hostos"
 	"github.com/filevol/filevol/internal/hostos/mount"
 	"github.com/filevol/filevol/internal/volume"
 )
@@ -23,16 +24,25 @@ import (
 // (dirpool.OpenVolume), through its descriptor: what a pod did inside the
 // volume cannot redirect the bind. It is served by internal/csi as a
 // NodeBackend, which validates, locks and routes before calling it.
+//
+// The mount table is read and changed through hostos.Mounter, as the
+// image kind's node half does, so that its answers are unit-tested on
+// internal/hostos/fake; target directories are made and removed with os
+// directly, as imagenode does too (the fake checks mount points on the
+// test's disk).
 type Node struct {
-	pool *dirpool.Pool
+	pool   *dirpool.Pool
+	mounts hostos.Mounter
 	// kubeletDir: only binds under it are this node's (on a shared pool,
 	// other nodes' on the same host are not); "" counts every bind.
 	kubeletDir string
 }
 
 // New is the node half of the directory pool p, on a node whose kubelet
-// keeps its mounts under kubeletDir.
-func New(p *dirpool.Pool, kubeletDir string) *Node { return &Node{pool: p, kubeletDir: kubeletDir} }
+// keeps its mounts under kubeletDir; of h it uses the mounts alone.
+func New(p *dirpool.Pool, h hostos.Host, kubeletDir string) *Node {
+	return &Node{pool: p, mounts: h.Mounts, kubeletDir: kubeletDir}
+}
 
 func (d *Node) Dir() string                          { return d.pool.Dir() }
 func (d *Node) Get(id string) (volume.Volume, error) { return d.pool.Get(id) }
@@ -54,7 +64,7 @@ func (d *Node) binds(id string) ([]mount.Info, error) {
 	if err != nil {
 		return nil, err
 	}
-	table, err := mount.Read()
+	table, err := d.mounts.Table()
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +136,7 @@ func (d *Node) Unstage(_ context.Context, id, staging string) error {
 			return answer.FailedPrecondition("volume %s is still published at %s: unpublish it before unstaging", id, m.MountPoint)
 		}
 	}
-	return mount.UnmountAll(staging)
+	return d.mounts.UnmountAll(staging)
 }
 
 // Publish binds the volume's directory at the target with nosuid and
@@ -159,7 +169,7 @@ func (d *Node) bindAt(id, target string, readOnly bool, flags []string) error {
 	if err != nil {
 		return err
 	}
-	table, err := mount.Read()
+	table, err := d.mounts.Table()
 	if err != nil {
 		return err
 	}
@@ -186,13 +196,13 @@ func (d *Node) bindAt(id, target string, readOnly bool, flags []string) error {
 	}
 	defer f.Close()
 	opts := append([]string{"nosuid", "nodev"}, flags...)
-	return mount.Bind(fmt.Sprintf("/proc/self/fd/%d", f.Fd()), target, readOnly, opts)
+	return d.mounts.Bind(fmt.Sprintf("/proc/self/fd/%d", f.Fd()), target, readOnly, opts)
 }
 
 // Unpublish unmounts the target and removes it; a target already gone
 // is success.
 func (d *Node) Unpublish(_ context.Context, _, target string) error {
-	if err := mount.UnmountAll(target); err != nil {
+	if err := d.mounts.UnmountAll(target); err != nil {
 		return err
 	}
 	if err := os.Remove(target); err != nil && !errors.Is(err, os.ErrNotExist) {

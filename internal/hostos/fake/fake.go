@@ -14,8 +14,10 @@
 //   - a mount of a device shows the device's major:minor (btrfs an
 //     anonymous 0:N, with the device as source); a bind of a mount shares
 //     its device, superblock and root (a bind of a directory inside it has
-//     that directory as root); a bind of a device node shows as devtmpfs
-//     with root /loopN;
+//     that directory as root); a bind of /proc/self/fd/N is a bind of
+//     what the descriptor is open on (the link is followed, as the
+//     kernel follows it); a bind of a device node shows as devtmpfs with
+//     root /loopN;
 //   - Detach of a device whose filesystem is mounted fails with
 //     loop.ErrBusy and changes nothing; a device held open (HoldOpen) is
 //     marked Detaching and goes at its last close; a bind of the node holds

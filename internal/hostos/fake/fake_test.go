@@ -3,6 +3,7 @@ package fake
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -223,5 +224,47 @@ func TestFreezeGrowAndFailures(t *testing.T) {
 	}
 	if got := h.Log(); got[len(got)-2] != "table: boom" {
 		t.Errorf("log %q", got)
+	}
+}
+
+// A bind whose source is /proc/self/fd/N (how directory volumes are
+// bound: through a descriptor opened beneath their pool) binds the
+// directory the descriptor is open on: the mount shows the mount holding
+// that directory, with the directory as its root, as the kernel's would.
+func TestBindThroughDescriptor(t *testing.T) {
+	h, _, pool, file := scene(t)
+	if err := h.MountAt(pool, "tmpfs", "tmpfs"); err != nil {
+		t.Fatal(err)
+	}
+	vol, target := filepath.Join(pool, "a", "vol"), filepath.Join(filepath.Dir(pool), "target")
+	for _, d := range []string{vol, target} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := os.Open(vol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := fmt.Sprintf("/proc/self/fd/%d", f.Fd())
+	err = h.Bind(src, target, true, []string{"nosuid", "nodev"})
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, _ := h.Table()
+	held, _ := table.Top(pool)
+	m, ok := table.Top(target)
+	if !ok || m.Root != "/a/vol" || m.Major != held.Major || m.Minor != held.Minor || !m.ReadOnly() {
+		t.Fatalf("bind through the descriptor: %+v (ok %v), want root /a/vol on %d:%d, read-only", m, ok, held.Major, held.Minor)
+	}
+	// A descriptor open on a file is bound on a file only.
+	g, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if err := h.Bind(fmt.Sprintf("/proc/self/fd/%d", g.Fd()), vol, false, nil); !errors.Is(err, unix.ENOTDIR) {
+		t.Errorf("bind of a file's descriptor on a directory: %v, want ENOTDIR", err)
 	}
 }

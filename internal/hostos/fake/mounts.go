@@ -181,7 +181,10 @@ func mountPoint(target string, dir bool) (string, error) {
 }
 
 // Bind implements hostos.Mounter: a bind of a device node (/dev/loopN) or
-// of a directory, which belongs to the mount holding it.
+// of a directory, which belongs to the mount holding it. A source named
+// /proc/self/fd/N (a directory volume's, opened beneath its pool) is
+// resolved to the path the descriptor is open on, so the mount's root is
+// that directory's, as the kernel shows it.
 func (h *Host) Bind(source, target string, readOnly bool, options []string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
