@@ -28,6 +28,7 @@ import (
 	"github.com/filevol/filevol/internal/sharedfs"
 	"github.com/filevol/filevol/internal/version"
 	"github.com/filevol/filevol/internal/volid"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // shutdownGrace bounds how long in-flight calls may run after SIGTERM;
@@ -124,7 +125,7 @@ func Run(ctx context.Context, o options.Options) error {
 		go dp.RunCollector(bg, o.GCInterval)
 	}
 	if d.Node != nil {
-		go d.Node.RunGC(bg, o.GCInterval, func(r csi.GCReport) {
+		go d.Node.RunGC(bg, o.GCInterval, func(r volume.GCReport) {
 			m.SetOrphans(r.Orphans())
 			m.SetSweepDuration(r.Took)
 		})

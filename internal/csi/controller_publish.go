@@ -60,7 +60,7 @@ func (s *ControllerService) ControllerPublishVolume(ctx context.Context, req *cs
 	if !s.cfg.Shared {
 		return nil, failedPrecondition("volume %s is in a node-local pool: it is never attached (its CSIDriver has attachRequired: false)", id)
 	}
-	if !st.knownNode(node) {
+	if !st.KnownNode(node) {
 		return nil, notFound("node %s has never opened pool %s: it does not mount the pool, or is not a filevol node", node, st.Dir())
 	}
 	// Only a directory volume can be created MULTI_NODE_* (checkDirCapabilities).

@@ -10,7 +10,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"k8s.io/klog/v2"
 
-	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volid"
 	"github.com/filevol/filevol/internal/volume"
 )
@@ -174,7 +173,7 @@ func (s *ControllerService) ListSnapshots(ctx context.Context, req *csipb.ListSn
 	if vid := req.GetSourceVolumeId(); vid != "" {
 		ofSource = func(s volume.Snapshot) bool { return s.SourceVolumeID == vid }
 	}
-	page := pageRequest{token: req.GetStartingToken(), max: req.GetMaxEntries(), validToken: pool.ValidSnapshotID}
+	page := pageRequest{token: req.GetStartingToken(), max: req.GetMaxEntries(), validToken: validSnapshotID}
 	snaps, next, err := paginate(page, snaps, func(s volume.Snapshot) string { return s.ID }, ofSource)
 	if err != nil {
 		return nil, err

@@ -9,7 +9,7 @@ import (
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 
 	"github.com/filevol/filevol/internal/freeze"
-	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/nodestate"
 	"github.com/filevol/filevol/internal/volid"
 )
 
@@ -72,13 +72,23 @@ type Driver struct {
 	Freeze *freeze.Agent
 }
 
+// ImagePool is what the services ask of the image pool a process serves
+// (internal/pool): the store of its volumes and snapshots, the ID its
+// volume IDs name, and this node's state in it, where the freeze agent
+// keeps its marks. Its node half is given to New beside it.
+type ImagePool interface {
+	VolumeStore
+	ID() string
+	NodeState() *nodestate.State
+}
+
 // New builds the services for cfg, serving the image volumes of the pool
 // p (and the version 0 IDs, which name no pool), whose node half is img
 // (internal/pool/imagenode; unused without the node service). Identity is
 // always served; the controller and node services only when cfg asks for
 // them. Another pool or kind is served beside p by Serve: the services do
 // not change.
-func New(cfg Config, p *pool.Pool, h Host, img NodeBackend) *Driver {
+func New(cfg Config, p ImagePool, h Host, img NodeBackend) *Driver {
 	d := &Driver{Identity: &IdentityService{cfg: cfg, pool: p}}
 	// In one process the services share the per-volume locks, so that a
 	// controller call and a node call never work on one volume at once
@@ -118,7 +128,7 @@ func New(cfg Config, p *pool.Pool, h Host, img NodeBackend) *Driver {
 // newControllerService is the controller of the image volumes in pool p:
 // their records, the nodes' in-use records and the freeze requests all
 // live in p.
-func newControllerService(cfg Config, p *pool.Pool) *ControllerService {
+func newControllerService(cfg Config, p ImagePool) *ControllerService {
 	s := &ControllerService{cfg: cfg, locks: newInflight()}
 	s.serve(p.ID(), volid.KindImage, p)
 	s.stores.addLegacy(p.ID())
@@ -127,7 +137,7 @@ func newControllerService(cfg Config, p *pool.Pool) *ControllerService {
 
 // newNodeService is the node service of the image volumes in pool p, on
 // the kernel h, whose node half is img.
-func newNodeService(cfg Config, p *pool.Pool, h Host, img NodeBackend) *NodeService {
+func newNodeService(cfg Config, p ImagePool, h Host, img NodeBackend) *NodeService {
 	s := &NodeService{cfg: cfg, pool: p, host: h, locks: newInflight(), paths: pathPolicy{kubeletDir: cfg.KubeletDir},
 		qos: newQoSEnforcer(cfg.CgroupRoots)}
 	s.serve(p.ID(), volid.KindImage, img)

@@ -9,7 +9,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"k8s.io/klog/v2"
 
-	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volid"
 	"github.com/filevol/filevol/internal/volume"
 )
@@ -58,7 +57,7 @@ func (g *GroupControllerService) CreateVolumeGroupSnapshot(ctx context.Context, 
 	// filesystem leaves it frozen) and its members' IDs.
 	keys := append([]string{gid}, srcs...)
 	for _, src := range srcs {
-		keys = append(keys, st.SnapshotID(pool.GroupMemberName(gid, src)))
+		keys = append(keys, st.SnapshotID(volume.GroupMemberName(gid, src)))
 	}
 	unlock, err := g.c.locks.tryLock(keys...)
 	if err != nil {

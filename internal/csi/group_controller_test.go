@@ -138,7 +138,7 @@ func TestGroupCutShortIsInvisibleAndRetried(t *testing.T) {
 	ctx := context.Background()
 	srcs := e.volumes("a", "b")
 	gid := e.p.GroupSnapshotID("g")
-	half, err := e.p.CreateSnapshot(ctx, volume.SnapshotRequest{Name: pool.GroupMemberName(gid, srcs[0]), SourceVolumeID: srcs[0], GroupSnapshotID: gid})
+	half, err := e.p.CreateSnapshot(ctx, volume.SnapshotRequest{Name: volume.GroupMemberName(gid, srcs[0]), SourceVolumeID: srcs[0], GroupSnapshotID: gid})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +265,7 @@ func TestGroupNeverDeletesAnotherSnapshot(t *testing.T) {
 	ctx := context.Background()
 	srcs := e.volumes("a", "b")
 	gid := e.p.GroupSnapshotID("g")
-	own, err := e.c.CreateSnapshot(ctx, &csipb.CreateSnapshotRequest{Name: pool.GroupMemberName(gid, srcs[0]), SourceVolumeId: srcs[0]})
+	own, err := e.c.CreateSnapshot(ctx, &csipb.CreateSnapshotRequest{Name: volume.GroupMemberName(gid, srcs[0]), SourceVolumeId: srcs[0]})
 	if err != nil {
 		t.Fatal(err)
 	}

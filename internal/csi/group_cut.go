@@ -9,7 +9,6 @@ import (
 	"sync"
 
 	"github.com/filevol/filevol/internal/freeze"
-	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volid"
 	"github.com/filevol/filevol/internal/volume"
 )
@@ -120,7 +119,7 @@ func cutMembers(ctx context.Context, st *poolStore, gs GroupStore, gid string, s
 			go func() {
 				defer wg.Done()
 				snaps[i], errs[i] = st.CreateSnapshot(ctx, volume.SnapshotRequest{
-					Name: pool.GroupMemberName(gid, src), SourceVolumeID: src, Parameters: params, GroupSnapshotID: gid, Secrets: secrets})
+					Name: volume.GroupMemberName(gid, src), SourceVolumeID: src, Parameters: params, GroupSnapshotID: gid, Secrets: secrets})
 			}()
 		}
 		wg.Wait()
@@ -153,7 +152,7 @@ func clearGroup(ctx context.Context, st *poolStore, gs GroupStore, gid string, s
 	ids := gs.GroupMembers(gid)
 	ids = append(ids, g.SnapshotIDs...)
 	for _, src := range srcs {
-		ids = append(ids, st.SnapshotID(pool.GroupMemberName(gid, src)))
+		ids = append(ids, st.SnapshotID(volume.GroupMemberName(gid, src)))
 	}
 	slices.Sort(ids)
 	if err := gs.DeleteGroupMembers(ctx, gid, slices.Compact(ids)); err != nil {

@@ -8,15 +8,13 @@ import (
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/types/known/wrapperspb"
-
-	"github.com/filevol/filevol/internal/pool"
 )
 
 // IdentityService implements the CSI Identity service.
 type IdentityService struct {
 	csipb.UnimplementedIdentityServer
 	cfg  Config
-	pool *pool.Pool
+	pool ImagePool
 }
 
 // GetPluginInfo returns the driver name and the build-stamped version.

@@ -157,6 +157,10 @@ type fakeStore struct {
 	check func(params map[string]string) error
 }
 
+// KnownNode: the nodes that announced themselves in its directory, as a
+// pool's.
+func (f *fakeStore) KnownNode(node string) bool { return pool.KnownOwner(f.dir, node) }
+
 // CheckParameters makes the fake a parameterChecker.
 func (f *fakeStore) CheckParameters(params map[string]string) error {
 	if f.check == nil {

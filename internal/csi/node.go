@@ -8,7 +8,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/filevol/filevol/internal/inuse"
-	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volid"
 	"github.com/filevol/filevol/internal/volume"
 )
@@ -28,7 +27,7 @@ type NodeService struct {
 	// pool and host are the node-local image pool and this node's kernel,
 	// which the garbage collector (gc.go), the storage health and the
 	// freeze agent look at.
-	pool *pool.Pool
+	pool ImagePool
 	host Host
 	// qos enforces volumes' I/O limits (qos.go); nil when this node has
 	// no cgroup hierarchy that throttles block I/O.

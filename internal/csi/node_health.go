@@ -5,8 +5,6 @@ import (
 	"fmt"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
-
-	"github.com/filevol/filevol/internal/pool"
 )
 
 // nearlyFullPercent is the free-space share under which the pool is
@@ -71,4 +69,4 @@ func (s *NodeService) NodeGetStorageHealth(ctx context.Context, req *csipb.NodeG
 
 // poolUsable is shared with Probe: the pool directory must exist and be
 // writable on a writable filesystem.
-func poolUsable(p *pool.Pool) error { return checkPoolDir(p.Dir()) }
+func poolUsable(p ImagePool) error { return checkPoolDir(p.Dir()) }

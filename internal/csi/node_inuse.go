@@ -71,7 +71,7 @@ func (s *NodeService) reconcile(nv *nodeVolumes, beforeServing bool, listing []l
 	// the node once per record: a second per sweep at 1,000 volumes).
 	f, finder := nv.NodeBackend.(stagedFinder)
 	var ids []string
-	if b, ok := nv.NodeBackend.(listingFinder); ok && listing != nil && !beforeServing && nv.Dir() == s.pool.Dir() {
+	if b, ok := nv.NodeBackend.(listingFinder); ok && listing != nil && !beforeServing {
 		ids = b.AttachedIn(listing)
 	} else if finder {
 		if ids, err = f.Attached(); err != nil {

@@ -117,6 +117,13 @@ func (r *routes[T]) served() string {
 	return strings.Join(out, ", ")
 }
 
+// validSnapshotID reports whether id has the shape of a snapshot ID: what
+// a listing's token must be (page.go).
+func validSnapshotID(id string) error {
+	_, err := volid.ParseSnapshot(id)
+	return err
+}
+
 // validVolumeID reports whether id has the shape of a volume ID of any
 // kind: what a listing's token must be (page.go).
 func validVolumeID(id string) error {

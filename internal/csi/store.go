@@ -9,7 +9,6 @@ import (
 	"github.com/filevol/filevol/internal/attach"
 	"github.com/filevol/filevol/internal/freeze"
 	"github.com/filevol/filevol/internal/inuse"
-	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volid"
 	"github.com/filevol/filevol/internal/volume"
 )
@@ -31,6 +30,10 @@ type VolumeStore interface {
 	VolumeID(name string) string
 	SnapshotID(name string) string
 	Known(id string) bool
+	// KnownNode reports whether node has opened the pool (a node of a
+	// shared pool says so there when it starts): ControllerPublishVolume
+	// attaches only to such nodes.
+	KnownNode(node string) bool
 	// Traits says what the kind can do (the same as its NodeBackend's).
 	Traits() volume.Traits
 	Get(id string) (volume.Volume, error)
@@ -65,10 +68,6 @@ type poolStore struct {
 	// a shared pool has any.
 	attach *attach.Store
 }
-
-// knownNode reports whether node has opened this pool (a node of a shared
-// pool says so there when it starts).
-func (p *poolStore) knownNode(node string) bool { return pool.KnownOwner(p.Dir(), node) }
 
 // serve routes the volumes of kind in the pool poolID to st. Stores in one
 // pool directory share its in-use records and its freeze requests.

@@ -1,6 +1,9 @@
 package dirpool
 
-import "github.com/filevol/filevol/internal/volume"
+import (
+	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
+)
 
 // Traits are the directory kind's: a directory can be bound on every
 // node that mounts its pool, grows by its quota alone, and its snapshot
@@ -14,6 +17,10 @@ func (p *Pool) CheckParameters(params map[string]string) error {
 	_, err := Parameters(params)
 	return err
 }
+
+// KnownNode reports whether node has opened the pool: a node of a shared
+// directory pool announces itself as the image pool's nodes do.
+func (p *Pool) KnownNode(node string) bool { return pool.KnownOwner(p.Dir(), node) }
 
 // Traits says what directory volumes can do (volume.Traits).
 func (p *Pool) Traits() volume.Traits { return Traits }

@@ -23,6 +23,7 @@ import (
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
 	"github.com/filevol/filevol/internal/nodeview/api"
+	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volume"
 	"github.com/filevol/filevol/internal/volview"
 )
@@ -118,7 +119,7 @@ func (b *Builder) Build(ctx context.Context, health bool) api.Report {
 			continue
 		}
 		r.LoopDevices++
-		if id, ok := volview.VolumeID(vdir, d.BackingFile); ok {
+		if id, ok := pool.ImageVolumeID(vdir, d.BackingFile); ok {
 			byID[id] = append(byID[id], d)
 		}
 	}

@@ -30,13 +30,6 @@ func groupStore(dir, owner string) (*recordstore.Store[volume.GroupSnapshot], er
 // GroupSnapshotID returns the ID that a group snapshot named name has.
 func (p *Pool) GroupSnapshotID(name string) string { return volid.NewGroupSnapshot(p.ident.ID, name) }
 
-// GroupMemberName is the snapshot name of the member of group groupID cut
-// from volumeID: fixed by both, so a retried create finds the members an
-// interrupted one left, and bounded (two IDs), whatever the CO's name.
-func GroupMemberName(groupID, volumeID string) string {
-	return "group/" + groupID + "/" + volumeID
-}
-
 // GetGroupSnapshot reads the group's record from disk; ErrGroupNotFound
 // when there is none or its delete has begun.
 func (p *Pool) GetGroupSnapshot(id string) (volume.GroupSnapshot, error) {

@@ -20,7 +20,7 @@ func TestGroupRecordGovernsItsMembers(t *testing.T) {
 	gid := p.GroupSnapshotID("g")
 	var ids []string
 	for _, v := range []volume.Volume{a, b} {
-		s, err := p.CreateSnapshot(ctx, volume.SnapshotRequest{Name: GroupMemberName(gid, v.ID), SourceVolumeID: v.ID, GroupSnapshotID: gid})
+		s, err := p.CreateSnapshot(ctx, volume.SnapshotRequest{Name: volume.GroupMemberName(gid, v.ID), SourceVolumeID: v.ID, GroupSnapshotID: gid})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -145,6 +145,9 @@ func KnownOwner(dir, owner string) bool {
 	return err == nil && bytes.Equal(cur, []byte(owner+"\n"))
 }
 
+// KnownNode reports whether node has opened the pool (KnownOwner).
+func (p *Pool) KnownNode(node string) bool { return KnownOwner(p.dir, node) }
+
 // AnnounceOwner records, in the shared directory dir, that owner (a node
 // ID) uses it, as a shared pool's open does: KnownOwner then finds it. A
 // directory pool (internal/dirpool) shared by the nodes says so with it.

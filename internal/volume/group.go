@@ -35,3 +35,10 @@ func (g GroupSnapshot) RecordID() string { return g.ID }
 
 // RecordVersion is the version of the group's record format.
 func (g GroupSnapshot) RecordVersion() int { return g.Version }
+
+// GroupMemberName is the snapshot name of the member of group groupID cut
+// from volumeID: fixed by both, so a retried create finds the members an
+// interrupted one left, and bounded (two IDs), whatever the CO's name.
+func GroupMemberName(groupID, volumeID string) string {
+	return "group/" + groupID + "/" + volumeID
+}

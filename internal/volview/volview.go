@@ -2,8 +2,8 @@
 // volumes. From the loop devices and the mount table it says, for an
 // image, which devices it backs, where their filesystems are mounted and
 // where the device nodes are bound (block volumes); which of those places
-// is the staging path and which are targets; and, for a backing file,
-// which volume it belongs to. The CSI services, the garbage collector and
+// is the staging path and which are targets. The CSI services, the
+// image kind's node half, its garbage collector and
 // the node view ask it instead of each comparing device numbers, devtmpfs
 // roots and path names on its own.
 //
@@ -18,7 +18,6 @@ import (
 
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
-	"github.com/filevol/filevol/internal/pool"
 )
 
 // StagedDeviceName is the file inside a block volume's staging directory
@@ -207,18 +206,4 @@ func PodUID(p string) string {
 		return m[1]
 	}
 	return ""
-}
-
-// VolumeID returns the ID of the volume whose image, or temporary image
-// (of any owner of a shared pool), is backing, a file directly in the
-// pool's volumes directory volumesDir (both as the caller sees them; the
-// kernel reports paths with symlinks resolved). The pool reads its own
-// file names (pool.ImageFileID); a name that is not a valid volume ID
-// (pool.ValidID) is no volume's.
-func VolumeID(volumesDir, backing string) (string, bool) {
-	if filepath.Dir(filepath.Clean(backing)) != filepath.Clean(volumesDir) {
-		return "", false
-	}
-	id, _, ok := pool.ImageFileID(filepath.Base(backing), pool.ValidID)
-	return id, ok
 }

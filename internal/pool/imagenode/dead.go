@@ -57,9 +57,9 @@ import (
 // there (mounted, or recorded by that node), and so is never another
 // node's to take.
 
-// UnreachableImage returns the volume whose image d's backing path names
+// unreachableImage returns the volume whose image d's backing path names
 // when the kernel can no longer identify d's backing file.
-func (b *Node) UnreachableImage(d loop.Device) (string, bool) {
+func (b *Node) unreachableImage(d loop.Device) (string, bool) {
 	id, ok := b.namedImage(d)
 	return id, ok && b.host.Loops.Unreachable(d)
 }
@@ -74,21 +74,21 @@ func (b *Node) namedImage(d loop.Device) (string, bool) {
 	return id, true
 }
 
-// RecordedHereOnly reports whether this node, and no other, holds an
+// recordedHereOnly reports whether this node, and no other, holds an
 // in-use record of the volume.
-func (b *Node) RecordedHereOnly(id string) bool {
+func (b *Node) recordedHereOnly(id string) bool {
 	es, err := inuse.New(b.pool.Dir()).Of(id)
 	return err == nil && len(es) > 0 && !slices.ContainsFunc(es, func(e inuse.Entry) bool { return e.Node != b.node })
 }
 
 // unreachableOf returns those of devs, unreachable devices of volume id
-// (UnreachableImage), that are this node's (see above): used at or under
+// (unreachableImage), that are this node's (see above): used at or under
 // staging, or used by nothing and recorded by this node alone.
 func (b *Node) unreachableOf(id, staging string, devs []loop.Device, table mount.Table) []loop.Device {
 	var out []loop.Device
 	for _, d := range devs {
 		uses := append(volview.MountsOf(table, d), volview.BindsOf(table, d)...)
-		if len(uses) == 0 && b.RecordedHereOnly(id) ||
+		if len(uses) == 0 && b.recordedHereOnly(id) ||
 			staging != "" && slices.ContainsFunc(uses, func(m mount.Info) bool { return volview.Within(m.MountPoint, staging) }) {
 			out = append(out, d)
 		}

@@ -16,7 +16,6 @@ import (
 	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/reading"
 	"github.com/filevol/filevol/internal/volume"
-	"github.com/filevol/filevol/internal/volview"
 )
 
 // Node is the node half of image volumes (volid.KindImage) in one
@@ -180,7 +179,7 @@ func (b *Node) Attached() ([]string, error) {
 func (b *Node) AttachedIn(devs []loop.Device) []string {
 	var ids []string
 	for _, d := range devs {
-		id, ok := volview.VolumeID(b.pool.VolumesDir(), d.BackingFile)
+		id, ok := pool.ImageVolumeID(b.pool.VolumesDir(), d.BackingFile)
 		if !ok || slices.Contains(ids, id) {
 			continue
 		}

@@ -255,7 +255,7 @@ func (b *Node) unreachableStaged(id, staging string) (volview.Usage, error) {
 		return volview.Usage{}, fmt.Errorf("look up loop devices named %s: %w", b.pool.ImagePath(id), err)
 	}
 	// Almost every unstage finds none: the mount table is read only for one.
-	devs = slices.DeleteFunc(devs, func(d loop.Device) bool { did, ok := b.UnreachableImage(d); return !ok || did != id })
+	devs = slices.DeleteFunc(devs, func(d loop.Device) bool { did, ok := b.unreachableImage(d); return !ok || did != id })
 	if len(devs) == 0 {
 		return volview.Usage{}, nil
 	}
