@@ -14,11 +14,7 @@ import (
 // node that stages the volume can see (a read-only remount, a detached
 // device) is the node's answer (NodeGetVolumeStats).
 func (s *ControllerService) ControllerGetVolumeHealth(ctx context.Context, req *csipb.ControllerGetVolumeHealthRequest) (*csipb.ControllerGetVolumeHealthResponse, error) {
-	st, err := s.stores.volume(req.GetVolumeId())
-	if err != nil {
-		return nil, err
-	}
-	vol, err := st.Get(req.GetVolumeId())
+	st, vol, err := s.storedVolume(req.GetVolumeId())
 	if err != nil {
 		return nil, err
 	}

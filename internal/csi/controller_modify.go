@@ -33,11 +33,7 @@ func (s *ControllerService) ControllerModifyVolume(ctx context.Context, req *csi
 		return nil, err
 	}
 	defer unlock()
-	st, err := s.stores.volume(id)
-	if err != nil {
-		return nil, err
-	}
-	vol, err := st.Get(id)
+	st, vol, err := s.storedVolume(id)
 	if err != nil {
 		return nil, err
 	}

@@ -18,11 +18,7 @@ func (s *ControllerService) ValidateVolumeCapabilities(ctx context.Context, req 
 	if len(req.GetVolumeCapabilities()) == 0 {
 		return nil, invalidArgument("volume capabilities are missing")
 	}
-	st, err := s.stores.volume(req.GetVolumeId())
-	if err != nil {
-		return nil, err
-	}
-	vol, err := st.Get(req.GetVolumeId())
+	st, vol, err := s.storedVolume(req.GetVolumeId())
 	if err != nil {
 		return nil, err
 	}
@@ -85,11 +81,7 @@ func (s *ControllerService) ListVolumes(ctx context.Context, req *csipb.ListVolu
 
 // ControllerGetVolume returns one volume with its status.
 func (s *ControllerService) ControllerGetVolume(ctx context.Context, req *csipb.ControllerGetVolumeRequest) (*csipb.ControllerGetVolumeResponse, error) {
-	st, err := s.stores.volume(req.GetVolumeId())
-	if err != nil {
-		return nil, err
-	}
-	vol, err := st.Get(req.GetVolumeId())
+	st, vol, err := s.storedVolume(req.GetVolumeId())
 	if err != nil {
 		return nil, err
 	}

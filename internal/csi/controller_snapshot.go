@@ -191,11 +191,7 @@ func (s *ControllerService) GetSnapshot(ctx context.Context, req *csipb.GetSnaps
 	if id == "" {
 		return nil, invalidArgument("snapshot ID is missing")
 	}
-	st, err := s.stores.snapshot(id)
-	if err != nil {
-		return nil, err
-	}
-	snap, err := st.GetSnapshot(id)
+	_, snap, err := s.storedSnapshot(id)
 	if err != nil {
 		return nil, err
 	}

@@ -132,3 +132,14 @@ func readerOnly(c *csipb.VolumeCapability) bool {
 	return m == csipb.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY ||
 		m == csipb.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY
 }
+
+// nodeVolume routes id to the node half of its pool and kind and reads
+// the volume's record.
+func (s *NodeService) nodeVolume(id string) (*nodeVolumes, volume.Volume, error) {
+	nv, err := s.vols.volume(id)
+	if err != nil {
+		return nil, volume.Volume{}, err
+	}
+	vol, err := nv.Get(id)
+	return nv, vol, err
+}

@@ -28,11 +28,7 @@ func (s *NodeService) NodeGetVolumeHealth(ctx context.Context, req *csipb.NodeGe
 			}
 		}
 	}
-	nv, err := s.vols.volume(id)
-	if err != nil {
-		return nil, err
-	}
-	vol, err := nv.Get(id)
+	nv, vol, err := s.nodeVolume(id)
 	if err != nil {
 		return nil, err
 	}

@@ -20,11 +20,7 @@ func (s *NodeService) NodeGetVolumeStats(ctx context.Context, req *csipb.NodeGet
 	if path == "" {
 		return nil, invalidArgument("volume path is missing")
 	}
-	nv, err := s.vols.volume(id)
-	if err != nil {
-		return nil, err
-	}
-	vol, err := nv.Get(id)
+	nv, vol, err := s.nodeVolume(id)
 	if err != nil {
 		return nil, err
 	}

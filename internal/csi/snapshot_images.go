@@ -32,11 +32,7 @@ type snapshotImage struct {
 // the spec's recovery for a snapshot without changed-block tracking is
 // the one that applies: a full backup (of its files).
 func (s *ControllerService) openSnapshotImage(id string) (*snapshotImage, error) {
-	st, err := s.stores.snapshot(id)
-	if err != nil {
-		return nil, err
-	}
-	snap, err := st.GetSnapshot(id)
+	st, snap, err := s.storedSnapshot(id)
 	if err != nil {
 		return nil, err
 	}
