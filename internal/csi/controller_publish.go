@@ -63,7 +63,8 @@ func (s *ControllerService) ControllerPublishVolume(ctx context.Context, req *cs
 	if !st.KnownNode(node) {
 		return nil, notFound("node %s has never opened pool %s: it does not mount the pool, or is not a filevol node", node, st.Dir())
 	}
-	// Only a directory volume can be created MULTI_NODE_* (checkDirCapabilities).
+	// Only a multi-node kind's volume is published MULTI_NODE_* (checked above,
+	// and at create: checkMultiNodeCapabilities).
 	areq := attach.Request{VolumeID: vol.ID, Node: node, ReadOnly: req.GetReadonly() || readerOnly(c), SingleNode: !multiNode(c)}
 	if err := s.fence(st, areq); err != nil {
 		return nil, err
