@@ -7,7 +7,6 @@ import (
 
 	"github.com/filevol/filevol/internal/cbt"
 	"github.com/filevol/filevol/internal/hostos/extents"
-	"github.com/filevol/filevol/internal/volid"
 	"github.com/filevol/filevol/internal/volume"
 )
 
@@ -36,10 +35,16 @@ func (s *ControllerService) openSnapshotImage(id string) (*snapshotImage, error)
 	if err != nil {
 		return nil, err
 	}
+	// The source volume's kind says whether it has blocks (routed by its
+	// ID: the volume itself may be gone).
 	imager, ok := st.VolumeStore.(snapshotImager)
-	if v, err := volid.ParseVolumeAnyKind(snap.SourceVolumeID); !ok || (err == nil && v.Kind != volid.KindImage) {
-		return nil, failedPrecondition("snapshot %s is of directory volume %s, which has no blocks: back up its files instead",
-			id, snap.SourceVolumeID)
+	if src, err := s.stores.volume(snap.SourceVolumeID); !ok || (err == nil && !src.Traits().Block) {
+		noun := "volume"
+		if err == nil {
+			noun = src.Traits().Noun
+		}
+		return nil, failedPrecondition("snapshot %s is of %s %s, which has no blocks: back up its files instead",
+			id, noun, snap.SourceVolumeID)
 	}
 	f, err := os.Open(imager.SnapshotImagePath(id))
 	if errors.Is(err, os.ErrNotExist) {
