@@ -184,6 +184,7 @@ func describeView(w io.Writer, c *cluster, node, id string) {
 	}
 	r := v.Record
 	field("Record", fmt.Sprintf("%s, %s, %s, %s, created %s", r.ID, sizeStr(r.CapacityBytes), orDash(r.FSType), r.Provisioning, r.CreatedAt.UTC().Format("2006-01-02 15:04:05Z")))
+	field("Encryption", encryptionStr(r))
 	if v.Image.Exists {
 		field("Image", fmt.Sprintf("%s (%s, %s allocated)", v.Image.Path, sizeStr(v.Image.SizeBytes), sizeStr(v.Image.AllocatedBytes)))
 	} else if v.Image.Pending {

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/filevol/filevol/internal/nodeview/api"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
@@ -97,4 +98,16 @@ func plural(n int, noun string) string {
 		return fmt.Sprintf("1 %s", noun)
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// encryptionStr says whether a volume is encrypted at rest and whether its
+// data key exists yet; never a key.
+func encryptionStr(r api.Record) string {
+	switch {
+	case r.Encryption == "":
+		return "none"
+	case r.EncryptionKeyMade:
+		return r.Encryption + ", data key wrapped in the record by the node-stage Secret's key (in the kernel only while staged)"
+	}
+	return r.Encryption + ", no data key yet (made at the first stage, from the node-stage Secret)"
 }

@@ -27,6 +27,7 @@ var (
 	descPoolProvisioned = desc("filevol_pool_provisioned_bytes", "Sum of the capacities of every volume in the pool (may exceed capacity when thin).")
 	descVolumes         = desc("filevol_volumes", "Volumes in the pool, by state as the kernel shows it (idle, attached, staged, published).", "state")
 	descSnapshots       = desc("filevol_snapshots", "Snapshots in the pool.")
+	descEncrypted       = desc("filevol_volumes_encrypted", "Volumes in the pool whose data is encrypted at rest (the StorageClass's encryption parameter).")
 	descLoops           = desc("filevol_loop_devices", "Loop devices backed by files in the pool.")
 	descQuarantined     = desc("filevol_quarantined_images", "Image files without a record, moved to the pool's quarantine directory.")
 	descVolUsed         = desc("filevol_volume_used_bytes", "Bytes used in a staged volume's filesystem (statfs).", volumeLabels...)
@@ -49,7 +50,7 @@ func newPoolCollector(v *nodeview.Builder, snapshots func() (int, error)) *poolC
 
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descPoolCapacity, descPoolUsed, descPoolFree, descPoolReserved,
-		descPoolAvailable, descPoolProvisioned, descVolumes, descLoops, descQuarantined,
+		descPoolAvailable, descPoolProvisioned, descVolumes, descEncrypted, descLoops, descQuarantined,
 		descVolUsed, descVolSize, descVolAllocated, descCollectErrors} {
 		ch <- d
 	}
@@ -73,8 +74,12 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descLoops, int64(r.LoopDevices))
 	gauge(descQuarantined, int64(len(r.Quarantine)))
 	byState := map[string]int64{}
+	var encrypted int64
 	for _, v := range r.Volumes {
 		byState[v.State]++
+		if v.Record.Encryption != "" {
+			encrypted++
+		}
 		if v.State != api.StateStaged && v.State != api.StatePublished {
 			continue
 		}
@@ -88,6 +93,7 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range states {
 		gauge(descVolumes, byState[s], s)
 	}
+	gauge(descEncrypted, encrypted)
 	if c.snapshots != nil {
 		if n, err := c.snapshots(); err != nil {
 			errs++

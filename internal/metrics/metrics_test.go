@@ -25,6 +25,7 @@ import (
 	"github.com/filevol/filevol/internal/metrics"
 	"github.com/filevol/filevol/internal/nodeview"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 func TestScrapeAfterCalls(t *testing.T) {
@@ -63,9 +64,12 @@ func TestScrapeAfterCalls(t *testing.T) {
 	}}
 	var ids []string
 	for _, name := range []string{"a", "b"} {
+		params := map[string]string{nodeview.ParamPVName: "pv-" + name, nodeview.ParamPVCNamespace: "ns", nodeview.ParamPVCName: "claim-" + name}
+		if name == "b" {
+			params[csi.ParamEncryption] = volume.EncryptionFscrypt // encrypted at rest
+		}
 		r, err := cc.CreateVolume(ctx, &csipb.CreateVolumeRequest{Name: name, VolumeCapabilities: mountCap,
-			CapacityRange: &csipb.CapacityRange{RequiredBytes: 16 << 20},
-			Parameters:    map[string]string{nodeview.ParamPVName: "pv-" + name, nodeview.ParamPVCNamespace: "ns", nodeview.ParamPVCName: "claim-" + name}})
+			CapacityRange: &csipb.CapacityRange{RequiredBytes: 16 << 20}, Parameters: params})
 		if err != nil {
 			t.Fatalf("CreateVolume: %v", err)
 		}
@@ -102,6 +106,7 @@ func TestScrapeAfterCalls(t *testing.T) {
 		{"filevol_pool_provisioned_bytes", nil, 32 << 20},
 		{"filevol_volumes", map[string]string{"state": "published"}, 1},
 		{"filevol_volumes", map[string]string{"state": "idle"}, 1},
+		{"filevol_volumes_encrypted", nil, 1},
 		{"filevol_snapshots", nil, 2},
 		{"filevol_loop_devices", nil, 1},
 		{"filevol_orphans", nil, 1},

@@ -222,6 +222,9 @@ func volumeView(rec volume.Volume, img string, u volview.Usage) api.Volume {
 		PV: rec.Parameters[ParamPVName], PVCNamespace: rec.Parameters[ParamPVCNamespace], PVCName: rec.Parameters[ParamPVCName],
 		Image: image(img, rec.ImagePending),
 	}
+	if e := rec.Encryption; e != nil {
+		v.Record.Encryption, v.Record.EncryptionKeyMade = e.Scheme, e.Wrapped != nil
+	}
 	for _, d := range u.Devices {
 		v.LoopDevices = append(v.LoopDevices, api.LoopDevice{Path: d.Path, ReadOnly: d.ReadOnly, DirectIO: d.DirectIO,
 			SizeBytes: d.SizeBytes, Deleted: d.Deleted})

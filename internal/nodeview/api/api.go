@@ -106,6 +106,12 @@ type Record struct {
 	Parameters    map[string]string `json:"parameters,omitempty"`
 	Node          string            `json:"node"`
 	CreatedAt     time.Time         `json:"createdAt"`
+	// Encryption is the scheme the volume's data is encrypted with at
+	// rest ("fscrypt"), "" when it is not encrypted. Never a key.
+	Encryption string `json:"encryption,omitempty"`
+	// EncryptionKeyMade: the volume's data key exists (made at its first
+	// stage), wrapped in the record by its Secret's key.
+	EncryptionKeyMade bool `json:"encryptionKeyMade,omitempty"`
 }
 
 // Image is the volume's image file.
