@@ -17,10 +17,10 @@ func TestVolumeViewSaysEncryptedNeverTheKey(t *testing.T) {
 	w := &keywrap.Wrapped{Version: 1, KeyName: "k", Salt: []byte("salt-bytes-0123"), Check: "check-value-4567",
 		Nonce: []byte("nonce-bytes-89ab"), Ciphertext: []byte("ciphertext-bytes-cdef")}
 	for _, c := range []struct {
-		name     string
-		enc      *volume.Encryption
-		scheme   string
-		keyMade  bool
+		name      string
+		enc       *volume.Encryption
+		scheme    string
+		keyMade   bool
 		forbidden []string
 	}{
 		{"clear", nil, "", false, nil},
