@@ -97,6 +97,8 @@ func checkStuckPods(c *cluster) []Finding {
 					fix = fenceFix(msg, node)
 				}
 			}
+		case secretTrouble(msg):
+			cause, fix = secretCause(s.pvs, msg, cause)
 		case hasCode(msg, "ResourceExhausted"):
 			cause = "node " + node + " ran out of loop devices or pool space\n" + cause
 			fix = "free loop devices or pool space on node " + node
