@@ -75,10 +75,9 @@ func openNoQuota(p *Pool, magic int64) *noQuota {
 	return q
 }
 
-// mode is the text QuotaMode has always given a pool without quota,
-// though it describes btrfs: kept as it was, since nothing reads it yet.
+// mode says that sizes are not enforced, and on what.
 func (q *noQuota) mode() string {
-	return "btrfs qgroups: nested subvolumes a pod makes cannot count against the volume and are limited to 0 bytes"
+	return "none: volume sizes are not enforced on " + q.fsType + " (only classes with " + ParamAllowUnenforcedSize + " create volumes)"
 }
 
 func (q *noQuota) nestedCounted() bool { return false }

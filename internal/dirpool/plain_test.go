@@ -216,3 +216,19 @@ func TestPlainPoolRemovesDirectoriesLargerThanABatch(t *testing.T) {
 		t.Errorf("the other volume's file: %q, %v", b, err)
 	}
 }
+
+// TestPlainPoolSaysSizesAreNotEnforced: a pool without quota names itself
+// so for doctor and logs, not as a btrfs pool.
+func TestPlainPoolSaysSizesAreNotEnforced(t *testing.T) {
+	p, err := Open(t.TempDir(), Options{NodeID: "n1"})
+	if err != nil {
+		t.Skipf("open a pool on the temporary directory: %v", err)
+	}
+	defer p.Close()
+	if _, ok := p.quota.(*noQuota); !ok {
+		t.Skip("the temporary directory is on a filesystem with quotas")
+	}
+	if m := p.QuotaMode(); !strings.HasPrefix(m, "none: volume sizes are not enforced") || strings.Contains(m, "btrfs") {
+		t.Errorf("QuotaMode() = %q", m)
+	}
+}
