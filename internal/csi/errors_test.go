@@ -240,10 +240,14 @@ func TestEverySentinelHasACode(t *testing.T) {
 	}
 }
 
-// The kinds' own errors get their codes from their classes: the codes
-// the CO saw when the map named each.
-func TestKindErrorsKeepTheirCodes(t *testing.T) {
+// Named errors get the codes the CO expects, alone or wrapped, and their
+// message as it is: the kinds' own errors by their classes, the codes the
+// CO saw when the map named each.
+func TestNamedErrorsKeepTheirCodes(t *testing.T) {
 	for err, want := range map[error]codes.Code{
+		volume.ErrSnapshotNotFound:   codes.NotFound,
+		volume.ErrShrink:             codes.OutOfRange,
+		volume.ErrImageMissing:       codes.FailedPrecondition,
 		dirpool.ErrNotBtrfs:          codes.FailedPrecondition,
 		dirpool.ErrInvalidParameter:  codes.InvalidArgument,
 		dirpool.ErrInvalidPath:       codes.InvalidArgument,
@@ -254,6 +258,9 @@ func TestKindErrorsKeepTheirCodes(t *testing.T) {
 		dirpool.ErrNoSnapshots:       codes.FailedPrecondition,
 		pool.ErrOtherNode:            codes.InvalidArgument,
 	} {
+		if got := status.Code(toStatus(err)); got != want {
+			t.Errorf("toStatus(%v) = %v, want %v", err, got, want)
+		}
 		wrapped := fmt.Errorf("create volume x: %w", err)
 		if got := status.Code(toStatus(wrapped)); got != want {
 			t.Errorf("%v: code %v, want %v", err, got, want)

@@ -7,7 +7,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volid"
 	"github.com/filevol/filevol/internal/volume"
 )
@@ -97,19 +96,6 @@ func TestExplicitFSType(t *testing.T) {
 	for i, tt := range tests {
 		if got := explicitFSType(tt.req); got != tt.want {
 			t.Errorf("case %d: explicitFSType = %v, want %v", i, got, tt.want)
-		}
-	}
-}
-
-func TestNewSentinelCodes(t *testing.T) {
-	for err, want := range map[error]codes.Code{
-		volume.ErrSnapshotNotFound: codes.NotFound,
-		volume.ErrShrink:           codes.OutOfRange,
-		pool.ErrOtherNode:          codes.InvalidArgument,
-		volume.ErrImageMissing:     codes.FailedPrecondition,
-	} {
-		if got := status.Code(toStatus(err)); got != want {
-			t.Errorf("toStatus(%v) = %v, want %v", err, got, want)
 		}
 	}
 }

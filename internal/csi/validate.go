@@ -146,39 +146,66 @@ func checkCapability(c *csipb.VolumeCapability) (string, error) {
 	}
 }
 
-// checkCapabilities validates a CreateVolume capability list and merges it
-// with the fstype parameter: the fs type is whatever the capabilities and
-// parameters agree on, ext4 by default.
+// checkCapabilities validates a CreateVolume capability list against what
+// the chosen kind offers (t) and merges it with the fstype parameter: for
+// a kind whose filesystem the CO chooses, the fs type is whatever the
+// capabilities and parameters agree on, ext4 by default.
 func checkCapabilities(caps []*csipb.VolumeCapability, p *createParams, t volume.Traits, shared bool) error {
 	if len(caps) == 0 {
 		return invalidArgument("volume capabilities are missing")
 	}
-	if t.MultiNode {
-		return checkMultiNodeCapabilities(caps, t, shared)
-	}
 	blockOnly := true
 	for _, c := range caps {
-		if multiNode(c) {
-			return errImageSingleNode(c)
+		if err := checkAccessMode(c, t, shared); err != nil {
+			return err
 		}
-		t, err := checkCapability(c)
+		fsType, err := checkCapability(c)
 		if err != nil {
 			return err
+		}
+		if c.GetBlock() != nil && !t.Block {
+			return invalidArgument("a %s has no block access: ask for mount access", t.Noun)
+		}
+		if fsType != "" && !t.FSType {
+			return invalidArgument("a %s is a part of the pool's filesystem: filesystem type %q cannot be chosen", t.Noun, fsType)
 		}
 		if c.GetMount() != nil {
 			blockOnly = false
 		}
-		if t == "" {
+		if fsType == "" {
 			continue
 		}
-		if p.fsType != "" && p.fsType != t {
-			return invalidArgument("filesystem %q of a volume capability conflicts with %q requested elsewhere", t, p.fsType)
+		if p.fsType != "" && p.fsType != fsType {
+			return invalidArgument("filesystem %q of a volume capability conflicts with %q requested elsewhere", fsType, p.fsType)
 		}
-		p.fsType = t
+		p.fsType = fsType
 	}
 	p.block = blockOnly
-	if p.fsType == "" {
+	if t.FSType && p.fsType == "" {
 		p.fsType = "ext4"
+	}
+	return nil
+}
+
+// checkAccessMode refuses an access mode the kind cannot honour. A kind
+// published on several nodes (a directory volume) offers, on a shared
+// pool (--pool-shared: every node mounts it), MULTI_NODE_MULTI_WRITER and
+// MULTI_NODE_READER_ONLY, which a bind mount on each node gives; on a
+// node-local pool SINGLE_NODE_* only. MULTI_NODE_SINGLE_WRITER is never
+// offered: nothing would stop a second node's bind from writing.
+func checkAccessMode(c *csipb.VolumeCapability, t volume.Traits, shared bool) error {
+	m := c.GetAccessMode().GetMode()
+	switch {
+	case !multiNode(c):
+		return nil
+	case !t.MultiNode:
+		return errImageSingleNode(c)
+	case m == csipb.VolumeCapability_AccessMode_MULTI_NODE_SINGLE_WRITER:
+		return invalidArgument("access mode %s is not offered for %ss: every node's bind of the volume could write; "+
+			"ask for MULTI_NODE_MULTI_WRITER or MULTI_NODE_READER_ONLY", m, t.Noun)
+	case !shared:
+		return invalidArgument("access mode %s: this pool of %ss is node-local (on one node's disk), so its volumes are SINGLE_NODE_* only; "+
+			"MULTI_NODE_* needs a pool that every node mounts, served with --pool-shared", m, t.Noun)
 	}
 	return nil
 }
@@ -303,37 +330,4 @@ func describeTopologies(ts []*csipb.Topology) string {
 		out = append(out, "{"+strings.Join(kv, ",")+"}")
 	}
 	return fmt.Sprint(out)
-}
-
-// checkMultiNodeCapabilities validates the capabilities of a kind that
-// can be published on several nodes (a directory volume): mount access
-// only unless it offers block, with no filesystem type unless the CO
-// chooses it. On a node-local pool SINGLE_NODE_* only; on a shared one
-// (--pool-shared: every node mounts the pool) also MULTI_NODE_MULTI_WRITER
-// and MULTI_NODE_READER_ONLY, which a bind mount on each node gives.
-// MULTI_NODE_SINGLE_WRITER is not offered: nothing would stop a second
-// node's bind from writing.
-func checkMultiNodeCapabilities(caps []*csipb.VolumeCapability, t volume.Traits, shared bool) error {
-	for _, c := range caps {
-		switch m := c.GetAccessMode().GetMode(); m {
-		case csipb.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER, csipb.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY:
-			if !shared {
-				return invalidArgument("access mode %s: this pool of %ss is node-local (on one node's disk), so its volumes are SINGLE_NODE_* only; "+
-					"MULTI_NODE_* needs a pool that every node mounts, served with --pool-shared", m, t.Noun)
-			}
-		case csipb.VolumeCapability_AccessMode_MULTI_NODE_SINGLE_WRITER:
-			return invalidArgument("access mode %s is not offered for %ss: every node's bind of the volume could write; "+
-				"ask for MULTI_NODE_MULTI_WRITER or MULTI_NODE_READER_ONLY", m, t.Noun)
-		}
-		if _, err := checkCapability(c); err != nil {
-			return err
-		}
-		if c.GetBlock() != nil && !t.Block {
-			return invalidArgument("a %s has no block access: ask for mount access", t.Noun)
-		}
-		if fsType := c.GetMount().GetFsType(); fsType != "" && !t.FSType {
-			return invalidArgument("a %s is a part of the pool's filesystem: filesystem type %q cannot be chosen", t.Noun, fsType)
-		}
-	}
-	return nil
 }

@@ -56,7 +56,7 @@ func New(loops hostos.LoopIndex, table mount.Table) *Reading {
 // Usage is where the image at imagePath is in use, answered from the
 // reading.
 func (r *Reading) Usage(imagePath string) (volview.Usage, error) {
-	devs, err := r.loops.Find(imagePath)
+	devs, err := r.Devices(imagePath)
 	if err != nil {
 		return volview.Usage{}, fmt.Errorf("look up loop devices of %s: %w", imagePath, err)
 	}
@@ -153,17 +153,6 @@ func From(ctx context.Context) (*Reading, bool) {
 	return r, ok
 }
 
-// Listed is a reading made of devs and table: a listing of the loop
-// devices (hostos.Loops.List, which names a device attached from another
-// mount namespace by its path under the pool) and the mount table, which
-// a caller that asks about every volume in one go (the node view of
-// /debug/volumes) has just read for itself. Its health questions are
-// then answered from what it reports, instead of a reading of every loop
-// device and the whole table per volume.
-func Listed(devs []loop.Device, table mount.Table) *Reading {
-	return New(listedLoops(devs), table)
-}
-
 // listedLoops finds devices in a listing, by the backing path as loop.Find
 // compares it (loop.Backing).
 type listedLoops []loop.Device
@@ -174,7 +163,13 @@ func (l listedLoops) Find(path string) ([]loop.Device, error) { return loop.Back
 // reading (each re-read as it is returned, for a whole reading).
 func (r *Reading) Devices(imagePath string) ([]loop.Device, error) { return r.loops.Find(imagePath) }
 
-// WithListed is With of Listed(devs, table).
+// WithListed returns ctx carrying a reading made of devs and table: a
+// listing of the loop devices (hostos.Loops.List, which names a device
+// attached from another mount namespace by its path under the pool) and
+// the mount table, which a caller that asks about every volume in one go
+// (the node view of /debug/volumes) has just read for itself. Its health
+// questions are then answered from what it reports, instead of a reading
+// of every loop device and the whole table per volume.
 func WithListed(ctx context.Context, devs []loop.Device, table mount.Table) context.Context {
-	return With(ctx, Listed(devs, table))
+	return With(ctx, New(listedLoops(devs), table))
 }

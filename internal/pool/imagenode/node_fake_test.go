@@ -11,11 +11,10 @@ import (
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 
-	"github.com/filevol/filevol/internal/answer"
+	"github.com/filevol/filevol/internal/hostos"
 	"github.com/filevol/filevol/internal/hostos/fake"
 	"github.com/filevol/filevol/internal/hostos/fs"
 	"github.com/filevol/filevol/internal/inuse"
-	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/volume"
 )
 
@@ -24,76 +23,16 @@ import (
 // growth markers, growth refused while the filesystem is in use, what the
 // in-use reconcile reads of a staged volume, and refusals at the edges.
 
+// fakeEnv is env on the fake kernel k.
 type fakeEnv struct {
-	t       *testing.T
-	k       *fake.Host
-	pool    *pool.Pool
-	node    *Node
-	kubelet string
+	*env
+	k *fake.Host
 }
 
 func newFakeEnv(t *testing.T) *fakeEnv {
 	t.Helper()
-	dir := t.TempDir()
-	p, err := pool.Open(filepath.Join(dir, "pool"), pool.Options{NodeID: "n1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
 	k := fake.New()
-	return &fakeEnv{t: t, k: k, pool: p, node: New(p, k.Host(), "n1", false), kubelet: filepath.Join(dir, "kubelet")}
-}
-
-// committed is a volume whose image is made, as after a first stage, so
-// that a test can put a filesystem in it first.
-func (e *fakeEnv) committed(name, fsType string, size int64) string {
-	e.t.Helper()
-	v, err := e.pool.Create(context.Background(), volume.CreateRequest{Name: name, CapacityBytes: size, FSType: fsType})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if _, err := e.pool.CommitImage(v); err != nil {
-		e.t.Fatal(err)
-	}
-	return v.ID
-}
-
-func (e *fakeEnv) get(id string) volume.Volume {
-	e.t.Helper()
-	v, err := e.pool.Get(id)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return v
-}
-
-func (e *fakeEnv) path(name string) string { return filepath.Join(e.kubelet, name) }
-
-func (e *fakeEnv) stage(id, staging string, block, readOnly bool) error {
-	if err := os.MkdirAll(staging, 0o750); err != nil {
-		e.t.Fatal(err)
-	}
-	fsType := e.get(id).FSType
-	if block {
-		fsType = ""
-	}
-	_, err := e.node.Stage(context.Background(), e.get(id), volume.StageRequest{StagingPath: staging, Block: block, FSType: fsType, ReadOnly: readOnly})
-	return err
-}
-
-func (e *fakeEnv) mustStage(id, staging string, block, readOnly bool) {
-	e.t.Helper()
-	if err := e.stage(id, staging, block, readOnly); err != nil {
-		e.t.Fatalf("stage %s at %s: %v", id, staging, err)
-	}
-}
-
-func wantCoded(t *testing.T, what string, err error, code codes.Code) {
-	t.Helper()
-	var ce *answer.CodedError
-	if !errors.As(err, &ce) || ce.Code != code {
-		t.Fatalf("%s: %v, want a coded %s", what, err, code)
-	}
+	return &fakeEnv{env: newEnv(t, t.TempDir(), func(string) hostos.Host { return k.Host() }), k: k}
 }
 
 // What the in-use reconcile reads of a staged volume (StagedEntry): the

@@ -5,18 +5,14 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"reflect"
 	"testing"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
-	"google.golang.org/grpc/codes"
 
-	"github.com/filevol/filevol/internal/answer"
 	"github.com/filevol/filevol/internal/hostos"
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
-	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/reading"
 	"github.com/filevol/filevol/internal/testutil"
 	"github.com/filevol/filevol/internal/volume"
@@ -35,27 +31,23 @@ func TestReadingAgreesWithPerVolumeLookups(t *testing.T) {
 		t.Skip("mkfs.ext4 not installed")
 	}
 	dir := testutil.Scratch(t, "imagenode-reading") // its cleanup unmounts and detaches what is left under dir
-	p, err := pool.Open(filepath.Join(dir, "pool"), pool.Options{NodeID: "n1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	h := hostos.New(p.Dir())
-	e := &env{t: t, node: New(p, h, "n1", false), pool: p, dir: filepath.Join(dir, "kubelet")}
+	var h hostos.Host
+	e := newEnv(t, dir, func(poolDir string) hostos.Host { h = hostos.New(poolDir); return h })
+	p := e.pool
 	type vol struct{ id, staging, target, target2 string }
 	var vols []vol
 	add := func(name string, block, stage bool, targets int) vol {
-		v := vol{id: e.volume(name), staging: filepath.Join(e.dir, name, "globalmount")}
+		v := vol{id: e.volume(name, "ext4", 32<<20), staging: e.path(name + "/globalmount")}
 		if stage {
-			e.stage(v.id, v.staging, block)
+			e.mustStage(v.id, v.staging, block, false)
 		}
 		if targets > 0 {
-			v.target = filepath.Join(e.dir, name, "mount")
-			e.publish(v.id, v.staging, v.target, block, false)
+			v.target = e.path(name + "/mount")
+			e.mustPublish(v.id, v.staging, v.target, block, false)
 		}
 		if targets > 1 {
-			v.target2 = filepath.Join(e.dir, name, "mount-2")
-			e.publish(v.id, v.staging, v.target2, block, true)
+			v.target2 = e.path(name + "/mount-2")
+			e.mustPublish(v.id, v.staging, v.target2, block, true)
 		}
 		vols = append(vols, v)
 		return v
@@ -224,65 +216,4 @@ func reasons(st []*csipb.VolumeHealth_VolumeHealthEntry) []string {
 		out = append(out, x.GetStatus().String()+"/"+x.GetReason())
 	}
 	return out
-}
-
-// env stages and publishes image volumes through the node half alone, as
-// the node service does once it has validated, locked and recorded.
-type env struct {
-	t    *testing.T
-	node *Node
-	pool *pool.Pool
-	dir  string
-}
-
-func (e *env) volume(name string) string {
-	e.t.Helper()
-	v, err := e.pool.Create(context.Background(), volume.CreateRequest{Name: name, CapacityBytes: 32 << 20, FSType: "ext4"})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return v.ID
-}
-
-func (e *env) stage(id, staging string, block bool) {
-	e.t.Helper()
-	if err := os.MkdirAll(staging, 0o750); err != nil {
-		e.t.Fatal(err)
-	}
-	vol, err := e.pool.Get(id)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	fsType := "ext4"
-	if block {
-		fsType = ""
-	}
-	if _, err := e.node.Stage(context.Background(), vol, volume.StageRequest{StagingPath: staging, Block: block, FSType: fsType}); err != nil {
-		e.t.Fatalf("stage %s: %v", id, err)
-	}
-}
-
-func (e *env) publish(id, staging, target string, block, readOnly bool) {
-	e.t.Helper()
-	vol, err := e.pool.Get(id)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	r := volume.PublishRequest{StagingPath: staging, TargetPath: target, Block: block, ReadOnly: readOnly}
-	if err := e.node.Publish(context.Background(), vol, r); err != nil {
-		e.t.Fatalf("publish %s at %s: %v", id, target, err)
-	}
-}
-
-// codeOf is the gRPC code a node-half error asks for (a CodedError's),
-// Unknown for the others, OK for none: enough to compare two answers.
-func codeOf(err error) codes.Code {
-	var ce *answer.CodedError
-	switch {
-	case err == nil:
-		return codes.OK
-	case errors.As(err, &ce):
-		return ce.Code
-	}
-	return codes.Unknown
 }
