@@ -35,16 +35,12 @@ func (s *ControllerService) openSnapshotImage(id string) (*snapshotImage, error)
 	if err != nil {
 		return nil, err
 	}
-	// The source volume's kind says whether it has blocks (routed by its
-	// ID: the volume itself may be gone).
+	// The kind of the store that holds the snapshot says whether it has
+	// blocks to describe.
 	imager, ok := st.VolumeStore.(snapshotImager)
-	if src, err := s.stores.volume(snap.SourceVolumeID); !ok || (err == nil && !src.Traits().Block) {
-		noun := "volume"
-		if err == nil {
-			noun = src.Traits().Noun
-		}
+	if t := st.Traits(); !ok || !t.Block {
 		return nil, failedPrecondition("snapshot %s is of %s %s, which has no blocks: back up its files instead",
-			id, noun, snap.SourceVolumeID)
+			id, t.Noun, snap.SourceVolumeID)
 	}
 	f, err := os.Open(imager.SnapshotImagePath(id))
 	if errors.Is(err, os.ErrNotExist) {
