@@ -60,12 +60,7 @@ func (c *Cluster) addNode(name string) (*node, error) {
 	}
 	n := &node{
 		name: name,
-		link: procs.Link{
-			SrvNS: c.srvNS,
-			NS:    slots.Netns(c.slot, name),
-			Port:  fmt.Sprintf("p%d", i),
-			Addr:  fmt.Sprintf("%s.%d.%d", netPrefix, c.slot, 10+i),
-		},
+		link: slots.NodeLink(c.srvNS, c.slot, i, name, netPrefix),
 		mnt:  filepath.Join(c.dir, "mnt", name),
 		user: fmt.Sprintf("client.node%d", i),
 	}

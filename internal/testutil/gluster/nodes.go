@@ -61,14 +61,9 @@ func (c *Cluster) addNode(name string) (*node, error) {
 	}
 	n := &node{
 		name: name,
-		link: procs.Link{
-			SrvNS: c.srvNS,
-			NS:    slots.Netns(c.slot, name),
-			Port:  fmt.Sprintf("p%d", i),
-			Addr:  fmt.Sprintf("%s.%d.%d", netPrefix, c.slot, 10+i),
-		},
-		mnt: filepath.Join(c.dir, "mnt", name),
-		log: filepath.Join(c.dir, "log", "client-"+name+".log"),
+		link: slots.NodeLink(c.srvNS, c.slot, i, name, netPrefix),
+		mnt:  filepath.Join(c.dir, "mnt", name),
+		log:  filepath.Join(c.dir, "log", "client-"+name+".log"),
 	}
 	c.nodes[name] = n
 	c.mu.Unlock()

@@ -2,6 +2,7 @@ package procs
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"time"
 
@@ -30,6 +31,13 @@ func Bridge(ns, addr, mac string) error {
 // bridge br0 that Bridge made in the server's namespace SrvNS, where its
 // end is named Port; Addr is the node's address on the bridge's /24.
 type Link struct{ SrvNS, NS, Port, Addr string }
+
+// NodeLink is the link of the i-th node, called name, of the cluster in
+// slot whose server is in srvNS: its namespace is the slot's (Netns), its
+// bridge port p<i>, its address <netPrefix>.<slot>.<10+i>.
+func (s Slots) NodeLink(srvNS string, slot, i int, name, netPrefix string) Link {
+	return Link{SrvNS: srvNS, NS: s.Netns(slot, name), Port: fmt.Sprintf("p%d", i), Addr: fmt.Sprintf("%s.%d.%d", netPrefix, slot, 10+i)}
+}
 
 // Add makes the node's namespace and joins it to the bridge.
 func (l Link) Add() error {
