@@ -62,6 +62,7 @@ E2E_SKIP=${E2E_SKIP:-}
 # showed the 2 cores 54-83 % idle through the node-local pass); with 6 the three
 # passes took 1,188 s instead of 1,374 (test/e2e/README.md has the figures).
 E2E_PROCS=${E2E_PROCS:-6}
+E2E_PASSES_AT_ONCE=${E2E_PASSES_AT_ONCE:-1}
 E2E_KEEP=${E2E_KEEP:-0}
 E2E_INSTALL=${E2E_INSTALL:-helm}
 E2E_DOCTOR=${E2E_DOCTOR:-1}
@@ -125,6 +126,7 @@ finish() {
   local rc=$?
   set +e
   trap - EXIT INT TERM
+  declare -F suite_stop >/dev/null && suite_stop
   if [ -n "$CHILD" ] && kill -0 "$CHILD" 2>/dev/null; then
     log "interrupted: stopping $(tr '\0' ' ' < "/proc/$CHILD/cmdline" | cut -c1-80) (pid $CHILD)"
     kill -TERM "$CHILD"; wait "$CHILD"
@@ -317,28 +319,30 @@ if [ "$E2E_SUITE" = 1 ]; then
     skip=${skip:+$skip|}${c%%|*}
     note "  skipped by name: '${c%%|*}': ${c#*|}"
   done
-  if [ "$E2E_SLOW" = 1 ]; then
-    # [Disruptive] is no ginkgo Serial: run in parallel, a test that stops the kubelet
-    # breaks every other one under way (exec through the kubelet, mounts). They get a
-    # pass of their own, one at a time, after the others.
-    suite_pass suite "$E2E_PROCS" "$E2E_FOCUS" "${skip:+$skip|}\[Disruptive\]" "$OUT/testdriver.yaml"
-    if [[ ${ssh_env[*]} ]]; then
-      suite_pass disruptive 1 "$E2E_FOCUS.*\[Disruptive\]" "$skip" "$OUT/testdriver.yaml"
-    fi
-  else
-    suite_pass suite "$E2E_PROCS" "$E2E_FOCUS" "${skip:+$skip|}\[Disruptive\]|\[Serial\]|\[Slow\]" "$OUT/testdriver.yaml"
-  fi
+  # The node-local pass and the shared driver's passes (shared, then dir) run side by
+  # side: the suite waits on pods and the API server far more than it computes
+  # (test/e2e/README.md has the figures). E2E_PASSES_AT_ONCE=0 runs them one after the other.
+  local_skip="${skip:+$skip|}\[Disruptive\]"
+  [ "$E2E_SLOW" = 1 ] || local_skip+="|\[Serial\]|\[Slow\]"
+  suite_start suite "$E2E_PROCS" "$E2E_FOCUS" "$local_skip" "$OUT/testdriver.yaml"
+  [ "$E2E_PASSES_AT_ONCE" = 1 ] || suite_wait suite
+  shared_skip_all="${shared_skip:+$shared_skip|}${E2E_SHARED_SKIP:+$E2E_SHARED_SKIP|}\[Disruptive\]|\[Serial\]|\[Slow\]"
   # The shared-pool driver (helm: values-e2e.yaml installs it), its own declaration
   # (testdriver-shared.yaml); E2E_SHARED_FOCUS narrows it (test/e2e/README.md).
   if [ "$E2E_INSTALL" = helm ] && [ "$E2E_SHARED_FOCUS" != none ]; then
     [ -n "$E2E_SHARED_SKIP" ] && note "  shared driver's pass: skipped by name: '$E2E_SHARED_SKIP' (the node-local pass runs them on the same node code)"
-    suite_pass shared "$E2E_PROCS" "$E2E_SHARED_FOCUS" \
-      "${shared_skip:+$shared_skip|}${E2E_SHARED_SKIP:+$E2E_SHARED_SKIP|}\[Disruptive\]|\[Serial\]|\[Slow\]" "$OUT/testdriver-shared.yaml"
+    suite_pass shared "$E2E_PROCS" "$E2E_SHARED_FOCUS" "$shared_skip_all" "$OUT/testdriver-shared.yaml"
   fi
   # Its directory volumes (ReadWriteMany, a btrfs qgroup per claim): testdriver-dir.yaml.
   if [ "$E2E_INSTALL" = helm ] && [ "$E2E_DIR_FOCUS" != none ]; then
-    suite_pass dir "$E2E_PROCS" "$E2E_DIR_FOCUS" \
-      "${shared_skip:+$shared_skip|}${E2E_SHARED_SKIP:+$E2E_SHARED_SKIP|}\[Disruptive\]|\[Serial\]|\[Slow\]" "$OUT/testdriver-dir.yaml"
+    suite_pass dir "$E2E_PROCS" "$E2E_DIR_FOCUS" "$shared_skip_all" "$OUT/testdriver-dir.yaml"
+  fi
+  [ -z "${SUITE_PID[suite]:-}" ] || suite_wait suite
+  # [Disruptive] is no ginkgo Serial: run in parallel, a test that stops the kubelet
+  # breaks every other one under way (exec through the kubelet, mounts). They get a
+  # pass of their own, one at a time, after all the others.
+  if [ "$E2E_SLOW" = 1 ] && [[ ${ssh_env[*]} ]]; then
+    suite_pass disruptive 1 "$E2E_FOCUS.*\[Disruptive\]" "$skip" "$OUT/testdriver.yaml"
   fi
 fi
 

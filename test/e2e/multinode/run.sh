@@ -60,6 +60,7 @@ finish() {
   local rc=$?
   set +e
   trap - EXIT INT TERM
+  declare -F suite_stop >/dev/null && suite_stop
   if [ -n "$CHILD" ] && kill -0 "$CHILD" 2>/dev/null; then kill -TERM "$CHILD"; wait "$CHILD"; fi
   # Before the lock (the builds), the cluster on this state dir is someone else's: touch nothing.
   if [ -z "${TL:-}" ]; then
@@ -263,17 +264,20 @@ if [ "$MN_SUITE" != none ]; then
   set_cap "$OUT/testdriver-dir.yaml" singleNodeVolume false "every node mounts the directory pool: pods on several nodes use one claim at once"
   note "suite: declarations rendered ($(( $(date +%s) - t ))s)"
   suite_ssh_env
+  # The three passes run at once (suite_start): each waits on pods moving between nodes
+  # far more than it computes.
   # Node-local: each node is its own topology segment (topology.filevol.csi.io/node), so
   # both topology tests run, the conflicting one only here (one node is one segment). Its
   # multiVolume "on different node" tests skip themselves (singleNodeVolume).
-  suite_pass local 4 'External.Storage.*\[Driver: filevol.csi.io\].*topology should' '' "$OUT/testdriver.yaml"
+  suite_start local 4 'External.Storage.*\[Driver: filevol.csi.io\].*topology should' '' "$OUT/testdriver.yaml"
   # Shared: the multiVolume tests that move two volumes from one node to another. Its
   # image volumes are single-node (no RWX, no ROX: internal/csi/validate.go,
   # errImageSingleNode), so "concurrently ... from pods on different node" skips itself.
-  suite_pass shared 4 'External.Storage.*\[Driver: shared.filevol.csi.io\].*multiVolume.*on different node' '' "$OUT/testdriver-shared.yaml"
+  suite_start shared 4 'External.Storage.*\[Driver: shared.filevol.csi.io\].*multiVolume.*on different node' '' "$OUT/testdriver-shared.yaml"
   # Directory volumes: one claim written from pods on different nodes at once (RWX), and
   # volumes that move between nodes.
-  suite_pass dir 4 'External.Storage.*\[Driver: shared.filevol.csi.io\].*multiVolume.*on different node' '' "$OUT/testdriver-dir.yaml"
+  suite_start dir 4 'External.Storage.*\[Driver: shared.filevol.csi.io\].*multiVolume.*on different node' '' "$OUT/testdriver-dir.yaml"
+  suite_wait local; suite_wait shared; suite_wait dir
   if [ "$MN_SUITE" = full ]; then
     [[ ${ssh_env[*]} ]] || die "MN_SUITE=full: no ssh key (up.sh did not start its sshd)"
     # One at a time: a test that stops a kubelet breaks any other under way on that node.
