@@ -22,8 +22,8 @@ type Options struct {
 	Shared bool
 	// Owner names this process among those that open a shared pool: the
 	// node ID for a node (the default when empty), a controller's identity
-	// for a controller. Its key (OwnerKey) tags the temporary files of the
-	// process's operations and names the node's directory of state. Two
+	// for a controller. Its key (poolowner.Key) tags the temporary files of
+	// the process's operations and names the node's directory of state. Two
 	// processes of one owner never repair at once (an owner lock); an
 	// owner's leftovers are repaired only by a later open of that owner.
 	// Unused on a node-local pool.
