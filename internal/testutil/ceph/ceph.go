@@ -53,9 +53,7 @@ package ceph
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -91,8 +89,11 @@ var Base = filepath.Join(testutil.Base, ".fvceph")
 
 var programs = []string{"ceph-mon", "ceph-mgr", "ceph-osd", "ceph-mds", "ceph-fuse", "ceph", "monmaptool", "ip", "nsenter"}
 
-// Cluster is one running cluster and its nodes.
+// Cluster is one running cluster and its nodes (procs.Nodes: MountNode,
+// CutOff, Restore, KillClient, ClientPID, NodeAddr).
 type Cluster struct {
+	*procs.Nodes
+
 	slot  int
 	dir   string
 	lock  *os.File
@@ -101,29 +102,11 @@ type Cluster struct {
 	fsid  string
 
 	mu      sync.Mutex
-	daemons []*proc
-	nodes   map[string]*node
-	next    int
+	daemons []*procs.Proc
 
 	// StartDuration is how long Start took (slot sweep included).
 	StartDuration time.Duration
 }
-
-// proc is a process the harness started and waits for.
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-type node struct {
-	name, mnt, user string
-	link            procs.Link
-	p               *proc
-	gone            bool
-}
-
-var nodeName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,19}$`)
 
 // Start makes the cluster and its filesystem and registers its teardown
 // with t.Cleanup. Nodes are added with MountNode.
@@ -163,8 +146,9 @@ func start(logf func(string, ...any)) (*Cluster, string, error) {
 		dir:   slots.Dir(slot),
 		srvNS: slots.Netns(slot, "srv"),
 		addr:  fmt.Sprintf("%s.%d.1", netPrefix, slot),
-		nodes: map[string]*node{},
 	}
+	c.Nodes = procs.NewNodes(procs.NodesConfig{Harness: "ceph", Slots: slots, Slot: slot, SrvNS: c.srvNS,
+		NetPrefix: netPrefix, Dir: c.dir, Max: maxNodes, Mount: c.mount, ClientLog: c.clientLog})
 	for _, d := range []string{"run", "log", "mnt", "mon", "mgr", "osd", "mds"} {
 		if err := os.MkdirAll(filepath.Join(c.dir, d), 0o755); err != nil {
 			return c, "", err

@@ -53,11 +53,8 @@ package gluster
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -78,6 +75,9 @@ const (
 	netPrefix = "10.213"
 	// volName is the volume's name.
 	volName = "fvgl"
+	// maxNodes bounds the nodes of one Cluster (their addresses are
+	// 10.213.N.10 and up).
+	maxNodes = 200
 )
 
 // Options configures the volume.
@@ -91,34 +91,22 @@ type Options struct {
 	Set [][2]string
 }
 
-// Cluster is one running server and its nodes.
+// Cluster is one running server and its nodes (procs.Nodes: MountNode,
+// CutOff, Restore, KillClient, ClientPID, NodeAddr).
 type Cluster struct {
+	*procs.Nodes
+
 	slot  int
 	dir   string
 	lock  *os.File
 	srvNS string
 	addr  string
 
-	server     *exec.Cmd
-	serverDone chan struct{}
-
-	mu    sync.Mutex
-	nodes map[string]*node
-	next  int
+	server *procs.Proc
 
 	// StartDuration is how long Start took (slot sweep included).
 	StartDuration time.Duration
 }
-
-type node struct {
-	name, mnt, log string
-	link           procs.Link
-	cmd            *exec.Cmd
-	done           chan struct{}
-	gone           bool
-}
-
-var nodeName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,19}$`)
 
 // Start makes the server and its volume, started, and registers their
 // teardown with t.Cleanup. Nodes are added with MountNode.
@@ -140,8 +128,9 @@ func Start(t testing.TB, opts ...Options) *Cluster {
 		dir:   slots.Dir(slot),
 		srvNS: slots.Netns(slot, "srv"),
 		addr:  fmt.Sprintf("%s.%d.1", netPrefix, slot),
-		nodes: map[string]*node{},
 	}
+	c.Nodes = procs.NewNodes(procs.NodesConfig{Harness: "gluster", Slots: slots, Slot: slot, SrvNS: c.srvNS,
+		NetPrefix: netPrefix, Dir: c.dir, Max: maxNodes, Mount: c.mount, ClientLog: c.clientLog})
 	t.Cleanup(func() {
 		start := time.Now()
 		if err := c.teardown(); err != nil {
