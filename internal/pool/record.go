@@ -76,5 +76,7 @@ func tmpOwner(name string) string {
 	return owner
 }
 
-func (p *Pool) imagePath(id string) string    { return imagePath(p.vdir, id) }
-func (p *Pool) tmpImagePath(id string) string { return p.vdir + "/" + tmpImageName(id, p.tag) }
+func (p *Pool) imagePath(id string) string        { return imagePath(p.vdir, id) }
+func (p *Pool) tmpImagePath(id string) string     { return p.vdir + "/" + tmpImageName(id, p.tag) }
+func (p *Pool) snapImagePath(id string) string    { return imagePath(p.sdir, id) }
+func (p *Pool) snapTmpImagePath(id string) string { return p.sdir + "/" + tmpImageName(id, p.tag) }
