@@ -118,7 +118,7 @@ func open(dir string, opts Options) (_ *Pool, err error) {
 
 // openOwner takes the owner lock of a shared pool and opens the node
 // state kept in the owner's directory: exclusive reports whether no
-// other process of the owner has the pool open (owner.go).
+// other process of the owner has the pool open (lock.go).
 func (p *Pool) openOwner() (exclusive bool, err error) {
 	key := poolowner.Key(p.owner())
 	p.tag = recordstore.Tag(key)

@@ -46,7 +46,7 @@ func snapshotStore(dir, owner string) (*recordstore.Store[volume.Snapshot], erro
 // snapshots/): <id>.img. While an operation is in progress the image is
 // tmpImageName(id, tag): .tmp-<id>.img on a node-local pool,
 // .tmp-<id>@<owner key>.img on a shared one, where the tag says whose
-// operation it is (owner.go).
+// operation it is (lock.go).
 func imagePath(dir, id string) string { return dir + "/" + id + imgSuffix }
 
 func tmpImageName(id, tag string) string { return tmpPrefix + id + tag + imgSuffix }
