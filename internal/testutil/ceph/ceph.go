@@ -51,6 +51,7 @@
 package ceph
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -144,20 +145,16 @@ func start(logf func(string, ...any)) (*Cluster, string, error) {
 		slot:  slot,
 		lock:  lock,
 		dir:   slots.Dir(slot),
-		srvNS: slots.Netns(slot, "srv"),
-		addr:  fmt.Sprintf("%s.%d.1", netPrefix, slot),
+		srvNS: slots.ServerNS(slot),
+		addr:  slots.ServerAddr(slot),
 	}
-	c.Nodes = procs.NewNodes(procs.NodesConfig{Harness: "ceph", Slots: slots, Slot: slot, SrvNS: c.srvNS,
-		NetPrefix: netPrefix, Dir: c.dir, Max: maxNodes, Mount: c.mount, ClientLog: c.clientLog})
-	for _, d := range []string{"run", "log", "mnt", "mon", "mgr", "osd", "mds"} {
-		if err := os.MkdirAll(filepath.Join(c.dir, d), 0o755); err != nil {
-			return c, "", err
-		}
+	c.Nodes = procs.NewNodes(procs.NodesConfig{Harness: "ceph", Slots: slots, Slot: slot, Max: maxNodes,
+		Mount: c.mount, ClientLog: c.clientLog})
+	err = slots.Prepare(slot, "run", "log", "mnt", "mon", "mgr", "osd", "mds")
+	if errors.Is(err, procs.ErrNoNetns) {
+		return c, "ceph: " + err.Error(), nil
 	}
-	if err := procs.AddNetns(c.srvNS); err != nil {
-		return c, fmt.Sprintf("ceph: cannot make a network namespace here: %v", err), nil
-	}
-	if err := procs.Bridge(c.srvNS, c.addr, fmt.Sprintf("02:66:76:63:%02x:01", slot)); err != nil {
+	if err != nil {
 		return c, "", err
 	}
 	if err := c.bootstrap(logf, begin); err != nil {

@@ -10,7 +10,8 @@ import (
 )
 
 // slots are where clusters of this harness run, one per test process.
-var slots = procs.Slots{Base: Base, Max: maxSlots, NetnsPrefix: Prefix, KillWait: 5 * time.Second}
+var slots = procs.Slots{Base: Base, Max: maxSlots, NetnsPrefix: Prefix, KillWait: 5 * time.Second,
+	NetPrefix: netPrefix, BridgeMAC: "02:66:76:67:%02x:01"}
 
 // teardown removes the nodes, kills the server (SIGKILL to unshare, whose
 // --kill-child takes the PID namespace's init, and with it glusterd and the

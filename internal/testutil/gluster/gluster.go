@@ -51,7 +51,7 @@
 package gluster
 
 import (
-	"fmt"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -126,11 +126,11 @@ func Start(t testing.TB, opts ...Options) *Cluster {
 		slot:  slot,
 		lock:  lock,
 		dir:   slots.Dir(slot),
-		srvNS: slots.Netns(slot, "srv"),
-		addr:  fmt.Sprintf("%s.%d.1", netPrefix, slot),
+		srvNS: slots.ServerNS(slot),
+		addr:  slots.ServerAddr(slot),
 	}
-	c.Nodes = procs.NewNodes(procs.NodesConfig{Harness: "gluster", Slots: slots, Slot: slot, SrvNS: c.srvNS,
-		NetPrefix: netPrefix, Dir: c.dir, Max: maxNodes, Mount: c.mount, ClientLog: c.clientLog})
+	c.Nodes = procs.NewNodes(procs.NodesConfig{Harness: "gluster", Slots: slots, Slot: slot, Max: maxNodes,
+		Mount: c.mount, ClientLog: c.clientLog})
 	t.Cleanup(func() {
 		start := time.Now()
 		if err := c.teardown(); err != nil {
@@ -138,15 +138,11 @@ func Start(t testing.TB, opts ...Options) *Cluster {
 		}
 		t.Logf("gluster: slot %d torn down in %v", c.slot, time.Since(start).Round(time.Millisecond))
 	})
-	for _, d := range []string{"run", "lib", "log", "brick", "mnt"} {
-		if err := os.MkdirAll(filepath.Join(c.dir, d), 0o755); err != nil {
-			t.Fatalf("gluster: %v", err)
-		}
+	err = slots.Prepare(slot, "run", "lib", "log", "brick", "mnt")
+	if errors.Is(err, procs.ErrNoNetns) {
+		t.Skipf("gluster: %v", err)
 	}
-	if err := procs.AddNetns(c.srvNS); err != nil {
-		t.Skipf("gluster: cannot make a network namespace here: %v", err)
-	}
-	if err := procs.Bridge(c.srvNS, c.addr, fmt.Sprintf("02:66:76:67:%02x:01", slot)); err != nil {
+	if err != nil {
 		t.Fatalf("gluster: %v", err)
 	}
 	netDone := time.Now()

@@ -59,7 +59,7 @@ type Node struct {
 
 // Nodes are the simulated nodes of one running cluster: each with a
 // network namespace linked to the server's bridge and a FUSE client of
-// its own, mounted in the test's mount namespace at Dir/mnt/<name>. A
+// its own, mounted in the test's mount namespace at <slot dir>/mnt/<name>. A
 // harness's Cluster embeds them (NewNodes); what differs between
 // harnesses is how a client mounts and where it logs (NodesConfig).
 type Nodes struct {
@@ -74,13 +74,10 @@ type Nodes struct {
 type NodesConfig struct {
 	// Harness starts the failure messages: "gluster", "ceph".
 	Harness string
-	// Slots, Slot, SrvNS and NetPrefix place each node's link
-	// (Slots.NodeLink); Dir is the slot's directory.
-	Slots     Slots
-	Slot      int
-	SrvNS     string
-	NetPrefix string
-	Dir       string
+	// Slots and Slot place each node's link (Slots.NodeLink) and its
+	// mount point, in the slot's directory.
+	Slots Slots
+	Slot  int
 	// Max bounds the nodes of one cluster.
 	Max int
 	// Mount starts n's client with clientArgs added to its command line
@@ -141,8 +138,8 @@ func (ns *Nodes) add(name string) (*Node, error) {
 	n := &Node{
 		Name: name,
 		I:    i,
-		Link: ns.cfg.Slots.NodeLink(ns.cfg.SrvNS, ns.cfg.Slot, i, name, ns.cfg.NetPrefix),
-		Mnt:  filepath.Join(ns.cfg.Dir, "mnt", name),
+		Link: ns.cfg.Slots.NodeLink(ns.cfg.Slot, i, name),
+		Mnt:  filepath.Join(ns.cfg.Slots.Dir(ns.cfg.Slot), "mnt", name),
 	}
 	ns.byName[name] = n
 	ns.mu.Unlock()
