@@ -9,6 +9,7 @@ import (
 	"github.com/filevol/filevol/internal/hostos/fake"
 	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/pool/imagenode"
+	"github.com/filevol/filevol/internal/poolowner"
 	"github.com/filevol/filevol/internal/volume"
 )
 
@@ -50,7 +51,7 @@ func TestSharedPoolNodeLeavesOtherNodesWork(t *testing.T) {
 	// lookup cache); the image's own state is untouched by that.
 	record := filepath.Join(a.VolumesDir(), fresh.ID+".json")
 	aside := filepath.Join(dir, "record-b-does-not-see")
-	inflight := filepath.Join(a.VolumesDir(), ".tmp-"+a.VolumeID("a-creating")+"@"+pool.OwnerKey("node-a")+".img")
+	inflight := filepath.Join(a.VolumesDir(), ".tmp-"+a.VolumeID("a-creating")+"@"+poolowner.Key("node-a")+".img")
 	if err := os.WriteFile(inflight, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}

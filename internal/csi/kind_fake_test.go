@@ -14,6 +14,7 @@ import (
 
 	"github.com/filevol/filevol/internal/answer"
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/poolowner"
 	"github.com/filevol/filevol/internal/volid"
 	"github.com/filevol/filevol/internal/volume"
 )
@@ -159,7 +160,7 @@ type fakeStore struct {
 
 // KnownNode: the nodes that announced themselves in its directory, as a
 // pool's.
-func (f *fakeStore) KnownNode(node string) bool { return pool.KnownOwner(f.dir, node) }
+func (f *fakeStore) KnownNode(node string) bool { return poolowner.Known(f.dir, node) }
 
 // CheckParameters makes the fake a parameterChecker.
 func (f *fakeStore) CheckParameters(params map[string]string) error {

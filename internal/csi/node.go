@@ -136,10 +136,5 @@ func readerOnly(c *csipb.VolumeCapability) bool {
 // nodeVolume routes id to the node half of its pool and kind and reads
 // the volume's record.
 func (s *NodeService) nodeVolume(id string) (*nodeVolumes, volume.Volume, error) {
-	nv, err := s.vols.volume(id)
-	if err != nil {
-		return nil, volume.Volume{}, err
-	}
-	vol, err := nv.Get(id)
-	return nv, vol, err
+	return routed(id, s.vols.volume, (*nodeVolumes).Get)
 }

@@ -130,3 +130,15 @@ func validVolumeID(id string) error {
 	_, err := volid.ParseVolumeAnyKind(id)
 	return err
 }
+
+// routed routes id (route: a routes' volume or snapshot) and reads its
+// record (get) from what serves it: that, and the record.
+func routed[T, R any](id string, route func(string) (T, error), get func(T, string) (R, error)) (T, R, error) {
+	t, err := route(id)
+	if err != nil {
+		var none R
+		return t, none, err
+	}
+	rec, err := get(t, id)
+	return t, rec, err
+}

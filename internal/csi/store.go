@@ -189,21 +189,11 @@ func (s *ControllerService) allInUse() (map[string][]inuse.Entry, error) {
 
 // storedVolume routes id to its store and reads the volume's record.
 func (s *ControllerService) storedVolume(id string) (*poolStore, volume.Volume, error) {
-	st, err := s.stores.volume(id)
-	if err != nil {
-		return nil, volume.Volume{}, err
-	}
-	vol, err := st.Get(id)
-	return st, vol, err
+	return routed(id, s.stores.volume, (*poolStore).Get)
 }
 
 // storedSnapshot routes id to the store of its pool and reads the
 // snapshot's record.
 func (s *ControllerService) storedSnapshot(id string) (*poolStore, volume.Snapshot, error) {
-	st, err := s.stores.snapshot(id)
-	if err != nil {
-		return nil, volume.Snapshot{}, err
-	}
-	snap, err := st.GetSnapshot(id)
-	return st, snap, err
+	return routed(id, s.stores.snapshot, (*poolStore).GetSnapshot)
 }

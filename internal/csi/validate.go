@@ -265,14 +265,18 @@ func minSize(p createParams) int64 {
 
 // checkName validates a CreateVolume/CreateSnapshot name. Names never
 // become paths (IDs are hashes of them), but NUL and absurd lengths are refused.
-func checkName(what, name string) error {
+func checkName(what, name string) error { return checkString(what+" name", name, maxNameLen) }
+
+// checkString refuses a string from the CO that is empty, longer than max
+// bytes or holds a NUL byte, naming it what.
+func checkString(what, s string, max int) error {
 	switch {
-	case name == "":
-		return invalidArgument("%s name is missing", what)
-	case len(name) > maxNameLen:
-		return invalidArgument("%s name is %d bytes long; at most %d are allowed", what, len(name), maxNameLen)
-	case strings.ContainsRune(name, 0):
-		return invalidArgument("%s name contains a NUL byte", what)
+	case s == "":
+		return invalidArgument("%s is missing", what)
+	case len(s) > max:
+		return invalidArgument("%s is %d bytes long; at most %d are allowed", what, len(s), max)
+	case strings.ContainsRune(s, 0):
+		return invalidArgument("%s contains a NUL byte", what)
 	}
 	return nil
 }
@@ -292,14 +296,10 @@ func checkVolumeID(id string) error {
 
 // checkPath validates a staging or target path from the CO.
 func checkPath(what, p string) error {
-	switch {
-	case p == "":
-		return invalidArgument("%s is missing", what)
-	case len(p) > maxPathLen:
-		return invalidArgument("%s is %d bytes long; at most %d are allowed", what, len(p), maxPathLen)
-	case strings.ContainsRune(p, 0):
-		return invalidArgument("%s contains a NUL byte", what)
-	case !strings.HasPrefix(p, "/"):
+	if err := checkString(what, p, maxPathLen); err != nil {
+		return err
+	}
+	if !strings.HasPrefix(p, "/") {
 		return invalidArgument("%s %q must be an absolute path", what, p)
 	}
 	for _, part := range strings.Split(p, "/") {

@@ -126,35 +126,38 @@ func publish(ctx context.Context, c client, args []string) error {
 }
 
 func stats(ctx context.Context, c client, args []string) error {
-	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
-	path := fs.String("path", "", "published or staged path")
-	id, err := parse(fs, args, true)
+	id, path, err := parseWithPath("stats", "path", "published or staged path", args)
 	if err != nil {
 		return err
 	}
-	return c.printed(c.node.NodeGetVolumeStats(ctx, &csipb.NodeGetVolumeStatsRequest{VolumeId: id, VolumePath: *path}))
+	return c.printed(c.node.NodeGetVolumeStats(ctx, &csipb.NodeGetVolumeStatsRequest{VolumeId: id, VolumePath: path}))
 }
 
 func unpublish(ctx context.Context, c client, args []string) error {
-	fs := flag.NewFlagSet("unpublish", flag.ContinueOnError)
-	target := fs.String("target", "", "target path")
-	id, err := parse(fs, args, true)
+	id, target, err := parseWithPath("unpublish", "target", "target path", args)
 	if err != nil {
 		return err
 	}
-	_, err = c.node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: *target})
-	return c.did(err, "unpublished %s from %s\n", id, *target)
+	_, err = c.node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: target})
+	return c.did(err, "unpublished %s from %s\n", id, target)
 }
 
 func unstage(ctx context.Context, c client, args []string) error {
-	fs := flag.NewFlagSet("unstage", flag.ContinueOnError)
-	staging := fs.String("staging", "", "staging directory")
-	id, err := parse(fs, args, true)
+	id, staging, err := parseWithPath("unstage", "staging", "staging directory", args)
 	if err != nil {
 		return err
 	}
-	_, err = c.node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: *staging})
-	return c.did(err, "unstaged %s from %s\n", id, *staging)
+	_, err = c.node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging})
+	return c.did(err, "unstaged %s from %s\n", id, staging)
+}
+
+// parseWithPath parses the arguments of a command that takes a volume ID
+// and one path flag, --name (usage says what it is).
+func parseWithPath(cmd, name, usage string, args []string) (id, path string, err error) {
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	p := fs.String(name, "", usage)
+	id, err = parse(fs, args, true)
+	return id, *p, err
 }
 
 func del(ctx context.Context, c client, args []string) error {

@@ -88,13 +88,20 @@ func checkComponent(name string, max int) error {
 
 // createSubvolume makes the subvolume name in the directory parent.
 func createSubvolume(parent int, name string) error {
+	return namedIoctl(parent, name, iocSubvolCreate, "create")
+}
+
+// namedIoctl is a btrfs ioctl on the directory parent whose argument
+// (volArgs) names one subvolume in it: create or delete; what names it in
+// the error, as btrfs subvolume does.
+func namedIoctl(parent int, name string, req uintptr, what string) error {
 	if err := checkComponent(name, volNameMax); err != nil {
 		return err
 	}
 	var a volArgs
 	copy(a.name[:], name)
-	if err := ioctl(parent, iocSubvolCreate, unsafe.Pointer(&a)); err != nil {
-		return fmt.Errorf("btrfs subvolume create %s: %w", name, err)
+	if err := ioctl(parent, req, unsafe.Pointer(&a)); err != nil {
+		return fmt.Errorf("btrfs subvolume %s %s: %w", what, name, err)
 	}
 	return nil
 }
@@ -119,15 +126,7 @@ func snapshotSubvolume(src, parent int, name string, readOnly bool) error {
 // destroySubvolume deletes the subvolume name in parent, with everything
 // in it (the kernel's cleaner frees its extents afterwards).
 func destroySubvolume(parent int, name string) error {
-	if err := checkComponent(name, volNameMax); err != nil {
-		return err
-	}
-	var a volArgs
-	copy(a.name[:], name)
-	if err := ioctl(parent, iocSnapDestroy, unsafe.Pointer(&a)); err != nil {
-		return fmt.Errorf("btrfs subvolume delete %s: %w", name, err)
-	}
-	return nil
+	return namedIoctl(parent, name, iocSnapDestroy, "delete")
 }
 
 // subvolumeID returns the ID of the subvolume that holds fd's inode.

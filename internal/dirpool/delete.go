@@ -163,11 +163,7 @@ const qgroupRetry = 2 * time.Second
 func (p *Pool) emptyTrash() (int, error) {
 	p.trashMu.Lock()
 	defer p.trashMu.Unlock()
-	names, err := p.entries(trashDir)
-	if err != nil {
-		return 0, err
-	}
-	trash, err := p.metaFD(trashDir)
+	names, trash, err := p.listMeta(trashDir)
 	if err != nil {
 		return 0, err
 	}

@@ -32,5 +32,18 @@ func (p *Pool) metaFD(sub string) (int, error) {
 	return openBeneath(p.root, metaDir+"/"+sub)
 }
 
+// listMeta lists one of the pool's own directories (entries) and opens it
+// (metaFD), for a pass over what it holds; the caller closes the
+// descriptor.
+func (p *Pool) listMeta(sub string) (names []string, fd int, err error) {
+	if names, err = p.entries(sub); err != nil {
+		return nil, -1, err
+	}
+	if fd, err = p.metaFD(sub); err != nil {
+		return nil, -1, err
+	}
+	return names, fd, nil
+}
+
 // String names the pool in logs and errors.
 func (p *Pool) String() string { return "directory pool " + p.dir }

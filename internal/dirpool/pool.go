@@ -11,7 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/filevol/filevol/internal/durable"
-	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/poolowner"
 	"github.com/filevol/filevol/internal/recordstore"
 	"github.com/filevol/filevol/internal/volid"
 	"github.com/filevol/filevol/internal/volume"
@@ -55,7 +55,7 @@ const (
 type Options struct {
 	NodeID string
 	// Shared: every node mounts the pool (--pool-shared); the node says
-	// so in it (pool.AnnounceOwner), so that ControllerPublishVolume
+	// so in it (poolowner.Announce), so that ControllerPublishVolume
 	// knows it.
 	Shared bool
 	// NodeOnly: this process serves the node half only. It never
@@ -140,7 +140,7 @@ func Open(dir string, o Options) (_ *Pool, err error) {
 		return nil, err
 	}
 	if o.Shared {
-		if err := pool.AnnounceOwner(dir, o.NodeID); err != nil {
+		if err := poolowner.Announce(dir, o.NodeID); err != nil {
 			return nil, err
 		}
 	}

@@ -13,11 +13,7 @@ import (
 // repair resolves what a crash left (doc.go), at an open that holds the
 // pool alone.
 func (p *Pool) repair() error {
-	tmps, err := p.entries(tmpDir)
-	if err != nil {
-		return err
-	}
-	tmp, err := p.metaFD(tmpDir)
+	tmps, tmp, err := p.listMeta(tmpDir)
 	if err != nil {
 		return err
 	}

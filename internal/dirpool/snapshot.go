@@ -54,11 +54,7 @@ func (p *Pool) openSnapshotStore() error {
 // repairSnapshots destroys the subvolumes of snapshots that never
 // committed, and renames committed ones into place.
 func (p *Pool) repairSnapshots() error {
-	names, err := p.entries(snapsDir)
-	if err != nil {
-		return err
-	}
-	dir, err := p.metaFD(snapsDir)
+	names, dir, err := p.listMeta(snapsDir)
 	if err != nil {
 		return err
 	}
@@ -205,11 +201,7 @@ func (p *Pool) DeleteSnapshot(_ context.Context, id string) error {
 // committed ones forward (repairSnapshots); this sweep, safe while the
 // pool is in use, leaves every ".tmp-" one alone.
 func (p *Pool) sweepSnapshots() error {
-	names, err := p.entries(snapsDir)
-	if err != nil {
-		return err
-	}
-	dir, err := p.metaFD(snapsDir)
+	names, dir, err := p.listMeta(snapsDir)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,7 @@
 package dirpool
 
 import (
-	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/poolowner"
 	"github.com/filevol/filevol/internal/volume"
 )
 
@@ -20,7 +20,7 @@ func (p *Pool) CheckParameters(params map[string]string) error {
 
 // KnownNode reports whether node has opened the pool: a node of a shared
 // directory pool announces itself as the image pool's nodes do.
-func (p *Pool) KnownNode(node string) bool { return pool.KnownOwner(p.Dir(), node) }
+func (p *Pool) KnownNode(node string) bool { return poolowner.Known(p.Dir(), node) }
 
 // Traits says what directory volumes can do (volume.Traits).
 func (p *Pool) Traits() volume.Traits { return Traits }

@@ -1,6 +1,11 @@
 package durable
 
 import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -38,4 +43,31 @@ func Publish(tmp, path string, data []byte, replace bool) error {
 		return err
 	}
 	return SyncDir(filepath.Dir(path))
+}
+
+// ReadOrPublish reads the file at path, making it first where there is
+// none: fresh's bytes are published there without replacing (Publish), so
+// that of two processes making it at once both read the one that won.
+func ReadOrPublish(path string, fresh func() ([]byte, error)) ([]byte, error) {
+	for range 2 {
+		data, err := os.ReadFile(path)
+		if !errors.Is(err, fs.ErrNotExist) {
+			return data, err
+		}
+		if data, err = fresh(); err != nil {
+			return nil, err
+		}
+		if err := Publish(TmpName(path), path, data, false); err != nil && !errors.Is(err, unix.EEXIST) {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("%s: published, then not found", path)
+}
+
+// TmpName is a name beside path for one writer's temporary file of it:
+// path.tmp-<8 random hex digits>.
+func TmpName(path string) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return path + ".tmp-" + hex.EncodeToString(b[:])
 }

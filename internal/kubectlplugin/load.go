@@ -41,73 +41,64 @@ func load(ctx context.Context, cs kubernetes.Interface, o loadOptions) (*cluster
 		}
 	}
 	slices.SortFunc(c.pvs, func(a, b corev1.PersistentVolume) int { return strings.Compare(a.Name, b.Name) })
-	note := func(what string, err error) {
+	// listed reports whether a List answered; when it did not, a note says
+	// what could not be listed and why.
+	listed := func(what string, err error) bool {
 		if err != nil {
 			c.notes = append(c.notes, fmt.Sprintf("could not list %s: %v", what, err))
 		}
+		return err == nil
 	}
 	if d, err := cs.StorageV1().CSIDrivers().Get(ctx, o.driver, metav1.GetOptions{}); err == nil {
 		c.csiDriver = d
 	} else if !apierrors.IsNotFound(err) {
-		note("CSIDrivers", err)
+		listed("CSIDrivers", err)
 	}
-	if l, err := cs.CoreV1().PersistentVolumeClaims("").List(ctx, all); err == nil {
+	if l, err := cs.CoreV1().PersistentVolumeClaims("").List(ctx, all); listed("PersistentVolumeClaims", err) {
 		c.pvcs = l.Items
-	} else {
-		note("PersistentVolumeClaims", err)
 	}
-	if l, err := cs.StorageV1().StorageClasses().List(ctx, all); err == nil {
-		for _, sc := range l.Items {
-			c.classes[sc.Name] = sc
-		}
-	} else {
-		note("StorageClasses", err)
+	if l, err := cs.StorageV1().StorageClasses().List(ctx, all); listed("StorageClasses", err) {
+		c.classes = byName(l.Items)
 	}
-	if l, err := cs.StorageV1().VolumeAttachments().List(ctx, all); err == nil {
+	if l, err := cs.StorageV1().VolumeAttachments().List(ctx, all); listed("VolumeAttachments", err) {
 		for _, va := range l.Items {
 			if va.Spec.Attacher == o.driver {
 				c.vas = append(c.vas, va)
 			}
 		}
-	} else {
-		note("VolumeAttachments", err)
 	}
-	if l, err := cs.CoreV1().Nodes().List(ctx, all); err == nil {
-		for _, n := range l.Items {
-			c.nodes[n.Name] = n
-		}
-	} else {
-		note("Nodes", err)
+	if l, err := cs.CoreV1().Nodes().List(ctx, all); listed("Nodes", err) {
+		c.nodes = byName(l.Items)
 	}
-	if l, err := cs.StorageV1().CSINodes().List(ctx, all); err == nil {
-		for _, n := range l.Items {
-			c.csiNodes[n.Name] = n
-		}
-	} else {
-		note("CSINodes", err)
+	if l, err := cs.StorageV1().CSINodes().List(ctx, all); listed("CSINodes", err) {
+		c.csiNodes = byName(l.Items)
 	}
-	if l, err := cs.CoreV1().Pods("").List(ctx, all); err == nil {
+	if l, err := cs.CoreV1().Pods("").List(ctx, all); listed("Pods", err) {
 		c.pods = l.Items
-	} else {
-		note("Pods", err)
 	}
-	if l, err := cs.CoreV1().Events("").List(ctx, all); err == nil {
+	if l, err := cs.CoreV1().Events("").List(ctx, all); listed("Events", err) {
 		c.events = l.Items
-	} else {
-		note("Events", err)
 	}
-	if l, err := cs.StorageV1().CSIStorageCapacities("").List(ctx, all); err == nil {
+	if l, err := cs.StorageV1().CSIStorageCapacities("").List(ctx, all); listed("CSIStorageCapacities", err) {
 		c.capacities = l.Items
-	} else {
-		note("CSIStorageCapacities", err)
 	}
 	if o.driverSelector != "" {
 		l, err := cs.CoreV1().Pods(o.driverNamespace).List(ctx, metav1.ListOptions{LabelSelector: o.driverSelector})
-		if err == nil {
+		if listed("driver pods", err) {
 			c.driverPods = l.Items
-		} else {
-			note("driver pods", err)
 		}
 	}
 	return c, nil
+}
+
+// byName indexes listed objects by their names.
+func byName[T any, PT interface {
+	*T
+	GetName() string
+}](items []T) map[string]T {
+	m := make(map[string]T, len(items))
+	for i := range items {
+		m[PT(&items[i]).GetName()] = items[i]
+	}
+	return m
 }

@@ -38,7 +38,7 @@ func (p *Pool) deleteSnapshot(ctx context.Context, id string) error {
 // The fsync before the unlink is what rules out the one bad state: a
 // record whose image is gone for good. before, if set, runs just before
 // the record goes (its changes to the directory share the fsync). tag
-// names this process's owner in the temporary image (owner.go).
+// names this process's owner in the temporary image (lock.go).
 func deleteRecord[T record](ctx context.Context, st *recordstore.Store[T], kind, id, tag string, before func()) error {
 	if err := ctx.Err(); err != nil {
 		return err

@@ -13,13 +13,6 @@ import (
 	"github.com/filevol/filevol/internal/volume"
 )
 
-func validGroupID(id string) error {
-	if _, err := volid.ParseGroupSnapshot(id); err != nil {
-		return fmt.Errorf("%w: %w", volume.ErrInvalidID, err)
-	}
-	return nil
-}
-
 func groupStore(dir, owner string) (*recordstore.Store[volume.GroupSnapshot], error) {
 	return recordstore.Open(recordstore.Config[volume.GroupSnapshot]{
 		Dir: dir, Kind: "group snapshot", Version: recordVersion, Valid: validGroupID, Owner: owner,

@@ -9,13 +9,23 @@ import (
 	"github.com/filevol/filevol/internal/volume"
 )
 
-// validID accepts the volume IDs of every version (internal/volid): only
-// [a-z0-9-], so "..", "/" and NUL cannot pass before it becomes a path.
-func validID(id string) error {
-	if _, err := volid.ParseVolume(id); err != nil {
-		return fmt.Errorf("%w: %w", volume.ErrInvalidID, err)
+// The IDs of the pool's records, of every version (internal/volid): only
+// [a-z0-9-], so "..", "/" and NUL cannot pass before one becomes a path.
+var (
+	validID         = validBy(volid.ParseVolume)
+	validSnapshotID = validBy(volid.ParseSnapshot)
+	validGroupID    = validBy(volid.ParseGroupSnapshot)
+)
+
+// validBy is a record store's check of an ID by parse: an ID parse refuses
+// is volume.ErrInvalidID, with parse's reason.
+func validBy[T any](parse func(string) (T, error)) func(string) error {
+	return func(id string) error {
+		if _, err := parse(id); err != nil {
+			return fmt.Errorf("%w: %w", volume.ErrInvalidID, err)
+		}
+		return nil
 	}
-	return nil
 }
 
 // validName bounds what a record may hold. Names are otherwise free-form

@@ -4,14 +4,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 
 	"github.com/filevol/filevol/internal/durable"
@@ -49,7 +45,7 @@ func openIdentity(dir string, shared bool) (identity, error) {
 			"if no other host uses it any more, remove that field by hand first", dir, identityFile)
 	case shared && !id.Shared:
 		id.Shared = true
-		if err := writeIdentity(dir, id, true); err != nil {
+		if err := writeIdentity(dir, id); err != nil {
 			return identity{}, fmt.Errorf("mark pool %s shared: %w", dir, err)
 		}
 		klog.InfoS("Pool marked shared: from now on every process opens it as shared", "dir", dir)
@@ -63,47 +59,32 @@ func openIdentity(dir string, shared bool) (identity, error) {
 // the winner's.
 func loadIdentity(dir string, shared bool) (identity, error) {
 	path := filepath.Join(dir, identityFile)
-	for range 2 {
-		data, err := os.ReadFile(path)
-		if err == nil {
-			var id identity
-			if err := json.Unmarshal(data, &id); err != nil {
-				return identity{}, fmt.Errorf("pool identity %s: %w", path, err)
-			}
-			if err := volid.ValidPool(id.ID); err != nil || id.Version != recordVersion {
-				return identity{}, fmt.Errorf("pool identity %s: version %d, ID %q: not one this filevol reads", path, id.Version, id.ID)
-			}
-			return id, nil
+	data, err := durable.ReadOrPublish(path, func() ([]byte, error) {
+		var b [4]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, err
 		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			return identity{}, err
-		}
-		if err := makeIdentity(dir, shared); err != nil && !errors.Is(err, unix.EEXIST) {
-			return identity{}, err
-		}
+		return json.Marshal(identity{Version: recordVersion, ID: hex.EncodeToString(b[:]), CreatedAt: time.Now().UTC(), Shared: shared})
+	})
+	if err != nil {
+		return identity{}, err
 	}
-	return identity{}, fmt.Errorf("pool identity %s: made, then not found", path)
+	var id identity
+	if err := json.Unmarshal(data, &id); err != nil {
+		return identity{}, fmt.Errorf("pool identity %s: %w", path, err)
+	}
+	if err := volid.ValidPool(id.ID); err != nil || id.Version != recordVersion {
+		return identity{}, fmt.Errorf("pool identity %s: version %d, ID %q: not one this filevol reads", path, id.Version, id.ID)
+	}
+	return id, nil
 }
 
-func makeIdentity(dir string, shared bool) error {
-	var b [4]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return err
-	}
-	return writeIdentity(dir, identity{Version: recordVersion, ID: hex.EncodeToString(b[:]), CreatedAt: time.Now().UTC(), Shared: shared}, false)
-}
-
-// writeIdentity publishes id as the pool's identity, durably: over the
-// one there when replace is set, else only where there is none (EEXIST).
-func writeIdentity(dir string, id identity, replace bool) error {
+// writeIdentity publishes id over the pool's identity, durably.
+func writeIdentity(dir string, id identity) error {
 	path := filepath.Join(dir, identityFile)
 	data, err := json.Marshal(id)
 	if err != nil {
 		return err
 	}
-	var b [4]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return err
-	}
-	return durable.Publish(path+".tmp-"+hex.EncodeToString(b[:]), path, data, replace)
+	return durable.Publish(durable.TmpName(path), path, data, true)
 }

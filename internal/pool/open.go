@@ -11,6 +11,7 @@ import (
 
 	"github.com/filevol/filevol/internal/durable"
 	"github.com/filevol/filevol/internal/nodestate"
+	"github.com/filevol/filevol/internal/poolowner"
 	"github.com/filevol/filevol/internal/recordstore"
 )
 
@@ -117,14 +118,14 @@ func open(dir string, opts Options) (_ *Pool, err error) {
 
 // openOwner takes the owner lock of a shared pool and opens the node
 // state kept in the owner's directory: exclusive reports whether no
-// other process of the owner has the pool open (owner.go).
+// other process of the owner has the pool open (lock.go).
 func (p *Pool) openOwner() (exclusive bool, err error) {
-	key := OwnerKey(p.owner())
+	key := poolowner.Key(p.owner())
 	p.tag = recordstore.Tag(key)
 	if p.ownerFD, exclusive, err = lockOwner(p.dir, key, p.owner()); err != nil {
 		return false, err
 	}
-	if p.node, err = nodestate.OpenShared(p.dir, ownerDir(p.dir, key), validID); err != nil {
+	if p.node, err = nodestate.OpenShared(p.dir, poolowner.Dir(p.dir, key), validID); err != nil {
 		return false, err
 	}
 	klog.InfoS("Pool is shared: repair touches only this owner's files", "dir", p.dir, "owner", p.owner(), "key", key)

@@ -2,6 +2,8 @@ package pool
 
 import (
 	"time"
+
+	"github.com/filevol/filevol/internal/poolowner"
 )
 
 // Options configures Open.
@@ -12,7 +14,7 @@ type Options struct {
 	ReservedBytes int64
 	// Shared: several hosts open the pool directory (a filesystem every
 	// node mounts). Nobody then holds the pool alone, so repair at open
-	// touches only this process's owner's temporary files (owner.go), the
+	// touches only this process's owner's temporary files (lock.go), the
 	// node's freeze marks are its own (internal/nodestate), and an image
 	// without a record is quarantined only once it has not changed for
 	// OrphanGrace. False (the default): a node-local pool, repaired whole
@@ -22,8 +24,8 @@ type Options struct {
 	Shared bool
 	// Owner names this process among those that open a shared pool: the
 	// node ID for a node (the default when empty), a controller's identity
-	// for a controller. Its key (OwnerKey) tags the temporary files of the
-	// process's operations and names the node's directory of state. Two
+	// for a controller. Its key (poolowner.Key) tags the temporary files of
+	// the process's operations and names the node's directory of state. Two
 	// processes of one owner never repair at once (an owner lock); an
 	// owner's leftovers are repaired only by a later open of that owner.
 	// Unused on a node-local pool.
@@ -40,3 +42,9 @@ type Options struct {
 // a few seconds), so an image it shows without a record that old is not
 // a create whose record this host does not see yet (orphans.go).
 const DefaultOrphanGrace = 10 * time.Minute
+
+// DeviceOwner is what a node writes into the loop devices it attaches
+// (loop.Options.Owner): "filevol/" and the node's owner key, within the
+// 63 bytes the device keeps. The node half attaches with it; the node's
+// garbage collector tells its own devices from other nodes' by it.
+func DeviceOwner(node string) string { return "filevol/" + poolowner.Key(node) }

@@ -21,7 +21,7 @@
 //	<dir>/quarantine/             images found without a record (never deleted)
 //	<dir>/.lock                   flock held by every open Pool (see below)
 //	<dir>/pool.json               the pool's identity (identity.go)
-//	<dir>/owners/<key>/           a shared pool's owners (owner.go)
+//	<dir>/owners/<key>/           a shared pool's owners (internal/poolowner, lock.go)
 //
 // Create writes the image as .tmp-<id>.img, then the record (renamed into
 // place: the commit point), then renames the image to <id>.img and fsyncs the
@@ -60,7 +60,7 @@
 // carries its owner's key (.tmp-<id>@<key>.img, .tmp-<id>@<key>.json.*:
 // a node, or a controller), and the table above is applied by each owner
 // to its own files, when no other process of that owner has the pool
-// open (owner.go); the node's freeze marks are its own (nodestate), and
+// open (lock.go); the node's freeze marks are its own (nodestate), and
 // an image without a record is quarantined only by the garbage collector,
 // once it is too old to be a create another host is making (orphans.go).
 //
@@ -100,11 +100,11 @@ type Pool struct {
 	node *nodestate.State
 	// lockFD holds the shared flock on <dir>/.lock for the pool's lifetime.
 	lockFD int
-	// ownerFD holds the owner lock of a shared pool (owner.go); -1 on a
+	// ownerFD holds the owner lock of a shared pool (lock.go); -1 on a
 	// node-local pool.
 	ownerFD int
 	// tag follows the ID in the names of this Pool's temporary files:
-	// "@<owner key>" on a shared pool, "" on a node-local one (owner.go).
+	// "@<owner key>" on a shared pool, "" on a node-local one (lock.go).
 	tag string
 	// ident is the pool's identity (identity.go).
 	ident identity

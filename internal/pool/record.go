@@ -46,7 +46,7 @@ func snapshotStore(dir, owner string) (*recordstore.Store[volume.Snapshot], erro
 // snapshots/): <id>.img. While an operation is in progress the image is
 // tmpImageName(id, tag): .tmp-<id>.img on a node-local pool,
 // .tmp-<id>@<owner key>.img on a shared one, where the tag says whose
-// operation it is (owner.go).
+// operation it is (lock.go).
 func imagePath(dir, id string) string { return dir + "/" + id + imgSuffix }
 
 func tmpImageName(id, tag string) string { return tmpPrefix + id + tag + imgSuffix }
@@ -76,5 +76,7 @@ func tmpOwner(name string) string {
 	return owner
 }
 
-func (p *Pool) imagePath(id string) string    { return imagePath(p.vdir, id) }
-func (p *Pool) tmpImagePath(id string) string { return p.vdir + "/" + tmpImageName(id, p.tag) }
+func (p *Pool) imagePath(id string) string        { return imagePath(p.vdir, id) }
+func (p *Pool) tmpImagePath(id string) string     { return p.vdir + "/" + tmpImageName(id, p.tag) }
+func (p *Pool) snapImagePath(id string) string    { return imagePath(p.sdir, id) }
+func (p *Pool) snapTmpImagePath(id string) string { return p.sdir + "/" + tmpImageName(id, p.tag) }

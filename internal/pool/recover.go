@@ -61,7 +61,7 @@ func (p *Pool) classifyImages(dir string, names []string, valid func(string) err
 
 // ownTmp reports whether the temporary image name is this Pool's to
 // repair: on a node-local pool, whose repair holds the pool alone, every
-// one is; on a shared pool only its owner's (owner.go), whatever locks
+// one is; on a shared pool only its owner's (lock.go), whatever locks
 // say of the others.
 func (p *Pool) ownTmp(name string) bool {
 	return !p.opts.Shared || tmpOwner(name) == p.key()

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/filevol/filevol/internal/inuse"
+	"github.com/filevol/filevol/internal/poolowner"
 	"github.com/filevol/filevol/internal/testutil"
 	"github.com/filevol/filevol/internal/volume"
 )
@@ -67,7 +67,7 @@ func TestSharedRepairTouchesOnlyItsOwnersFiles(t *testing.T) {
 	}
 
 	// B's leftovers of a create killed before its commit point.
-	bKey := OwnerKey("node-b")
+	bKey := poolowner.Key("node-b")
 	bTmpImage := ".tmp-" + VolumeID("b-killed") + "@" + bKey + ".img"
 	bTmpRecord := ".tmp-" + VolumeID("b-killed") + "@" + bKey + ".json.z1"
 	write(t, a.vdir+"/"+bTmpImage, "")
@@ -134,7 +134,7 @@ func TestSharedOwnerLock(t *testing.T) {
 	if _, err := os.Stat(inflight); !os.IsNotExist(err) {
 		t.Errorf("the owner's open, alone, kept its leftover %s: %v", inflight, err)
 	}
-	if data, err := os.ReadFile(dir + "/owners/" + OwnerKey("node-a") + "/owner"); err != nil || string(data) != "node-a\n" {
+	if data, err := os.ReadFile(dir + "/owners/" + poolowner.Key("node-a") + "/owner"); err != nil || string(data) != "node-a\n" {
 		t.Errorf("owner name file: %q, %v", data, err)
 	}
 }
@@ -230,15 +230,5 @@ func TestSharedOpenOfANodeLocalPool(t *testing.T) {
 	}
 	if o, err := a.FindOrphans(); err != nil || !slices.Contains(o.TempFiles, leftover) {
 		t.Errorf("the untagged leftover is not reported: %+v, %v", o, err)
-	}
-}
-
-// A node's owner key is its key in the in-use records too: one key per
-// node in every file name of the pool.
-func TestOwnerKeyIsTheNodeKey(t *testing.T) {
-	for _, node := range []string{"node-1", "a-very-long-node-name.example.com", ""} {
-		if OwnerKey(node) != inuse.NodeKey(node) {
-			t.Errorf("OwnerKey(%q) = %s, inuse.NodeKey = %s", node, OwnerKey(node), inuse.NodeKey(node))
-		}
 	}
 }

@@ -1,6 +1,9 @@
 package pool
 
-import "github.com/filevol/filevol/internal/volume"
+import (
+	"github.com/filevol/filevol/internal/poolowner"
+	"github.com/filevol/filevol/internal/volume"
+)
 
 // Traits are the image kind's: single-node (one writer's filesystem or
 // block device, attached on one node at a time), grown on the node too
@@ -10,3 +13,6 @@ var Traits = volume.Traits{Noun: "image volume", Block: true, FSType: true, Encr
 
 // Traits says what image volumes can do (volume.Traits).
 func (p *Pool) Traits() volume.Traits { return Traits }
+
+// KnownNode reports whether node has opened the pool (poolowner.Known).
+func (p *Pool) KnownNode(node string) bool { return poolowner.Known(p.dir, node) }

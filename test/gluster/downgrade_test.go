@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/poolowner"
 	"github.com/filevol/filevol/internal/testutil/gluster"
 )
 
@@ -114,7 +115,7 @@ func TestSharedPoolOpensOnceARepairElsewhereShares(t *testing.T) {
 		{"pool lock", ".lock",
 			func(fd int) error { return unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) },
 			func(fd int) error { return unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB) }},
-		{"owner lock", filepath.Join("owners", pool.OwnerKey("n1"), "lock"),
+		{"owner lock", filepath.Join("owners", poolowner.Key("n1"), "lock"),
 			func(fd int) error {
 				return unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &unix.Flock_t{Type: unix.F_WRLCK})
 			},

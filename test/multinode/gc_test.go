@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/filevol/filevol/internal/hostos/loop"
-	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/poolowner"
 )
 
 // TestGCLeavesAnotherNodesLoopDevice: the orphan collector detaches a loop
@@ -35,11 +35,11 @@ func TestGCLeavesAnotherNodesLoopDevice(t *testing.T) {
 				ids = append(ids, id)
 			}
 			image := func(n *node, id string) string { return filepath.Join(n.pool, "volumes", id+".img") }
-			onA, err := loop.Attach(t.Context(), image(a, ids[0]), loop.Options{Owner: "filevol/" + pool.OwnerKey("node-a")})
+			onA, err := loop.Attach(t.Context(), image(a, ids[0]), loop.Options{Owner: "filevol/" + poolowner.Key("node-a")})
 			if err != nil {
 				t.Fatal(err)
 			}
-			onB, err := loop.Attach(t.Context(), image(b, ids[1]), loop.Options{Owner: "filevol/" + pool.OwnerKey("node-b")})
+			onB, err := loop.Attach(t.Context(), image(b, ids[1]), loop.Options{Owner: "filevol/" + poolowner.Key("node-b")})
 			if err != nil {
 				t.Fatal(err)
 			}

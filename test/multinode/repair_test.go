@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/filevol/filevol/internal/pool"
+	"github.com/filevol/filevol/internal/poolowner"
 )
 
 // TestRepairAtOpenWaitsForTheOwnersOtherReplica: two controller replicas
@@ -24,7 +24,7 @@ func TestRepairAtOpenWaitsForTheOwnersOtherReplica(t *testing.T) {
 			// Another volume ID of this pool: the first replica's create
 			// of it is in flight (its temporary image).
 			other := id[:len(id)-32] + strings.Repeat("ab", 16)
-			inflight := filepath.Join(c.storage, "volumes", ".tmp-"+other+"@"+pool.OwnerKey("controller/controller")+".img")
+			inflight := filepath.Join(c.storage, "volumes", ".tmp-"+other+"@"+poolowner.Key("controller/controller")+".img")
 			if c.g != nil {
 				inflight = filepath.Join(c.poolFor("writer"), "volumes", filepath.Base(inflight))
 			}

@@ -51,11 +51,10 @@
 package ceph
 
 import (
+	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -91,8 +90,11 @@ var Base = filepath.Join(testutil.Base, ".fvceph")
 
 var programs = []string{"ceph-mon", "ceph-mgr", "ceph-osd", "ceph-mds", "ceph-fuse", "ceph", "monmaptool", "ip", "nsenter"}
 
-// Cluster is one running cluster and its nodes.
+// Cluster is one running cluster and its nodes (procs.Nodes: MountNode,
+// CutOff, Restore, KillClient, ClientPID, NodeAddr).
 type Cluster struct {
+	*procs.Nodes
+
 	slot  int
 	dir   string
 	lock  *os.File
@@ -101,29 +103,11 @@ type Cluster struct {
 	fsid  string
 
 	mu      sync.Mutex
-	daemons []*proc
-	nodes   map[string]*node
-	next    int
+	daemons []*procs.Proc
 
 	// StartDuration is how long Start took (slot sweep included).
 	StartDuration time.Duration
 }
-
-// proc is a process the harness started and waits for.
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-type node struct {
-	name, mnt, user string
-	link            procs.Link
-	p               *proc
-	gone            bool
-}
-
-var nodeName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,19}$`)
 
 // Start makes the cluster and its filesystem and registers its teardown
 // with t.Cleanup. Nodes are added with MountNode.
@@ -161,19 +145,16 @@ func start(logf func(string, ...any)) (*Cluster, string, error) {
 		slot:  slot,
 		lock:  lock,
 		dir:   slots.Dir(slot),
-		srvNS: slots.Netns(slot, "srv"),
-		addr:  fmt.Sprintf("%s.%d.1", netPrefix, slot),
-		nodes: map[string]*node{},
+		srvNS: slots.ServerNS(slot),
+		addr:  slots.ServerAddr(slot),
 	}
-	for _, d := range []string{"run", "log", "mnt", "mon", "mgr", "osd", "mds"} {
-		if err := os.MkdirAll(filepath.Join(c.dir, d), 0o755); err != nil {
-			return c, "", err
-		}
+	c.Nodes = procs.NewNodes(procs.NodesConfig{Harness: "ceph", Slots: slots, Slot: slot, Max: maxNodes,
+		Mount: c.mount, ClientLog: c.clientLog})
+	err = slots.Prepare(slot, "run", "log", "mnt", "mon", "mgr", "osd", "mds")
+	if errors.Is(err, procs.ErrNoNetns) {
+		return c, "ceph: " + err.Error(), nil
 	}
-	if err := procs.AddNetns(c.srvNS); err != nil {
-		return c, fmt.Sprintf("ceph: cannot make a network namespace here: %v", err), nil
-	}
-	if err := procs.Bridge(c.srvNS, c.addr, fmt.Sprintf("02:66:76:63:%02x:01", slot)); err != nil {
+	if err != nil {
 		return c, "", err
 	}
 	if err := c.bootstrap(logf, begin); err != nil {

@@ -10,7 +10,8 @@ import (
 // slots are where clusters of this harness run, one per test process.
 // The mounts go first: a ceph-fuse killed before its mount leaves a dead
 // mount, one alive ends when it is unmounted.
-var slots = procs.Slots{Base: Base, Max: maxSlots, NetnsPrefix: Prefix, KillWait: 10 * time.Second, MountsFirst: "mnt"}
+var slots = procs.Slots{Base: Base, Max: maxSlots, NetnsPrefix: Prefix, KillWait: 10 * time.Second, MountsFirst: "mnt",
+	NetPrefix: netPrefix, BridgeMAC: "02:66:76:63:%02x:01"}
 
 // teardown stops the nodes and daemons, deletes the namespaces and the
 // slot's directory, and releases the slot.

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/filevol/filevol/internal/testutil/procs"
@@ -217,7 +216,7 @@ func (c *Cluster) waitFor(ctx context.Context, what string, ready func() (bool, 
 			return nil
 		}
 		if p := c.deadDaemon(); p != nil {
-			return fmt.Errorf("waiting for %s: %s exited: %v\n%s", what, p.name, p.cmd.ProcessState, procs.Tail(filepath.Join(c.LogDir(), p.name+".log"), 15))
+			return fmt.Errorf("waiting for %s: %s exited: %v\n%s", what, p.Name, p.Cmd.ProcessState, procs.Tail(filepath.Join(c.LogDir(), p.Name+".log"), 15))
 		}
 		select {
 		case <-ctx.Done():
@@ -241,34 +240,19 @@ func (c *Cluster) startDaemon(kind, id string) error {
 	return nil
 }
 
-// spawn starts prog in network namespace ns (through nsenter, which execs
-// it: the PID is prog's), records its PID and waits for it in the
-// background. Its output goes to log/<name>.out.
-func (c *Cluster) spawn(name, ns, prog string, args ...string) (*proc, error) {
-	out, err := os.OpenFile(filepath.Join(c.LogDir(), name+".out"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	defer out.Close()
-	cmd := exec.Command("nsenter", append([]string{"--net=" + filepath.Join(procs.NetnsDir, ns), "--", prog}, args...)...)
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.done) }()
-	procs.Record(c.dir, cmd.Process.Pid, name)
-	return p, nil
+// spawn starts prog in network namespace ns as our child
+// (procs.Spawn). Its output goes to log/<name>.out.
+func (c *Cluster) spawn(name, ns, prog string, args ...string) (*procs.Proc, error) {
+	return procs.Spawn(c.dir, name, ns, filepath.Join(c.LogDir(), name+".out"), prog, args...)
 }
 
 // deadDaemon is a daemon that has exited, or nil.
-func (c *Cluster) deadDaemon() *proc {
+func (c *Cluster) deadDaemon() *procs.Proc {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, p := range c.daemons {
 		select {
-		case <-p.done:
+		case <-p.Done:
 			return p
 		default:
 		}

@@ -10,31 +10,21 @@ import (
 )
 
 // slots are where clusters of this harness run, one per test process.
-var slots = procs.Slots{Base: Base, Max: maxSlots, NetnsPrefix: Prefix, KillWait: 5 * time.Second}
+var slots = procs.Slots{Base: Base, Max: maxSlots, NetnsPrefix: Prefix, KillWait: 5 * time.Second,
+	NetPrefix: netPrefix, BridgeMAC: "02:66:76:67:%02x:01"}
 
 // teardown removes the nodes, kills the server (SIGKILL to unshare, whose
 // --kill-child takes the PID namespace's init, and with it glusterd and the
 // brick), deletes the server's namespace and the slot's directory, and
 // releases the slot.
 func (c *Cluster) teardown() error {
-	var errs []error
-	c.mu.Lock()
-	nodes := make([]*node, 0, len(c.nodes))
-	for _, n := range c.nodes {
-		nodes = append(nodes, n)
-	}
-	c.mu.Unlock()
-	for _, n := range nodes {
-		if err := c.removeNode(n); err != nil {
-			errs = append(errs, fmt.Errorf("node %s: %w", n.name, err))
-		}
-	}
-	if c.server != nil && c.server.Process != nil {
-		_ = c.server.Process.Signal(syscall.SIGKILL)
+	errs := []error{c.RemoveNodes()}
+	if c.server != nil {
+		_ = c.server.Cmd.Process.Signal(syscall.SIGKILL)
 		select {
-		case <-c.serverDone:
+		case <-c.server.Done:
 		case <-time.After(10 * time.Second):
-			errs = append(errs, fmt.Errorf("server (pid %d) did not exit", c.server.Process.Pid))
+			errs = append(errs, fmt.Errorf("server (pid %d) did not exit", c.server.Cmd.Process.Pid))
 		}
 	}
 	if err := slots.Clean(c.slot); err != nil {

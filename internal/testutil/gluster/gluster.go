@@ -51,13 +51,10 @@
 package gluster
 
 import (
-	"fmt"
+	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -78,6 +75,9 @@ const (
 	netPrefix = "10.213"
 	// volName is the volume's name.
 	volName = "fvgl"
+	// maxNodes bounds the nodes of one Cluster (their addresses are
+	// 10.213.N.10 and up).
+	maxNodes = 200
 )
 
 // Options configures the volume.
@@ -91,34 +91,22 @@ type Options struct {
 	Set [][2]string
 }
 
-// Cluster is one running server and its nodes.
+// Cluster is one running server and its nodes (procs.Nodes: MountNode,
+// CutOff, Restore, KillClient, ClientPID, NodeAddr).
 type Cluster struct {
+	*procs.Nodes
+
 	slot  int
 	dir   string
 	lock  *os.File
 	srvNS string
 	addr  string
 
-	server     *exec.Cmd
-	serverDone chan struct{}
-
-	mu    sync.Mutex
-	nodes map[string]*node
-	next  int
+	server *procs.Proc
 
 	// StartDuration is how long Start took (slot sweep included).
 	StartDuration time.Duration
 }
-
-type node struct {
-	name, mnt, log string
-	link           procs.Link
-	cmd            *exec.Cmd
-	done           chan struct{}
-	gone           bool
-}
-
-var nodeName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,19}$`)
 
 // Start makes the server and its volume, started, and registers their
 // teardown with t.Cleanup. Nodes are added with MountNode.
@@ -138,10 +126,11 @@ func Start(t testing.TB, opts ...Options) *Cluster {
 		slot:  slot,
 		lock:  lock,
 		dir:   slots.Dir(slot),
-		srvNS: slots.Netns(slot, "srv"),
-		addr:  fmt.Sprintf("%s.%d.1", netPrefix, slot),
-		nodes: map[string]*node{},
+		srvNS: slots.ServerNS(slot),
+		addr:  slots.ServerAddr(slot),
 	}
+	c.Nodes = procs.NewNodes(procs.NodesConfig{Harness: "gluster", Slots: slots, Slot: slot, Max: maxNodes,
+		Mount: c.mount, ClientLog: c.clientLog})
 	t.Cleanup(func() {
 		start := time.Now()
 		if err := c.teardown(); err != nil {
@@ -149,15 +138,11 @@ func Start(t testing.TB, opts ...Options) *Cluster {
 		}
 		t.Logf("gluster: slot %d torn down in %v", c.slot, time.Since(start).Round(time.Millisecond))
 	})
-	for _, d := range []string{"run", "lib", "log", "brick", "mnt"} {
-		if err := os.MkdirAll(filepath.Join(c.dir, d), 0o755); err != nil {
-			t.Fatalf("gluster: %v", err)
-		}
+	err = slots.Prepare(slot, "run", "lib", "log", "brick", "mnt")
+	if errors.Is(err, procs.ErrNoNetns) {
+		t.Skipf("gluster: %v", err)
 	}
-	if err := procs.AddNetns(c.srvNS); err != nil {
-		t.Skipf("gluster: cannot make a network namespace here: %v", err)
-	}
-	if err := procs.Bridge(c.srvNS, c.addr, fmt.Sprintf("02:66:76:67:%02x:01", slot)); err != nil {
+	if err != nil {
 		t.Fatalf("gluster: %v", err)
 	}
 	netDone := time.Now()

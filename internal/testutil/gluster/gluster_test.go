@@ -55,7 +55,7 @@ func TestHarness(t *testing.T) {
 		if len(pids) < 4 { // 2 clients, glusterd, the brick (and unshare is outside: in the host's)
 			t.Errorf("processes: %v, want 2 clients and glusterd and its brick", pids)
 		}
-		pids = append(pids, g.server.Process.Pid)
+		pids = append(pids, g.server.Cmd.Process.Pid)
 
 		g.CutOff(t, "node-a")
 		if up := linkUp(t, g.srvNS, "p0"); up {
@@ -97,7 +97,7 @@ func TestStartSweepsAKilledRun(t *testing.T) {
 	if os.Getenv("FVGL_HELPER") == "1" {
 		g := Start(t)
 		g.MountNode(t, "node-a")
-		fmt.Printf("ready %d %d\n", g.slot, g.server.Process.Pid)
+		fmt.Printf("ready %d %d\n", g.slot, g.server.Cmd.Process.Pid)
 		time.Sleep(time.Minute) // killed before
 		return
 	}

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -92,23 +91,13 @@ wait $!`, c.dir)
 			return err
 		}
 	}
-	out, err := os.Create(filepath.Join(c.dir, "log", "server.out"))
+	server, err := procs.Spawn(c.dir, "server", c.srvNS, filepath.Join(c.dir, "log", "server.out"),
+		"unshare", "--mount", "--propagation", "private", "--pid", "--fork", "--kill-child", "--mount-proc",
+		"--", "sh", "-c", script)
 	if err != nil {
 		return err
 	}
-	defer out.Close()
-	cmd := exec.Command("nsenter", "--net="+filepath.Join(procs.NetnsDir, c.srvNS), "--",
-		"unshare", "--mount", "--propagation", "private", "--pid", "--fork", "--kill-child", "--mount-proc",
-		"--", "sh", "-c", script)
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start glusterd: %w", err)
-	}
-	c.server = cmd
-	c.serverDone = make(chan struct{})
-	go func() { _ = cmd.Wait(); close(c.serverDone) }()
-	procs.Record(c.dir, cmd.Process.Pid, "server")
+	c.server = server
 	sock := filepath.Join(c.dir, "run", "glusterd.socket")
 	deadline := time.Now().Add(readyTimeout)
 	for {
@@ -118,8 +107,8 @@ wait $!`, c.dir)
 			}
 		}
 		select {
-		case <-c.serverDone:
-			return fmt.Errorf("glusterd exited: %v\n%s", cmd.ProcessState, procs.Tail(filepath.Join(c.dir, "log", "server.out"), 10))
+		case <-server.Done:
+			return fmt.Errorf("glusterd exited: %v\n%s", server.Cmd.ProcessState, procs.Tail(filepath.Join(c.dir, "log", "server.out"), 10))
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
@@ -192,12 +181,12 @@ func (c *Cluster) SetOption(t testing.TB, key, value string) {
 // cli runs `gluster --mode=script ARGS` in the server's mount, network and
 // PID namespaces (where /run/glusterd.socket is the harness's).
 func (c *Cluster) cli(ctx context.Context, args ...string) (string, error) {
-	if c.server == nil || c.server.Process == nil {
+	if c.server == nil {
 		return "", errors.New("no server")
 	}
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	pid := strconv.Itoa(c.server.Process.Pid)
+	pid := strconv.Itoa(c.server.Cmd.Process.Pid)
 	// The PID namespace too: that mount namespace's /proc is the PID
 	// namespace's, where a process from outside has no /proc/self (the CLI
 	// crashes on it).

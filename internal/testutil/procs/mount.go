@@ -21,6 +21,17 @@ func Mounted(dir, fsType string) bool {
 	return err == nil && slices.ContainsFunc(ms, func(m *mountinfo.Info) bool { return m.FSType == fsType })
 }
 
+// Unmount unmounts, lazily, every mount of type fsType at dir: a dead
+// FUSE client's, before a new client mounts there again.
+func Unmount(dir, fsType string) error {
+	for Mounted(dir, fsType) {
+		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // WaitMounted waits until a filesystem of type fsType is mounted at dir
 // and answers statfs: a FUSE client's mount is in the table before its
 // client serves it. It returns ErrExited when exited (the client's end) is

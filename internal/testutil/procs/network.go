@@ -33,10 +33,11 @@ func Bridge(ns, addr, mac string) error {
 type Link struct{ SrvNS, NS, Port, Addr string }
 
 // NodeLink is the link of the i-th node, called name, of the cluster in
-// slot whose server is in srvNS: its namespace is the slot's (Netns), its
-// bridge port p<i>, its address <netPrefix>.<slot>.<10+i>.
-func (s Slots) NodeLink(srvNS string, slot, i int, name, netPrefix string) Link {
-	return Link{SrvNS: srvNS, NS: s.Netns(slot, name), Port: fmt.Sprintf("p%d", i), Addr: fmt.Sprintf("%s.%d.%d", netPrefix, slot, 10+i)}
+// slot: its namespace is the slot's (Netns), its bridge port p<i> in the
+// server's namespace, its address <NetPrefix>.<slot>.<10+i>.
+func (s Slots) NodeLink(slot, i int, name string) Link {
+	return Link{SrvNS: s.ServerNS(slot), NS: s.Netns(slot, name), Port: fmt.Sprintf("p%d", i),
+		Addr: fmt.Sprintf("%s.%d.%d", s.NetPrefix, slot, 10+i)}
 }
 
 // Add makes the node's namespace and joins it to the bridge.

@@ -5,9 +5,10 @@
 // one, kills exactly the processes that run started and never a process
 // that reused a PID; namespaces are made and removed with `ip netns`, and
 // the processes inside one are found from /proc; numbered slots (Slots)
-// let several test processes each run a cluster at once. A simulated
-// node's network (Bridge, Link) and the wait for its FUSE client's mount
-// (WaitMounted) are here too, the same for every harness. Tests only.
+// let several test processes each run a cluster at once. A cluster's
+// simulated nodes (Nodes: each node's network, Bridge and Link, its FUSE
+// client started with Spawn, the wait for its mount, WaitMounted) are
+// here too, the same for every harness. Tests only.
 package procs
 
 import (

@@ -28,6 +28,37 @@ type Slots struct {
 	// whose mounts are cleaned before the processes are killed: a FUSE
 	// client killed first would leave a dead mount there.
 	MountsFirst string
+	// NetPrefix is the harness's private range: <NetPrefix>.N.0/24 for
+	// slot N, which exists only inside the harness's namespaces.
+	NetPrefix string
+	// BridgeMAC is the format of the server's bridge's fixed MAC (Bridge),
+	// given the slot: one per harness and slot.
+	BridgeMAC string
+}
+
+// ServerNS is slot's server's network namespace.
+func (s Slots) ServerNS(slot int) string { return s.Netns(slot, "srv") }
+
+// ServerAddr is slot's server's address, <NetPrefix>.N.1.
+func (s Slots) ServerAddr(slot int) string { return fmt.Sprintf("%s.%d.1", s.NetPrefix, slot) }
+
+// ErrNoNetns is Prepare's error when the machine cannot make a network
+// namespace: the harness cannot run here.
+var ErrNoNetns = errors.New("cannot make a network namespace here")
+
+// Prepare makes slot's directories dirs (under Dir) and its server's
+// network: the namespace (ServerNS) and the bridge (Bridge), with the
+// server's address.
+func (s Slots) Prepare(slot int, dirs ...string) error {
+	for _, d := range dirs {
+		if err := os.MkdirAll(filepath.Join(s.Dir(slot), d), 0o755); err != nil {
+			return err
+		}
+	}
+	if err := AddNetns(s.ServerNS(slot)); err != nil {
+		return fmt.Errorf("%w: %v", ErrNoNetns, err)
+	}
+	return Bridge(s.ServerNS(slot), s.ServerAddr(slot), fmt.Sprintf(s.BridgeMAC, slot))
 }
 
 // Netns names slot's network namespace for name (the server's, a
