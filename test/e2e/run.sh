@@ -31,7 +31,8 @@
 #   E2E_STORIES=0      skip the stories;   E2E_SUITE=0   skip the External Storage suite
 #   E2E_STORIES_RUN=regexp   only the stories it matches (go test -run)
 #   E2E_FOCUS=regexp   suite focus (default External.Storage); E2E_SKIP=regexp adds to the skips
-#   E2E_PROCS=n        parallel suite processes (default 6; 1 runs e2e.test directly)
+#   E2E_PROCS=n        parallel suite processes of each pass (default 6; 1 runs e2e.test directly)
+#   E2E_PASSES_AT_ONCE=0   the node-local pass first, then the shared driver's (default 1: side by side)
 #   E2E_KEEP=1         leave the cluster up at the end (for debugging; make cluster-down later)
 #   E2E_QUICKSTART=0   skip the quick start (step 8)
 #   E2E_PODTIME=1      also measure the time to a running pod against local-path-provisioner
