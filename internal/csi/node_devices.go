@@ -35,14 +35,16 @@ func (s *NodeService) recordDevice(nv *nodeVolumes, e inuse.Entry, dev string) {
 }
 
 // noteDevices makes this node's records of nv's volumes (mine, as read
-// by the reconcile) say what the kernel shows of their devices: the
-// device of a record without one, and a pending detach with its holders,
-// refreshed at every look (Seen) while it lasts and dropped once the
-// device is no longer detaching. listing is a listing of the loop devices
-// the caller made, nil to list here. A record is written only under its
-// volume's lock and after reading it again there, so that a record a
-// concurrent unstage dropped is never written back.
-func (s *NodeService) noteDevices(nv *nodeVolumes, mine map[string][]inuse.Entry, listing []loop.Device) {
+// by the reconcile) say what the kernel shows of their devices: a pending
+// detach with its holders, refreshed at every look (Seen) while it lasts
+// and dropped once the device is no longer detaching, and, with backfill,
+// the device of a record without one. Not at start, before serving:
+// after an upgrade every record lacks its device, and writing them all
+// would delay serving; the first sweep does it. listing is a listing of
+// the loop devices the caller made, nil to list here. A record is written
+// only under its volume's lock and after reading it again there, so that
+// a record a concurrent unstage dropped is never written back.
+func (s *NodeService) noteDevices(nv *nodeVolumes, mine map[string][]inuse.Entry, listing []loop.Device, backfill bool) {
 	n, ok := nv.NodeBackend.(deviceNoter)
 	if !ok || !s.cfg.Shared || len(mine) == 0 {
 		return
@@ -56,18 +58,18 @@ func (s *NodeService) noteDevices(nv *nodeVolumes, mine map[string][]inuse.Entry
 	}
 	want := func(id string) bool {
 		es := mine[id]
-		return len(es) > 0 && (es[0].Device == "" || es[0].Pending != nil)
+		return len(es) > 0 && (backfill && es[0].Device == "" || es[0].Pending != nil)
 	}
 	for id, d := range n.DevicesIn(listing, want) {
-		if len(mine[id]) == 0 {
-			continue // not staged here by the records: nothing to tell
+		if len(mine[id]) == 0 || !d.Detaching && !want(id) {
+			continue // not staged here by the records, or nothing to tell
 		}
-		s.withLock(id, func() { s.noteDevice(nv, n, id, d) })
+		s.withLock(id, func() { s.noteDevice(nv, n, id, d, backfill) })
 	}
 }
 
 // noteDevice records d, this node's device of volume id, in its record.
-func (s *NodeService) noteDevice(nv *nodeVolumes, n deviceNoter, id string, d loop.Device) {
+func (s *NodeService) noteDevice(nv *nodeVolumes, n deviceNoter, id string, d loop.Device, backfill bool) {
 	e, ok, err := nv.inuse.Get(id, s.cfg.NodeID)
 	if err != nil || !ok {
 		return // dropped meanwhile (an unstage), or unreadable: the reconcile's
@@ -78,7 +80,7 @@ func (s *NodeService) noteDevice(nv *nodeVolumes, n deviceNoter, id string, d lo
 		return
 	}
 	next := e
-	if next.Device == "" {
+	if next.Device == "" && (backfill || pending) {
 		next.Device = d.Path
 	}
 	next.Pending = nil

@@ -73,7 +73,7 @@ func (e *nodeEnv) record(id string) (inuse.Entry, bool) {
 // only marks it, and the node's next look (a sweep, or its start) records
 // the detach pending and what holds the device; once the holders let go
 // the device goes, and the sweep drops the record. A record without a
-// device (an older node's) gets it at the sweep. On a node-local pool
+// device (an older node's) gets it at the sweep, not at start. On a node-local pool
 // nothing of this is recorded.
 func TestNodeRecordsItsDeviceAndAPendingDetach(t *testing.T) {
 	ctx := context.Background()
@@ -136,6 +136,11 @@ func TestNodeRecordsItsDeviceAndAPendingDetach(t *testing.T) {
 	old.Device = ""
 	if err := inuse.New(e.pool.Dir()).Put(old); err != nil {
 		t.Fatal(err)
+	}
+	// Not at start: writing every record before serving would delay it.
+	start()
+	if rec, _ := e.record(other); rec.Device != "" {
+		t.Errorf("the start added the device to an older record: %+v, want it left to the sweep", rec)
 	}
 
 	// The holders let go: the kernel frees the device.
