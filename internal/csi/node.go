@@ -71,6 +71,7 @@ func (s *NodeService) NodeStageVolume(ctx context.Context, req *csipb.NodeStageV
 	had, err := nv.inuse.Has(id, s.cfg.NodeID)
 	r.Unrecorded = err == nil && !had
 	rec := inuse.Entry{VolumeID: id, StagingPath: staging, Block: r.Block, ReadOnly: r.ReadOnly}
+	s.keepDevice(nv, &rec, had) // node_devices.go
 	if err := s.recordStaged(nv, rec); err != nil {
 		return nil, err
 	}

@@ -20,15 +20,29 @@ import (
 // (inuse.Entry.Pending), for the controller to say in its refusal. The
 // node looks at every reconcile: at start, and at every sweep.
 
+// keepDevice carries into e, the record a stage writes before it
+// attaches, what this node's earlier record of the volume says of its
+// device, on a shared pool: a stage retried while that device's detach is
+// pending (which it refuses) must not erase what the controller is to
+// say. Only a re-stage reads it (had: an earlier record exists).
+func (s *NodeService) keepDevice(nv *nodeVolumes, e *inuse.Entry, had bool) {
+	if _, ok := nv.NodeBackend.(deviceNoter); !ok || !s.cfg.Shared || !had {
+		return
+	}
+	if old, ok, err := nv.inuse.Get(e.VolumeID, s.cfg.NodeID); err == nil && ok {
+		e.Device, e.Pending = old.Device, old.Pending
+	}
+}
+
 // recordDevice adds to this node's record e of a volume the device its
 // stage returned, on a shared pool and for a kind staged through a loop
-// device. A failure is logged: the stage is done, and the next reconcile
-// adds it.
+// device; a stage that succeeded has no device whose detach is pending.
+// A failure is logged: the stage is done, and the next sweep adds it.
 func (s *NodeService) recordDevice(nv *nodeVolumes, e inuse.Entry, dev string) {
 	if _, ok := nv.NodeBackend.(deviceNoter); !ok || !s.cfg.Shared || dev == "" {
 		return
 	}
-	e.Device = dev
+	e.Device, e.Pending = dev, nil
 	if err := s.recordStaged(nv, e); err != nil {
 		klog.ErrorS(err, "record the device of a volume staged", "volumeID", e.VolumeID, "device", dev)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
 
 	"github.com/filevol/filevol/internal/attach"
 	"github.com/filevol/filevol/internal/hostos/fake"
@@ -46,15 +47,20 @@ func sharedNodeEnvOn(t *testing.T, dir string, host func(poolDir string) Host) (
 // attachment to n1, as the controller would have made it.
 func (e *nodeEnv) stageAttached(id, staging string, c *csipb.VolumeCapability) {
 	e.t.Helper()
+	if err := e.tryStageAttached(id, staging, c); err != nil {
+		e.t.Fatalf("NodeStageVolume(%s): %v", id, err)
+	}
+}
+
+func (e *nodeEnv) tryStageAttached(id, staging string, c *csipb.VolumeCapability) error {
+	e.t.Helper()
 	a, err := attach.New(e.pool.Dir()).Attach(attach.Request{VolumeID: id, Node: "n1", SingleNode: true}, nil)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	_, err = e.node.NodeStageVolume(context.Background(), &csipb.NodeStageVolumeRequest{VolumeId: id, StagingTargetPath: staging, VolumeCapability: c,
 		PublishContext: map[string]string{publishNodeKey: "n1", publishEpochKey: strconv.FormatUint(a.Epoch, 10)}})
-	if err != nil {
-		e.t.Fatalf("NodeStageVolume(%s): %v", id, err)
-	}
+	return err
 }
 
 // record is n1's in-use record of id.
@@ -72,7 +78,8 @@ func (e *nodeEnv) record(id string) (inuse.Entry, bool) {
 // losetup -d of that device while its staging mount and a process hold it
 // only marks it, and the node's next look (a sweep, or its start) records
 // the detach pending and what holds the device; once the holders let go
-// the device goes, and the sweep drops the record. A record without a
+// the device goes, and the sweep drops the record. A stage retried while
+// the detach is pending is refused and leaves the record as it was. A record without a
 // device (an older node's) gets it at the sweep, not at start. On a node-local pool
 // nothing of this is recorded.
 func TestNodeRecordsItsDeviceAndAPendingDetach(t *testing.T) {
@@ -127,6 +134,11 @@ func TestNodeRecordsItsDeviceAndAPendingDetach(t *testing.T) {
 	start()
 	if rec, _ = e.record(id); rec.Pending == nil || rec.Pending.Device != dev {
 		t.Fatalf("record after a restart: %+v, want the pending detach noted at start", rec)
+	}
+	// A stage retried meanwhile is refused, and keeps what the record says.
+	wantCode(t, "stage while the device's detach is pending", e.tryStageAttached(id, staging, capMount("ext4", rw)), codes.Aborted)
+	if again, _ := e.record(id); again.Device != dev || again.Pending == nil || !again.Pending.Seen.Equal(rec.Pending.Seen) {
+		t.Fatalf("record after a refused stage: %+v, want it as before (%+v)", again, rec)
 	}
 
 	// An older node's record, without its device, of a volume staged here.
