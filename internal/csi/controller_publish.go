@@ -116,16 +116,18 @@ func (s *ControllerService) fence(st *poolStore, req attach.Request) error {
 	if err != nil || !held {
 		return err
 	}
-	last := "another node"
+	last, holder := "another node", ""
 	if d := rec.LastDetach; d != nil {
 		if d.Node == req.Node {
 			return nil // this node's own device, left from its last attachment
 		}
 		last = fmt.Sprintf("node %s (detached at %s)", d.Node, d.At.Format("2006-01-02T15:04:05Z07:00"))
+		holder = d.Node
 	}
+	// What the holder recorded of its device (controller_fence.go).
 	return fmt.Errorf("%w: %s still holds the image of volume %s open for writing through its loop device, so it could still write to it; "+
-		"it lets go when filevol on that node unstages the volume, when the node's loop device is detached, or when the node's client is cut off from the pool's storage",
-		loop.ErrLocked, last, req.VolumeID)
+		"it lets go when filevol on that node unstages the volume, when the node's loop device is detached, or when the node's client is cut off from the pool's storage%s",
+		loop.ErrLocked, last, req.VolumeID, fenceDetail(st, req.VolumeID, holder, req.Node))
 }
 
 // checkAttachLimit refuses a new attachment beyond --max-volumes-per-node

@@ -70,7 +70,9 @@ func (s *NodeService) NodeStageVolume(ctx context.Context, req *csipb.NodeStageV
 	// (deletedMeanwhile) or by the backend.
 	had, err := nv.inuse.Has(id, s.cfg.NodeID)
 	r.Unrecorded = err == nil && !had
-	if err := s.recordStaged(nv, inuse.Entry{VolumeID: id, StagingPath: staging, Block: r.Block, ReadOnly: r.ReadOnly}); err != nil {
+	rec := inuse.Entry{VolumeID: id, StagingPath: staging, Block: r.Block, ReadOnly: r.ReadOnly}
+	s.keepDevice(nv, &rec, had) // node_devices.go
+	if err := s.recordStaged(nv, rec); err != nil {
 		return nil, err
 	}
 	vol, err := nv.Get(id)
@@ -89,6 +91,7 @@ func (s *NodeService) NodeStageVolume(ctx context.Context, req *csipb.NodeStageV
 		s.dropStagedIfUnused(nv, id)
 		return nil, s.deletedMeanwhile(nv, id, err)
 	}
+	s.recordDevice(nv, rec, source) // node_devices.go
 	klog.InfoS("volume staged", "volumeID", id, "source", source, "stagingPath", staging, "block", r.Block)
 	return &csipb.NodeStageVolumeResponse{}, nil
 }

@@ -90,4 +90,18 @@ type (
 	listingFinder interface {
 		AttachedIn(devs []loop.Device) []string
 	}
+	// deviceNoter is a kind staged through a loop device of this node's
+	// kernel, which its Stage returns (the image kind), so that on a
+	// shared pool the node tells the controller, in its in-use records,
+	// which device holds a volume and a detach of it that waits for its
+	// holders (node_devices.go).
+	deviceNoter interface {
+		// DevicesIn returns, by volume, this node's device in devs of
+		// each volume want asks about and of each whose device's detach
+		// is pending (that device first).
+		DevicesIn(devs []loop.Device, want func(id string) bool) map[string]loop.Device
+		// PendingDetach reads the device again: whether its detach is
+		// still pending, and what holds it open.
+		PendingDetach(id string, d loop.Device) (holders string, pending bool, err error)
+	}
 )

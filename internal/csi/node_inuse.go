@@ -116,6 +116,7 @@ func (s *NodeService) reconcile(nv *nodeVolumes, beforeServing bool, listing []l
 			klog.InfoS("recorded a volume found staged without a record", "volumeID", id, "at", e.StagingPath, "block", e.Block)
 		})
 	}
+	s.noteDevices(nv, mine, listing, !beforeServing) // node_devices.go
 }
 
 // deletedMeanwhile turns err into NOT_FOUND when the volume's record is

@@ -19,6 +19,15 @@
 // attached device) does not survive a reboot either, and a process that
 // dies leaves it in the page cache, visible to every reader.
 //
+// What the controller cannot see: on a shared pool the node adds to its
+// record the device it staged the volume through (Device) and, when it
+// finds that device's detach pending because something still holds it
+// open, what holds it (Pending): the controller names both when it
+// refuses another node's attach (fencing), since it cannot look at this
+// node's kernel. Both are optional fields of version 1: a record without
+// them (an older node's) reads as before, and an older reader ignores
+// them.
+//
 // The package knows nothing of CSI, gRPC or the kernel.
 package inuse
 
@@ -65,7 +74,31 @@ type Entry struct {
 	ReadOnly bool `json:"readOnly,omitempty"`
 	// Since is when the node recorded it.
 	Since time.Time `json:"since"`
+	// Device is the device the node staged the volume through (the
+	// image kind's loop device, /dev/loopN), when the node recorded it.
+	Device string `json:"device,omitempty"`
+	// Pending, when set, says that the node saw a detach of its device of
+	// the volume deferred by the kernel: the device stays, and holds the
+	// image, until whatever holds it open lets go.
+	Pending *PendingDetach `json:"pendingDetach,omitempty"`
 }
+
+// PendingDetach is a device whose detach waits for its last holder: the
+// kernel marks a device detached while it is open (losetup -d does so and
+// exits 0; sysfs loop/autoclear) and frees it at the last close.
+type PendingDetach struct {
+	// Device is the device, /dev/loopN.
+	Device string `json:"device"`
+	// Holders says, for a person, what holds it open: mounts, processes,
+	// stacked devices (at most MaxHolders bytes).
+	Holders string `json:"holders,omitempty"`
+	// Seen is when the node last saw it so.
+	Seen time.Time `json:"seen"`
+}
+
+// MaxHolders bounds PendingDetach.Holders, which Put cuts to it: records
+// stay small whatever holds a device.
+const MaxHolders = 512
 
 // Store is the records of one pool. Its methods are safe for concurrent
 // use, by any number of processes sharing the pool: each record has one
@@ -95,6 +128,11 @@ func (s *Store) path(volumeID, node string) string {
 // volumeID must be a validated ID: it becomes a file name.
 func (s *Store) Put(e Entry) error {
 	e.Version = recordVersion
+	if p := e.Pending; p != nil && len(p.Holders) > MaxHolders {
+		cut := *p
+		cut.Holders = strings.ToValidUTF8(cut.Holders[:MaxHolders-3], "") + "..."
+		e.Pending = &cut
+	}
 	if e.Since.IsZero() {
 		e.Since = time.Now().UTC()
 	}
@@ -127,6 +165,21 @@ func (s *Store) Remove(volumeID, node string) error {
 		return fmt.Errorf("drop the in-use record of volume %s on node %s: %w", volumeID, node, err)
 	}
 	return nil
+}
+
+// Get returns the node's record of the volume, false when it has none:
+// one read, where Of reads the directory.
+func (s *Store) Get(volumeID, node string) (Entry, bool, error) {
+	name := filepath.Base(s.path(volumeID, node))
+	data, err := durable.ReadReplaced(s.path(volumeID, node))
+	if errors.Is(err, fs.ErrNotExist) {
+		return Entry{}, false, nil
+	}
+	if err != nil {
+		return Entry{}, false, fmt.Errorf("read in-use record %s: %w", name, err)
+	}
+	e, err := s.parse(name, data)
+	return e, err == nil, err
 }
 
 // Has reports whether the node has a record of the volume: one stat,
@@ -181,9 +234,9 @@ func (s *Store) scan(keep func(name string) bool) (map[string][]Entry, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read in-use record %s: %w", name, err)
 		}
-		var e Entry
-		if err := json.Unmarshal(data, &e); err != nil || e.Version != recordVersion {
-			return nil, fmt.Errorf("in-use record %s/%s: unreadable (version %d, %v): remove it once the volume is known to be unstaged", s.dir, name, e.Version, err)
+		e, err := s.parse(name, data)
+		if err != nil {
+			return nil, err
 		}
 		out[e.VolumeID] = append(out[e.VolumeID], e)
 	}
@@ -191,6 +244,15 @@ func (s *Store) scan(keep func(name string) bool) (map[string][]Entry, error) {
 		sort.Slice(es, func(i, j int) bool { return es[i].Node < es[j].Node })
 	}
 	return out, nil
+}
+
+// parse reads the record in the file name.
+func (s *Store) parse(name string, data []byte) (Entry, error) {
+	var e Entry
+	if err := json.Unmarshal(data, &e); err != nil || e.Version != recordVersion {
+		return Entry{}, fmt.Errorf("in-use record %s/%s: unreadable (version %d, %v): remove it once the volume is known to be unstaged", s.dir, name, e.Version, err)
+	}
+	return e, nil
 }
 
 // CleanTemp removes temporary files the node left when it was killed in

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 const (
@@ -94,5 +95,42 @@ func TestCleanTempOnlyOwn(t *testing.T) {
 	}
 	if _, err := os.Stat(theirs); err != nil {
 		t.Error("another node's temporary file removed")
+	}
+}
+
+// A record carries the node's device and a pending detach of it; an older
+// node's record, without them, reads as before, and Get reads one record.
+func TestDeviceAndPendingDetach(t *testing.T) {
+	dir := t.TempDir()
+	s := New(dir)
+	if err := os.MkdirAll(filepath.Join(dir, DirName), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	older := `{"version":1,"volumeID":"` + vol1 + `","node":"old","stagingPath":"/s/old","since":"2026-01-02T03:04:05Z"}`
+	if err := os.WriteFile(filepath.Join(dir, DirName, vol1+sep+NodeKey("old")+suffix), []byte(older), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	seen := time.Date(2026, 1, 2, 4, 0, 0, 0, time.UTC)
+	long := strings.Repeat("open by pid 1 (sleep); ", 100)
+	if err := s.Put(Entry{VolumeID: vol1, Node: "new", StagingPath: "/s/new", Device: "/dev/loop7",
+		Pending: &PendingDetach{Device: "/dev/loop7", Holders: long, Seen: seen}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Of(vol1)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("Of = %+v, %v", got, err)
+	}
+	if got[0].Node != "new" || got[0].Device != "/dev/loop7" || got[0].Pending == nil || got[0].Pending.Device != "/dev/loop7" ||
+		!got[0].Pending.Seen.Equal(seen) || len(got[0].Pending.Holders) > MaxHolders || !strings.HasSuffix(got[0].Pending.Holders, "...") {
+		t.Errorf("the new record read back as %+v (pending %+v)", got[0], got[0].Pending)
+	}
+	if got[1].Node != "old" || got[1].StagingPath != "/s/old" || got[1].Device != "" || got[1].Pending != nil {
+		t.Errorf("an older node's record read as %+v", got[1])
+	}
+	if e, ok, err := s.Get(vol1, "old"); err != nil || !ok || e.StagingPath != "/s/old" {
+		t.Errorf("Get(old) = %+v, %v, %v", e, ok, err)
+	}
+	if _, ok, err := s.Get(vol2, "old"); err != nil || ok {
+		t.Errorf("Get of a volume not recorded = %v, %v", ok, err)
 	}
 }

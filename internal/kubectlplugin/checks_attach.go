@@ -25,18 +25,44 @@ func fenced(msg string) bool { return strings.Contains(msg, "still holds the ima
 // image ("node n3 (detached at ...) still holds the image"), or "".
 var fenceHolder = regexp.MustCompile(`node (\S+) (?:\(detached at [^)]*\) )?still holds the image`)
 
+// fencePending and fenceDevice are what filevol's refusal adds from the
+// holder's in-use record: a detach of its device that waits for what
+// still holds the device open (device, holders, when seen), or only the
+// device.
+var (
+	fencePending = regexp.MustCompile(`loop device (\S+) is detached but its detach is pending, because the device is still held: (.*) \(seen by filevol on node \S+ at ([^)]*)\)`)
+	fenceDevice  = regexp.MustCompile(`staged it through its loop device (\S+):`)
+)
+
 // fenceFix is the way out of a fencing refusal once no VolumeAttachment
 // names the old node any more (force-detached: out-of-service taint, or
-// deleted by hand): only that node's loop device keeps the volume.
+// deleted by hand): only that node's loop device keeps the volume. When
+// the refusal names the device, and what holds it open after a detach
+// that only marked it, the fix says so instead of advising losetup -d.
 func fenceFix(msg, node string) string {
 	holder := "the node that had the volume"
 	if m := fenceHolder.FindStringSubmatch(msg); m != nil {
 		holder = "node " + m[1]
 	}
-	return fmt.Sprintf("the volume is already detached from %[1]s in Kubernetes, but %[1]s's loop device still holds the image: "+
-		"start filevol (its node pod) and kubelet on %[1]s again, so that kubelet unmounts the volume and filevol unstages it (with the out-of-service taint on it, remove the taint once %[1]s is back, or the DaemonSet does not run filevol there); "+
-		"if %[1]s can write no more (powered off, cut off from the pool's storage) detach its loop device there (losetup -d); "+
-		"Kubernetes then attaches the volume to node %[2]s at its next retry", holder, node)
+	device, restart := "", fmt.Sprintf("start filevol (its node pod) and kubelet on %[1]s again, so that kubelet unmounts the volume and filevol unstages it "+
+		"(with the out-of-service taint on it, remove the taint once %[1]s is back, or the DaemonSet does not run filevol there)", holder)
+	detach := fmt.Sprintf("if %[1]s can write no more (powered off, cut off from the pool's storage) detach its loop device there (losetup -d)", holder)
+	if m := fencePending.FindStringSubmatch(msg); m != nil {
+		device = " (its device there is " + m[1] + ")"
+		return fmt.Sprintf("the volume is already detached from %[1]s in Kubernetes, but %[1]s's loop device still holds the image%[2]s: "+
+			"its detach (losetup -d) is pending, because the device is still held: %[3]s (seen by filevol on %[1]s at %[4]s), and the kernel lets go only at its last close, "+
+			"so losetup -d again changes nothing; end those holders: %[5]s, or on %[1]s unmount it and stop the processes by hand; "+
+			"Kubernetes then attaches the volume to node %[6]s at its next retry", holder, device, m[2], m[3], restart, node)
+	}
+	if m := fenceDevice.FindStringSubmatch(msg); m != nil {
+		dev := m[1]
+		device = " (its device there is " + dev + ")"
+		detach = fmt.Sprintf("if %[1]s can write no more (powered off, cut off from the pool's storage) detach %[2]s there (losetup -d %[2]s); "+
+			"if it was detached already and stays (losetup -l shows it with AUTOCLEAR 1), something still holds it open: find it on %[1]s with findmnt -S %[2]s, fuser -vm %[2]s or lsof %[2]s, and end it",
+			holder, dev)
+	}
+	return fmt.Sprintf("the volume is already detached from %[1]s in Kubernetes, but %[1]s's loop device still holds the image%[2]s: %[3]s; %[4]s; "+
+		"Kubernetes then attaches the volume to node %[5]s at its next retry", holder, device, restart, detach, node)
 }
 
 // attachCauses explains why pv cannot be attached to node: which other

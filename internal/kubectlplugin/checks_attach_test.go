@@ -1,6 +1,7 @@
 package kubectlplugin
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -70,5 +71,55 @@ func TestDoctorMultiAttach(t *testing.T) {
 			"fix:   the volume is already detached from node node-1 in Kubernetes, but node node-1's loop device still holds the image",
 			"start filevol (its node pod) and kubelet on node node-1 again",
 			"attaches the volume to node node-2 at its next retry")
+	})
+}
+
+// fenced after a force-detach, with filevol's refusal naming what node-1
+// recorded of its device: doctor's fix says which device and, when its
+// detach waits for holders, by what, instead of only advising losetup -d.
+func TestDoctorFencedDeviceStillHeld(t *testing.T) {
+	const refused = `AttachVolume.Attach failed for volume "pvc-db" : rpc error: code = FailedPrecondition desc = backing file locked by another holder: node node-1 (detached at 2026-11-24T10:00:00Z) still holds the image of volume fv1-img-3f9a0c2e-00000000000000000000000000000001 open for writing through its loop device, so it could still write to it; it lets go when filevol on that node unstages the volume, when the node's loop device is detached, or when the node's client is cut off from the pool's storage`
+	doctor := func(msg string) string {
+		objs := multiAttachStory(msg)
+		for i, o := range objs {
+			if _, ok := o.(*storagev1.VolumeAttachment); ok {
+				objs = append(objs[:i], objs[i+1:]...)
+				break
+			}
+		}
+		return run(t, nil, []string{"doctor"}, append(base(), objs...)...)
+	}
+	t.Run("the device recorded", func(t *testing.T) {
+		out := doctor(refused + `; node node-1 staged it through its loop device /dev/loop3: if that device was detached there and still exists (losetup -l on node node-1 shows it with AUTOCLEAR 1), its detach waits for whatever still holds it open`)
+		mustContain(t, out,
+			"cause: filevol refuses the attach: another node's loop device still holds the image and could write to it (fencing)",
+			"fix:   the volume is already detached from node node-1 in Kubernetes, but node node-1's loop device still holds the image (its device there is /dev/loop3)",
+			"start filevol (its node pod) and kubelet on node node-1 again",
+			"detach /dev/loop3 there (losetup -d /dev/loop3); if it was detached already and stays (losetup -l shows it with AUTOCLEAR 1), something still holds it open",
+			"fuser -vm /dev/loop3 or lsof /dev/loop3",
+			"attaches the volume to node node-2 at its next retry")
+	})
+	t.Run("its detach pending, held by a mount and a process", func(t *testing.T) {
+		out := doctor(refused + `; node node-1's loop device /dev/loop3 is detached but its detach is pending, because the device is still held: device 7:3 is mounted in this mount namespace at /var/lib/kubelet/plugins/kubernetes.io/csi/shared.filevol.csi.io/0a1b/globalmount; open by pid 4242 (sleep) (seen by filevol on node node-1 at 2026-11-24T10:05:00Z); the kernel lets go of the device, and of the image, only at its last close, so losetup -d again changes nothing: end those holders on node node-1 (the pod that still uses the volume there, a mount, a process)`)
+		mustContain(t, out,
+			"node node-1's loop device still holds the image (its device there is /dev/loop3): its detach (losetup -d) is pending, because the device is still held: "+
+				"device 7:3 is mounted in this mount namespace at /var/lib/kubelet/plugins/kubernetes.io/csi/shared.filevol.csi.io/0a1b/globalmount; open by pid 4242 (sleep) (seen by filevol on node node-1 at 2026-11-24T10:05:00Z)",
+			"so losetup -d again changes nothing; end those holders: start filevol (its node pod) and kubelet on node node-1 again",
+			"remove the taint once node node-1 is back",
+			"or on node node-1 unmount it and stop the processes by hand",
+			"attaches the volume to node node-2 at its next retry")
+		if strings.Contains(out, "detach its loop device there (losetup -d)") {
+			t.Errorf("doctor advises losetup -d for a device whose detach is pending:\n%s", out)
+		}
+	})
+	t.Run("nothing recorded: the fix as before", func(t *testing.T) {
+		want := "the volume is already detached from node node-1 in Kubernetes, but node node-1's loop device still holds the image: " +
+			"start filevol (its node pod) and kubelet on node node-1 again, so that kubelet unmounts the volume and filevol unstages it " +
+			"(with the out-of-service taint on it, remove the taint once node node-1 is back, or the DaemonSet does not run filevol there); " +
+			"if node node-1 can write no more (powered off, cut off from the pool's storage) detach its loop device there (losetup -d); " +
+			"Kubernetes then attaches the volume to node node-2 at its next retry"
+		if got := fenceFix(refused, "node-2"); got != want {
+			t.Errorf("fenceFix =\n%s\nwant\n%s", got, want)
+		}
 	})
 }

@@ -56,6 +56,7 @@ func (h *Host) List() ([]loop.Device, error) {
 
 // sorted returns the devices in number order as sysfs would show them now.
 func (h *Host) sorted() []loop.Device {
+	h.settle()
 	var out []loop.Device
 	for _, d := range h.devices {
 		x := d.Device
@@ -182,9 +183,8 @@ func (h *Host) Release(dev string) {
 	if err != nil || d.holders == 0 {
 		return
 	}
-	if d.holders--; d.holders == 0 && d.Detaching {
-		delete(h.devices, d.Number)
-	}
+	d.holders--
+	h.settle()
 }
 
 // blockDevice answers for a path that must be an attached device (ENXIO
@@ -223,17 +223,6 @@ func (h *Host) Locked(backingFile string) (bool, error) {
 		}
 	}
 	return false, nil
-}
-
-// Holders implements hostos.Loops: the fake knows only how many
-// HoldOpen calls hold the device.
-func (h *Host) Holders(dev string) string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if d, err := h.device(dev); err == nil && d.holders > 0 {
-		return fmt.Sprintf("open by %d process(es) (HoldOpen)", d.holders)
-	}
-	return "nothing this host can see holds it"
 }
 
 // Owner implements hostos.Loops.
