@@ -2,7 +2,9 @@ package ceph_test
 
 import (
 	"bytes"
+	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -13,6 +15,10 @@ import (
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/filevol/filevol/internal/testutil"
+	"github.com/filevol/filevol/internal/testutil/ceph"
+	"github.com/filevol/filevol/test/proc"
 )
 
 // TestImagePoolAttachAndFence: a shared image pool on the CephFS, its
@@ -190,5 +196,56 @@ func TestImagePoolSnapshotsCloneExpand(t *testing.T) {
 		if _, err := ip.ctrl.DeleteVolume(bg, &csipb.DeleteVolumeRequest{VolumeId: v}); err != nil {
 			t.Errorf("DeleteVolume %s: %v", v, err)
 		}
+	}
+}
+
+// TestImagePoolRefusedOnACachingClient: filevol refuses to open a shared
+// pool through a ceph-fuse client that keeps the kernel's page cache,
+// naming the setting and its fix; allowed by
+// --shared-pool-unsafe-allow=fuse-disable-pagecache, it serves the pool and
+// says on every attach what is not guaranteed.
+func TestImagePoolRefusedOnACachingClient(t *testing.T) {
+	c := ceph.Shared(t)
+	pool := filepath.Join(c.MountNode(t, "cached", "--fuse_disable_pagecache=false"), "caching-client", "pool")
+	if err := os.MkdirAll(pool, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	dir := testutil.Scratch(t, "ceph-images")
+	bin := proc.BuildDriver(t)
+	args := []string{"--mode", "all", "--pool-shared", "--pool-name", imgPoolName, "--node-id", "cached",
+		"--kubelet-dir", dir, "--pool-dir", pool, "--ceph-admin-socket-dir", c.RunDir()}
+	ctx, cancel := context.WithTimeout(bg, time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, append([]string{"--endpoint", "unix://" + filepath.Join(dir, "refused.sock")}, args...)...).CombinedOutput()
+	if err == nil {
+		t.Fatalf("filevol started on a client with the page cache on:\n%s", out)
+	}
+	for _, want := range []string{"fuse-disable-pagecache: false (client.", "want true",
+		"fix: set `fuse disable pagecache = true` in the [client] section of ceph.conf", "--shared-pool-unsafe-allow=fuse-disable-pagecache"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the refusal lacks %q:\n%s", want, out)
+		}
+	}
+	p := proc.Start(t, bin, dir, "allowed", append(args, "--shared-pool-unsafe-allow=fuse-disable-pagecache")...)
+	ctrl := csipb.NewControllerClient(p.Conn)
+	r, err := ctrl.CreateVolume(bg, &csipb.CreateVolumeRequest{Name: "v", VolumeCapabilities: []*csipb.VolumeCapability{blockVC},
+		CapacityRange: &csipb.CapacityRange{RequiredBytes: 16 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := r.GetVolume().GetVolumeId()
+	for range 2 {
+		if _, err := ctrl.ControllerPublishVolume(bg, &csipb.ControllerPublishVolumeRequest{VolumeId: id, NodeId: "cached", VolumeCapability: blockVC}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ctrl.ControllerUnpublishVolume(bg, &csipb.ControllerUnpublishVolumeRequest{VolumeId: id, NodeId: "cached"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := strings.Count(p.LogText(), "attached to node cached on a shared pool whose filesystem lacks what fencing and coherence need, allowed by --shared-pool-unsafe-allow: fuse-disable-pagecache on "+pool); n != 2 {
+		t.Errorf("the warning appears %d times for 2 attaches:\n%s", n, p.LogText())
+	}
+	if _, err := ctrl.DeleteVolume(bg, &csipb.DeleteVolumeRequest{VolumeId: id}); err != nil {
+		t.Error(err)
 	}
 }
