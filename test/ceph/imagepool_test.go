@@ -118,10 +118,10 @@ func TestImagePoolSnapshotsCloneExpand(t *testing.T) {
 	a, b := ip.nodes["node-a"], ip.nodes["node-b"]
 	// xfs: online ext4 growth needs CAP_SYS_RESOURCE, which test
 	// machines may lack (test/snapshot skips it then).
-	const size = 512 << 20
+	const size = 320 << 20 // mkfs.xfs's least is 300 MiB
 	id := ip.create("source", xfsVC, size, nil).GetVolumeId()
 	took := a.attach(id, xfsVC)
-	t.Logf("node-a: ControllerPublish + NodeStage (mkfs.xfs of 512 MiB) + NodePublish took %v", took.Round(time.Millisecond))
+	t.Logf("node-a: ControllerPublish + NodeStage (mkfs.xfs of 320 MiB) + NodePublish took %v", took.Round(time.Millisecond))
 	data := bytes.Repeat([]byte("written on node-a "), 60000)
 	if err := os.WriteFile(filepath.Join(a.target, "file"), data, 0o600); err != nil {
 		t.Fatal(err)
@@ -132,12 +132,12 @@ func TestImagePoolSnapshotsCloneExpand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("CreateSnapshot of the staged 512 MiB volume (copy, frozen by node-a) took %v", time.Since(start).Round(time.Millisecond))
+	t.Logf("CreateSnapshot of the staged 320 MiB volume (copy, frozen by node-a) took %v", time.Since(start).Round(time.Millisecond))
 	snapID := snap.GetSnapshot().GetSnapshotId()
 	src := &csipb.VolumeContentSource{Type: &csipb.VolumeContentSource_Snapshot{Snapshot: &csipb.VolumeContentSource_SnapshotSource{SnapshotId: snapID}}}
 	start = time.Now()
 	restored := ip.create("restored", xfsVC, 2*size, src).GetVolumeId()
-	t.Logf("CreateVolume of 1 GiB from the snapshot took %v", time.Since(start).Round(time.Millisecond))
+	t.Logf("CreateVolume of 640 MiB from the snapshot took %v", time.Since(start).Round(time.Millisecond))
 	start = time.Now()
 	clone := ip.create("clone", xfsVC, size, &csipb.VolumeContentSource{Type: &csipb.VolumeContentSource_Volume{
 		Volume: &csipb.VolumeContentSource_VolumeSource{VolumeId: id}}}).GetVolumeId()
@@ -184,7 +184,7 @@ func TestImagePoolSnapshotsCloneExpand(t *testing.T) {
 	if err := unix.Statfs(a.target, &st); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("expanded online to 1 GiB in %v: the filesystem has %d MiB", time.Since(start).Round(time.Millisecond), st.Blocks*uint64(st.Bsize)>>20)
+	t.Logf("expanded online to 640 MiB in %v: the filesystem has %d MiB", time.Since(start).Round(time.Millisecond), st.Blocks*uint64(st.Bsize)>>20)
 	if st.Blocks*uint64(st.Bsize) < size*3/2 {
 		t.Errorf("after the expansion the filesystem has %d bytes, want about %d", st.Blocks*uint64(st.Bsize), 2*size)
 	}
