@@ -19,7 +19,7 @@ import (
 // copy (measured on Ceph 16.2, docs/shared-pools-cephfs.md). On such a
 // filesystem the copy reads the source and writes only what is not
 // zeros, leaving holes: it costs a read of the whole image (holes of a
-// CephFS file read at 700-900 MiB/s here) instead of its allocation.
+// CephFS file read at 580-700 MiB/s here) instead of its allocation.
 
 // zeroScan is the read size of copyNonZero (CephFS's default object
 // size); zeroBlock the granularity at which zeros are left as holes.
