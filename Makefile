@@ -18,7 +18,7 @@ REGISTRY ?=
 TAG ?= v$(APP_VERSION)
 MULTIARCH_TAR := _output/images/filevol-multiarch.tar
 
-.PHONY: e2e-podtime image push build-arch print-version print-app-version print-platforms chart-package scale bench-tree-delete e2e e2e-multinode e2e-multinode-killed bench-snapshot bench-guard chart-test deploy images chart-e2e help build run test unit sanity vet deps bench fuzz faults stress fulldisk clean e2e-doctor
+.PHONY: e2e-podtime image push build-arch print-version print-app-version print-platforms chart-package scale bench-tree-delete e2e e2e-multinode e2e-multinode-killed bench-snapshot bench-guard chart-test deploy images chart-e2e help build run test unit sanity vet deps bench fuzz faults ceph-long stress fulldisk clean e2e-doctor
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -101,6 +101,11 @@ bench-snapshot: build deps ## snapshot, restore and expansion timings on xfs (re
 FAULTS_ITERATIONS ?= 200
 faults: build ## crash safety: SIGKILL the driver through whole lifecycles and reboots, and a shared pool's controller and node processes at every boundary of attach, detach, stage and unstage, on a local directory and on GlusterFS (long; make test runs a short one)
 	$(GO) test -count=1 -v -timeout 60m ./test/faults -args -iterations=$(FAULTS_ITERATIONS) -bin=$(CURDIR)/$(BIN)
+
+ceph-long: ## CephFS proofs that wait for the MDS's own timeouts (a node's ceph-fuse killed, or cut off, and nobody evicts it) and csi-sanity on a CephFS shared image pool and directory pool (root; minutes; make test runs the short ones in test/ceph)
+	$(GO) test -count=1 -v -timeout 30m -run 'TestImagePoolFenceLong' ./test/ceph -args -long
+	$(GO) test -count=1 -v -timeout 30m ./test/sanity/cephfs -args -ceph
+	$(GO) test -count=1 -v -timeout 30m ./test/sanity/cephfsdir -args -ceph
 
 stress: ## 64 concurrent callers on 4 volumes under -race
 	$(GO) test -race -count=1 -v ./test/stress -args -duration=60s

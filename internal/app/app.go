@@ -45,7 +45,10 @@ func Run(ctx context.Context, o options.Options) error {
 	var risks sharedRisks
 	if o.PoolShared {
 		var err error
-		if risks, err = checkSharedFS(o, sharedfs.Check); err != nil {
+		check := func(dir string) (sharedfs.Report, error) {
+			return sharedfs.CheckWith(dir, sharedfs.Options{CephSocketDirs: o.CephAdminSocketDirs})
+		}
+		if risks, err = checkSharedFS(o, check); err != nil {
 			return err
 		}
 	}

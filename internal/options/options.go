@@ -65,6 +65,11 @@ type Options struct {
 	// names is logged as a warning at start, on every attach, and shown
 	// in the node view. Names: UnsafeSharedSettings.
 	SharedPoolUnsafeAllow []string
+	// CephAdminSocketDirs are where the check of a shared pool on CephFS
+	// looks for the ceph-fuse client's admin socket (*.asok), to read
+	// fuse_disable_pagecache as the client runs it. Empty: Ceph's default
+	// place, /run/ceph and /var/run/ceph (internal/sharedfs).
+	CephAdminSocketDirs []string
 	// PoolName names a shared pool in its volumes' topology
 	// (topology.filevol.csi.io/pool=<name>): every node and the
 	// controller of one pool give the same. Empty: the pool's ID.
@@ -135,6 +140,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DirPoolDir, "dir-pool-dir", "", "a directory to serve as a directory pool (provisioningMode: directory): on btrfs a subvolume with a quota per volume, elsewhere plain directories whose size is not enforced; with --pool-shared it is shared too, mounted by every node at this path (default: none)")
 	fs.BoolVar(&o.PoolShared, "pool-shared", false, "the pool directory is shared by several hosts: each process repairs, collects and thaws only what it made (default: node-local)")
 	fs.Var((*pathList)(&o.SharedPoolUnsafeAllow), "shared-pool-unsafe-allow", "with --pool-shared: comma-separated settings the shared filesystem may lack, each a risk accepted ("+strings.Join(UnsafeSharedSettings, ", ")+"; default: none, a shared pool lacking one is refused at start)")
+	fs.Var((*pathList)(&o.CephAdminSocketDirs), "ceph-admin-socket-dir", "with --pool-shared on a ceph-fuse mount: comma-separated directories holding the client's admin socket, where fuse_disable_pagecache is read (default: /run/ceph,/var/run/ceph)")
 	fs.StringVar(&o.PoolName, "pool-name", "", "with --pool-shared: the pool's name in its volumes' topology, topology.filevol.csi.io/pool=<name>, the same on every node (default: the pool's ID)")
 	fs.StringVar(&o.ControllerID, "controller-id", "controller", "with --mode controller on a shared pool: this controller's name among the pool's owners, the same for every replica")
 	fs.Int64Var(&o.MaxVolumesPerNode, "max-volumes-per-node", 0, "maximum volumes per node reported to the CO (0: no limit)")
@@ -205,6 +211,9 @@ func (o *Options) Validate() error {
 	}
 	if len(o.SharedPoolUnsafeAllow) > 0 && !o.PoolShared {
 		return fmt.Errorf("--shared-pool-unsafe-allow accepts risks of a shared pool: it needs --pool-shared")
+	}
+	if len(o.CephAdminSocketDirs) > 0 && !o.PoolShared {
+		return fmt.Errorf("--ceph-admin-socket-dir tells the check of a shared pool on CephFS where to look: it needs --pool-shared")
 	}
 	if strings.TrimSpace(o.ControllerID) == "" || len(o.ControllerID) > 253 {
 		return fmt.Errorf("--controller-id %q must be 1 to 253 characters", o.ControllerID)

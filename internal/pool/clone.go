@@ -57,7 +57,7 @@ func cloneImage(ctx context.Context, src, dst string, size int64, thick bool) (f
 			return fail(fmt.Errorf("clone %s to %s: FICLONE: %w", src, dst, err))
 		}
 		engine = volume.EngineCopy
-		if err := copySparse(ctx, sfd, dfd, srcSize); err != nil {
+		if err := copyImage(ctx, sfd, dfd, srcSize); err != nil {
 			return fail(fmt.Errorf("copy %s to %s: %w", src, dst, err))
 		}
 	}
@@ -89,6 +89,24 @@ func reflinkUnsupported(err error) bool {
 		return true
 	}
 	return false
+}
+
+// copyImage copies sfd to dfd (new, empty) at the size size: copySparse,
+// or copyNonZero where the filesystem does not report holes (told by
+// dfd, sized first and so all hole).
+func copyImage(ctx context.Context, sfd, dfd int, size int64) error {
+	if size > 0 {
+		if err := durable.IgnoringEINTR(func() error { return unix.Ftruncate(dfd, size) }); err != nil {
+			return err
+		}
+		if holesUnreported(dfd) {
+			return copyNonZero(ctx, sfd, dfd, size)
+		}
+		if err := durable.IgnoringEINTR(func() error { return unix.Ftruncate(dfd, 0) }); err != nil {
+			return err
+		}
+	}
+	return copySparse(ctx, sfd, dfd, size)
 }
 
 // copySparse copies the data ranges of sfd to the same offsets of dfd (a

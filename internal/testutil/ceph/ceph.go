@@ -71,7 +71,7 @@ const (
 	maxSlots = 16
 	// maxNodes is the number of client keys made at start (client.node0
 	// ... client.nodeN-1): a node takes the next one.
-	maxNodes = 32
+	maxNodes = 48
 	// netPrefix is the private range used: 10.214.N.0/24 for slot N. These
 	// addresses exist only inside the harness's namespaces.
 	netPrefix = "10.214"

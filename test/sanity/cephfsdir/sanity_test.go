@@ -1,0 +1,83 @@
+// Package cephfsdir runs csi-sanity against a shared directory pool on
+// CephFS: directory volumes (provisioningMode: directory), each a
+// directory with a CephFS quota, in a ceph-fuse mount of the harness's
+// cluster, served by one filevol (--mode all, --pool-shared). Snapshots of
+// directory volumes, and clones of them, are not built on CephFS
+// (FAILED_PRECONDITION, docs/shared-pools-cephfs.md), so sanity's
+// snapshot specs and its clone spec are skipped.
+// Minutes long: make ceph-long, or go test ./test/sanity/cephfsdir -args -ceph.
+package cephfsdir
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
+
+	"github.com/filevol/filevol/internal/attach"
+	"github.com/filevol/filevol/internal/dirpool"
+	"github.com/filevol/filevol/internal/testutil"
+	"github.com/filevol/filevol/internal/testutil/ceph"
+	"github.com/filevol/filevol/test/proc"
+	"github.com/filevol/filevol/test/sanity/harness"
+)
+
+var run = flag.Bool("ceph", false, "run csi-sanity on a CephFS shared directory pool (minutes)")
+
+func TestMain(m *testing.M) { os.Exit(ceph.Main(m)) }
+
+func TestSanityCephFSDirectoryPool(t *testing.T) {
+	if !*run {
+		t.Skip("minutes long: make ceph-long (go test ./test/sanity/cephfsdir -args -ceph)")
+	}
+	testutil.RequireRoot(t)
+	c := ceph.Shared(t)
+	mnt := c.MountNode(t, "node-a")
+	pool, dirs := filepath.Join(mnt, "sanity", "pool"), filepath.Join(mnt, "sanity", "dirs")
+	for _, d := range []string{pool, dirs} {
+		if err := os.MkdirAll(d, 0o750); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := testutil.Scratch(t, "ceph-sanity-dir")
+	bin := proc.BuildDriver(t)
+	kubelet := filepath.Join(dir, "node-a")
+	if err := os.MkdirAll(kubelet, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	p := proc.Start(t, bin, dir, "all", "--mode", "all", "--pool-shared", "--pool-name", "ceph-sanity-dir",
+		"--node-id", "node-a", "--kubelet-dir", kubelet, "--pool-dir", pool, "--dir-pool-dir", dirs,
+		"--ceph-admin-socket-dir", c.RunDir())
+	cfg := harness.ProcessConfig("unix://"+p.Sock, kubelet)
+	cfg.TestVolumeParameters = map[string]string{dirpool.ParamProvisioningMode: dirpool.ProvisioningModeDirectory}
+	cfg.TestVolumeMutableParameters = nil
+	if err := flag.Set("ginkgo.skip", "[Ss]napshot|from an existing source volume"); err != nil {
+		t.Fatal(err)
+	}
+	sanity.Test(t, cfg)
+	if t.Failed() {
+		t.Logf("driver log:\n%s", p.LogText())
+	}
+	p.Stop(t)
+	entries, err := os.ReadDir(dirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		switch e.Name() {
+		case ".filevol", "owners": // the pool's own
+		case "attach", "inuse": // a shared pool's records: none may be left
+			left, _ := os.ReadDir(filepath.Join(dirs, e.Name()))
+			for _, l := range left {
+				if l.Name() != attach.LocksName {
+					t.Errorf("left in the directory pool: %s/%s", e.Name(), l.Name())
+				}
+			}
+		default:
+			t.Errorf("left in the directory pool: %s", e.Name())
+		}
+	}
+	harness.CheckKernelClean(t, dir)
+}
