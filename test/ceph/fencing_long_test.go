@@ -10,6 +10,21 @@ import (
 
 var long = flag.Bool("long", false, "run the fencing proofs that wait for the MDS's own timeouts (minutes): make ceph-fencing")
 
+// writingOnNodeA starts an image pool with node-a and node-b, attaches a
+// new 64 MiB block volume to node-a and has node-a's pod write its first
+// marker: where each long proof starts, before node-a is lost.
+func writingOnNodeA(t *testing.T, volume string) (ip *imagePool, a, b *imgNode, id string) {
+	t.Helper()
+	ip = newImagePool(t, "node-a", "node-b")
+	a, b = ip.nodes["node-a"], ip.nodes["node-b"]
+	id = ip.create(volume, blockVC, 64<<20, nil).GetVolumeId()
+	a.attach(id, blockVC)
+	if w := marker.Write(a.Target, marker.Block(0), "before"); !w.OK() {
+		t.Fatalf("node-a's write: %v", w)
+	}
+	return ip, a, b, id
+}
+
 // writeWithin is marker.Write, given up on (its goroutine left waiting)
 // after d: a write through a cut-off client waits for it.
 func writeWithin(dev string, blk int64, text string, d time.Duration) (marker.Result, bool) {
@@ -38,13 +53,7 @@ func TestImagePoolFenceLong(t *testing.T) {
 		t.Skip("minutes long: make ceph-fencing (go test ./test/ceph -run FenceLong -args -long)")
 	}
 	t.Run("killed", func(t *testing.T) {
-		ip := newImagePool(t, "node-a", "node-b")
-		a, b := ip.nodes["node-a"], ip.nodes["node-b"]
-		id := ip.create("killed", blockVC, 64<<20, nil).GetVolumeId()
-		a.attach(id, blockVC)
-		if w := marker.Write(a.Target, marker.Block(0), "before"); !w.OK() {
-			t.Fatalf("node-a's write: %v", w)
-		}
+		ip, a, b, id := writingOnNodeA(t, "killed")
 		ip.c.KillClient(t, "node-a")
 		killed := time.Now()
 		ip.unpublish(id, "node-a")
@@ -63,13 +72,7 @@ func TestImagePoolFenceLong(t *testing.T) {
 		b.detach(id)
 	})
 	t.Run("cut-off", func(t *testing.T) {
-		ip := newImagePool(t, "node-a", "node-b")
-		a, b := ip.nodes["node-a"], ip.nodes["node-b"]
-		id := ip.create("cut", blockVC, 64<<20, nil).GetVolumeId()
-		a.attach(id, blockVC)
-		if w := marker.Write(a.Target, marker.Block(0), "before"); !w.OK() {
-			t.Fatalf("node-a's write: %v", w)
-		}
+		ip, a, b, id := writingOnNodeA(t, "cut")
 		ip.c.CutOff(t, "node-a")
 		cut := time.Now()
 		during := marker.WriteAsync(a.Target, marker.Block(1), "a-during-cut")
