@@ -16,6 +16,7 @@ import (
 
 	"github.com/filevol/filevol/internal/dirpool"
 	"github.com/filevol/filevol/internal/volume"
+	"github.com/filevol/filevol/test/errno"
 )
 
 // A directory pool on a ceph-fuse mount holds each volume to its size by
@@ -190,7 +191,7 @@ func wantEDQUOT(t *testing.T, who, path string, limit, want int64) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Logf("%s: %s after %d bytes (limit %d) in %v", who, errName(err), n, limit, time.Since(start).Round(time.Millisecond))
+	t.Logf("%s: %s after %d bytes (limit %d) in %v", who, errno.Name(err), n, limit, time.Since(start).Round(time.Millisecond))
 	if !errors.Is(err, unix.EDQUOT) || n < want || n > want+limit/2 {
 		t.Errorf("%s: wrote %d bytes, then %v; want EDQUOT after %d to %d", who, n, err, want, want+limit/2)
 	}
@@ -241,7 +242,7 @@ func TestDirectoryPoolQuotaDeepInTheTree(t *testing.T) {
 		}
 		n, took, err := appendUntil(filepath.Join(b, v.Path, "sub", "deeper", "f"), 10*time.Second)
 		t.Logf("%s: node-b wrote %d bytes (%.1f times the size) two directories down in %v, then %s",
-			name, n, float64(n)/size, took.Round(time.Millisecond), errName(err))
+			name, n, float64(n)/size, took.Round(time.Millisecond), errno.Name(err))
 		if !errors.Is(err, unix.EDQUOT) {
 			t.Errorf("%s: node-b wrote %d bytes into a volume of %d for %v, then %v; want EDQUOT", name, n, size, took, err)
 		}

@@ -4,20 +4,36 @@ import (
 	"flag"
 	"testing"
 	"time"
+
+	"github.com/filevol/filevol/test/marker"
 )
 
 var long = flag.Bool("long", false, "run the fencing proofs that wait for the MDS's own timeouts (minutes): make ceph-fencing")
 
-// writeWithin is writeMarker, given up on (its goroutine left waiting)
+// writingOnNodeA starts an image pool with node-a and node-b, attaches a
+// new 64 MiB block volume to node-a and has node-a's pod write its first
+// marker: where each long proof starts, before node-a is lost.
+func writingOnNodeA(t *testing.T, volume string) (ip *imagePool, a, b *imgNode, id string) {
+	t.Helper()
+	ip = newImagePool(t, "node-a", "node-b")
+	a, b = ip.nodes["node-a"], ip.nodes["node-b"]
+	id = ip.create(volume, blockVC, 64<<20, nil).GetVolumeId()
+	a.attach(id, blockVC)
+	if w := marker.Write(a.Target, marker.Block(0), "before"); !w.OK() {
+		t.Fatalf("node-a's write: %v", w)
+	}
+	return ip, a, b, id
+}
+
+// writeWithin is marker.Write, given up on (its goroutine left waiting)
 // after d: a write through a cut-off client waits for it.
-func writeWithin(dev string, blk int64, text string, d time.Duration) (blockWrite, bool) {
-	done := make(chan blockWrite, 1)
-	go func() { done <- writeMarker(dev, blk, text) }()
+func writeWithin(dev string, blk int64, text string, d time.Duration) (marker.Result, bool) {
+	done := marker.WriteAsync(dev, marker.Block(blk), text)
 	select {
 	case w := <-done:
 		return w, true
 	case <-time.After(d):
-		return blockWrite{}, false
+		return marker.Result{}, false
 	}
 }
 
@@ -37,57 +53,43 @@ func TestImagePoolFenceLong(t *testing.T) {
 		t.Skip("minutes long: make ceph-fencing (go test ./test/ceph -run FenceLong -args -long)")
 	}
 	t.Run("killed", func(t *testing.T) {
-		ip := newImagePool(t, "node-a", "node-b")
-		a, b := ip.nodes["node-a"], ip.nodes["node-b"]
-		id := ip.create("killed", blockVC, 64<<20, nil).GetVolumeId()
-		a.attach(id, blockVC)
-		if w := writeMarker(a.target, 0, "before"); !w.ok() {
-			t.Fatalf("node-a's write: %v", w)
-		}
+		ip, a, b, id := writingOnNodeA(t, "killed")
 		ip.c.KillClient(t, "node-a")
 		killed := time.Now()
 		ip.unpublish(id, "node-a")
 		t.Logf("force-detach of node-a returned %v after its client was killed", time.Since(killed).Round(time.Millisecond))
 		pc, refusals, _ := ip.attachWhenAllowed(id, "node-b", 400*time.Second)
 		t.Logf("node-b attached %v after node-a's client was killed (%d fencing refusals)", time.Since(killed).Round(time.Millisecond), refusals)
-		b.use(id, blockVC, pc)
-		if !holdsMarker(t, b.target, 0, "before") {
+		b.Use(t, id, blockVC, pc)
+		if !marker.Holds(t, b.Target, marker.Block(0), "before") {
 			t.Error("node-b does not read node-a's data")
 		}
-		w, ok := writeWithin(a.target, 1, "a-after", 10*time.Second)
+		w, ok := writeWithin(a.Target, 1, "a-after", 10*time.Second)
 		t.Logf("node-a's write on its dead client after node-b attached: %v (returned: %v)", w, ok)
-		if holdsMarker(t, ip.image(id), 1, "a-after") {
+		if marker.Holds(t, ip.image(id), marker.Block(1), "a-after") {
 			t.Error("node-a's write reached the image")
 		}
 		b.detach(id)
 	})
 	t.Run("cut-off", func(t *testing.T) {
-		ip := newImagePool(t, "node-a", "node-b")
-		a, b := ip.nodes["node-a"], ip.nodes["node-b"]
-		id := ip.create("cut", blockVC, 64<<20, nil).GetVolumeId()
-		a.attach(id, blockVC)
-		if w := writeMarker(a.target, 0, "before"); !w.ok() {
-			t.Fatalf("node-a's write: %v", w)
-		}
+		ip, a, b, id := writingOnNodeA(t, "cut")
 		ip.c.CutOff(t, "node-a")
 		cut := time.Now()
-		during := make(chan blockWrite, 1)
-		go func() { during <- writeMarker(a.target, 1, "a-during-cut") }()
+		during := marker.WriteAsync(a.Target, marker.Block(1), "a-during-cut")
 		ip.unpublish(id, "node-a")
 		t.Logf("force-detach of node-a returned %v after the cut", time.Since(cut).Round(time.Millisecond))
 		pc, refusals, _ := ip.attachWhenAllowed(id, "node-b", 400*time.Second)
 		t.Logf("node-b attached %v after the cut (%d fencing refusals)", time.Since(cut).Round(time.Millisecond), refusals)
-		b.use(id, blockVC, pc)
-		if w := writeMarker(b.target, 100, "b"); !w.ok() {
+		b.Use(t, id, blockVC, pc)
+		if w := marker.Write(b.Target, marker.Block(100), "b"); !w.OK() {
 			t.Fatalf("node-b's write: %v", w)
 		}
-		after := make(chan blockWrite, 1)
-		go func() { after <- writeMarker(a.target, 2, "a-after-b-attached") }()
+		after := marker.WriteAsync(a.Target, marker.Block(2), "a-after-b-attached")
 		ip.c.Restore(t, "node-a")
 		restored := time.Now()
 		time.Sleep(20 * time.Second)
-		healed, returned := writeWithin(a.target, 3, "a-after-heal", 30*time.Second)
-		for name, ch := range map[string]chan blockWrite{"during the cut": during, "after node-b attached": after} {
+		healed, returned := writeWithin(a.Target, 3, "a-after-heal", 30*time.Second)
+		for name, ch := range map[string]<-chan marker.Result{"during the cut": during, "after node-b attached": after} {
 			select {
 			case w := <-ch:
 				t.Logf("node-a's write %s: %v", name, w)
@@ -98,11 +100,11 @@ func TestImagePoolFenceLong(t *testing.T) {
 		t.Logf("node-a's write 20 s after the link came back: %v (returned: %v)", healed, returned)
 		time.Sleep(5 * time.Second)
 		for blk, text := range map[int64]string{1: "a-during-cut", 2: "a-after-b-attached", 3: "a-after-heal"} {
-			if holdsMarker(t, ip.image(id), blk, text) {
+			if marker.Holds(t, ip.image(id), marker.Block(blk), text) {
 				t.Errorf("node-a's write %q reached the image node-b holds", text)
 			}
 		}
-		if !holdsMarker(t, ip.image(id), 100, "b") || !holdsMarker(t, b.target, 0, "before") {
+		if !marker.Holds(t, ip.image(id), marker.Block(100), "b") || !marker.Holds(t, b.Target, marker.Block(0), "before") {
 			t.Error("the image lacks node-b's write or node-a's data from before the cut")
 		}
 		t.Logf("blocklist after the heal: %s", ip.c.Ceph(t, "osd", "blocklist", "ls"))

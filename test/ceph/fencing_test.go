@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/filevol/filevol/test/errno"
 	"golang.org/x/sys/unix"
 )
 
@@ -43,7 +44,7 @@ func TestBlocklistedClientIsFenced(t *testing.T) {
 	t.Logf("node-b got the lock %v after the blocklist command (%v after it returned)", time.Since(start).Round(time.Millisecond), took.Round(time.Millisecond))
 	_, werr := fa.WriteAt([]byte("after!"), 0)
 	serr := fa.Sync()
-	t.Logf("node-a after the blocklist: write %s, fsync %s", errName(werr), errName(serr))
+	t.Logf("node-a after the blocklist: write %s, fsync %s", errno.Name(werr), errno.Name(serr))
 	if werr == nil && serr == nil {
 		t.Error("node-a's write and fsync after its blocklisting succeeded")
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/filevol/filevol/test/errno"
 	"golang.org/x/sys/unix"
 )
 
@@ -49,7 +50,7 @@ func TestCoherence(t *testing.T) {
 	}
 	writeSync(t, filepath.Join(a, "cached"), "new content")
 	_, err = fc.ReadAt(got, 0)
-	t.Logf("page cache on: node-c reads %q (%s) through its open file after node-a wrote %q", got, errName(err), "new content")
+	t.Logf("page cache on: node-c reads %q (%s) through its open file after node-a wrote %q", got, errno.Name(err), "new content")
 }
 
 // A quota set through node-a (ceph.quota.max_bytes) is enforced for
@@ -77,7 +78,7 @@ func TestQuotaEnforcedOnOtherClient(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	t.Logf("node-b: %s after %d bytes (quota %d), %v after the quota was set (%d tries)", errName(werr), written, quota, time.Since(set).Round(time.Millisecond), tries)
+	t.Logf("node-b: %s after %d bytes (quota %d), %v after the quota was set (%d tries)", errno.Name(werr), written, quota, time.Since(set).Round(time.Millisecond), tries)
 	if !errors.Is(werr, unix.EDQUOT) {
 		t.Fatalf("node-b wrote %d bytes past a quota of %d: %v, want EDQUOT", written, quota, werr)
 	}

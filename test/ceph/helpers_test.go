@@ -99,20 +99,6 @@ func writeSync(t *testing.T, path, content string) {
 	}
 }
 
-// errName is the errno's name (EIO, EAGAIN, ...) or "ok".
-func errName(err error) string {
-	if err == nil {
-		return "ok"
-	}
-	var en unix.Errno
-	if errors.As(err, &en) {
-		if n := unix.ErrnoName(en); n != "" {
-			return n
-		}
-	}
-	return err.Error()
-}
-
 const mib = 1 << 20
 
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }

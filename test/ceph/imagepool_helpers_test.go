@@ -1,24 +1,21 @@
 package ceph_test
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-	"unsafe"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
 	"github.com/filevol/filevol/internal/testutil"
 	"github.com/filevol/filevol/internal/testutil/ceph"
+	"github.com/filevol/filevol/test/kubesim"
 	"github.com/filevol/filevol/test/proc"
 )
 
@@ -39,12 +36,13 @@ type imagePool struct {
 	nodes   map[string]*imgNode
 }
 
-// imgNode is a node: its filevol and its kubelet paths for one volume.
+// imgNode is a node: kubelet there (its name, its filevol's client, its
+// paths for one volume), the node's view of the pool and its filevol.
 type imgNode struct {
-	name, pool, kubelet, staging, target string
-	ip                                   *imagePool
-	p                                    *proc.Proc
-	ns                                   csipb.NodeClient
+	kubesim.Node
+	pool, kubelet string
+	ip            *imagePool
+	p             *proc.Proc
 }
 
 const imgPoolName = "ceph-images"
@@ -94,13 +92,13 @@ func newImagePool(t *testing.T, nodes ...string) *imagePool {
 	ip.ctrl = csipb.NewControllerClient(ip.ctrlP.Conn)
 	t.Logf("controller up in %v", time.Since(start).Round(time.Millisecond))
 	for _, name := range nodes {
-		n := &imgNode{name: name, ip: ip, pool: mounts[name], kubelet: filepath.Join(ip.dir, name)}
-		n.staging, n.target = filepath.Join(n.kubelet, "staging"), filepath.Join(n.kubelet, "target")
+		n := &imgNode{Node: kubesim.Node{Name: name}, ip: ip, pool: mounts[name], kubelet: filepath.Join(ip.dir, name)}
+		n.Staging, n.Target = filepath.Join(n.kubelet, "staging"), filepath.Join(n.kubelet, "target")
 		if err := os.MkdirAll(n.kubelet, 0o750); err != nil {
 			t.Fatal(err)
 		}
 		n.p = ip.start(name, "node", n.pool, n.kubelet)
-		n.ns = csipb.NewNodeClient(n.p.Conn)
+		n.Client = csipb.NewNodeClient(n.p.Conn)
 		ip.nodes[name] = n
 	}
 	return ip
@@ -149,14 +147,8 @@ func (ip *imagePool) loops() []loop.Device {
 var bg = context.Background()
 
 var (
-	blockVC = &csipb.VolumeCapability{
-		AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
-		AccessType: &csipb.VolumeCapability_Block{Block: &csipb.VolumeCapability_BlockVolume{}},
-	}
-	xfsVC = &csipb.VolumeCapability{
-		AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
-		AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{FsType: "xfs"}},
-	}
+	blockVC = kubesim.BlockCapability()
+	xfsVC   = kubesim.FilesystemCapability("xfs")
 )
 
 // create makes a volume of size bytes (from src when not nil) and
@@ -191,50 +183,20 @@ func (ip *imagePool) image(id string) string { return filepath.Join(ip.storage, 
 func (n *imgNode) attach(id string, vc *csipb.VolumeCapability) time.Duration {
 	n.ip.t.Helper()
 	start := time.Now()
-	pc, err := n.ip.publish(id, n.name, vc)
+	pc, err := n.ip.publish(id, n.Name, vc)
 	if err != nil {
-		n.ip.t.Fatalf("ControllerPublishVolume %s to %s: %v", id, n.name, err)
+		n.ip.t.Fatalf("ControllerPublishVolume %s to %s: %v", id, n.Name, err)
 	}
-	n.use(id, vc, pc)
+	n.Use(n.ip.t, id, vc, pc)
 	return time.Since(start)
-}
-
-// use stages and publishes the volume on the node.
-func (n *imgNode) use(id string, vc *csipb.VolumeCapability, pc map[string]string) {
-	n.ip.t.Helper()
-	if _, err := n.ns.NodeStageVolume(bg, &csipb.NodeStageVolumeRequest{VolumeId: id, StagingTargetPath: n.staging,
-		VolumeCapability: vc, PublishContext: pc}); err != nil {
-		n.ip.t.Fatalf("NodeStageVolume %s on %s: %v", id, n.name, err)
-	}
-	if _, err := n.ns.NodePublishVolume(bg, &csipb.NodePublishVolumeRequest{VolumeId: id, StagingTargetPath: n.staging,
-		TargetPath: n.target, VolumeCapability: vc, PublishContext: pc}); err != nil {
-		n.ip.t.Fatalf("NodePublishVolume %s on %s: %v", id, n.name, err)
-	}
 }
 
 // detach unpublishes and unstages the volume on the node and unpublishes
 // it from the node, as kubelet and the attacher do when the pod is gone.
 func (n *imgNode) detach(id string) {
 	n.ip.t.Helper()
-	n.unstage(id)
-	n.ip.unpublish(id, n.name)
-}
-
-// unstage unpublishes and unstages the volume on the node.
-func (n *imgNode) unstage(id string) {
-	n.ip.t.Helper()
-	if _, err := n.ns.NodeUnpublishVolume(bg, &csipb.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: n.target}); err != nil {
-		n.ip.t.Fatalf("NodeUnpublishVolume %s on %s: %v", id, n.name, err)
-	}
-	if _, err := n.ns.NodeUnstageVolume(bg, &csipb.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: n.staging}); err != nil {
-		n.ip.t.Fatalf("NodeUnstageVolume %s on %s: %v", id, n.name, err)
-	}
-}
-
-// fenced reports whether err is the controller's refusal of an attach
-// while another node's device holds the image.
-func fenced(err error) bool {
-	return status.Code(err) == codes.FailedPrecondition && strings.Contains(err.Error(), "still holds the image")
+	n.Release(n.ip.t, id)
+	n.ip.unpublish(id, n.Name)
 }
 
 // attachWhenAllowed asks for node's attachment every 200 ms while the
@@ -248,7 +210,7 @@ func (ip *imagePool) attachWhenAllowed(id, node string, limit time.Duration) (ma
 		if err == nil {
 			return pc, refusals, time.Since(start)
 		}
-		if !fenced(err) {
+		if !kubesim.IsFencingRefusal(err) {
 			ip.t.Fatalf("ControllerPublishVolume to %s: %v; want success or the fencing refusal", node, err)
 		}
 		if time.Since(start) > limit {
@@ -256,56 +218,6 @@ func (ip *imagePool) attachWhenAllowed(id, node string, limit time.Duration) (ma
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-// A pod's writes to a block volume: 4 KiB markers, each a text repeated,
-// written O_DIRECT through the device the pod sees and fsynced, so that
-// the result says what the device did.
-
-func marker(text string) []byte {
-	return bytes.Repeat([]byte(text+"|"), 4096/(len(text)+1)+1)[:4096]
-}
-
-// blockWrite is what one marker write got.
-type blockWrite struct{ write, sync error }
-
-func (w blockWrite) ok() bool { return w.write == nil && w.sync == nil }
-
-func (w blockWrite) String() string {
-	return "pwrite " + errName(w.write) + ", fsync " + errName(w.sync)
-}
-
-// writeMarker writes text's marker at block blk of dev.
-func writeMarker(dev string, blk int64, text string) blockWrite {
-	raw := make([]byte, 2*4096)
-	off := int(4096 - uintptr(unsafe.Pointer(&raw[0]))%4096)
-	buf := raw[off%4096 : off%4096+4096]
-	copy(buf, marker(text))
-	fd, err := unix.Open(dev, unix.O_RDWR|unix.O_DIRECT|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return blockWrite{write: err, sync: err}
-	}
-	defer unix.Close(fd)
-	var w blockWrite
-	_, w.write = unix.Pwrite(fd, buf, blk*4096)
-	w.sync = unix.Fsync(fd)
-	return w
-}
-
-// holdsMarker reports whether block blk of path (an image as the reader
-// sees it, or a device) holds text's marker.
-func holdsMarker(t *testing.T, path string, blk int64, text string) bool {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	got := make([]byte, 4096)
-	if _, err := f.ReadAt(got, blk*4096); err != nil {
-		t.Fatalf("read %s block %d: %v", path, blk, err)
-	}
-	return bytes.Equal(got, marker(text))
 }
 
 // procs are the nodes' filevols.

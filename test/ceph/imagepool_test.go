@@ -18,6 +18,8 @@ import (
 
 	"github.com/filevol/filevol/internal/testutil"
 	"github.com/filevol/filevol/internal/testutil/ceph"
+	"github.com/filevol/filevol/test/kubesim"
+	"github.com/filevol/filevol/test/marker"
 	"github.com/filevol/filevol/test/proc"
 )
 
@@ -42,7 +44,7 @@ func TestImagePoolAttachAndFence(t *testing.T) {
 
 	took := a.attach(id, blockVC)
 	t.Logf("node-a: ControllerPublish + NodeStage + NodePublish of a block volume took %v", took.Round(time.Millisecond))
-	if w := writeMarker(a.target, 0, "before"); !w.ok() || !holdsMarker(t, ip.image(id), 0, "before") {
+	if w := marker.Write(a.Target, marker.Block(0), "before"); !w.OK() || !marker.Holds(t, ip.image(id), marker.Block(0), "before") {
 		t.Fatalf("node-a's first write: %v, or not in the storage", w)
 	}
 	if _, err := ip.publish(id, "node-b", blockVC); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "node-a") {
@@ -52,20 +54,20 @@ func TestImagePoolAttachAndFence(t *testing.T) {
 	// lock, held by the device through node-a's client, refuses node-b.
 	ip.unpublish(id, "node-a")
 	for i := range 3 {
-		if _, err := ip.publish(id, "node-b", blockVC); !fenced(err) {
+		if _, err := ip.publish(id, "node-b", blockVC); !kubesim.IsFencingRefusal(err) {
 			t.Fatalf("ControllerPublishVolume to node-b while node-a's device holds the image (try %d): %v; want the fencing refusal", i, err)
 		}
 	}
-	a.unstage(id)
+	a.Release(t, id)
 	pc, refusals, _ := ip.attachWhenAllowed(id, "node-b", 10*time.Second)
 	if refusals != 0 {
 		t.Errorf("node-b refused %d times after node-a detached", refusals)
 	}
-	b.use(id, blockVC, pc)
-	if !holdsMarker(t, b.target, 0, "before") {
+	b.Use(t, id, blockVC, pc)
+	if !marker.Holds(t, b.Target, marker.Block(0), "before") {
 		t.Fatal("node-b does not read node-a's data")
 	}
-	if w := writeMarker(b.target, 1, "b-first"); !w.ok() || !holdsMarker(t, ip.image(id), 1, "b-first") {
+	if w := marker.Write(b.Target, marker.Block(1), "b-first"); !w.OK() || !marker.Holds(t, ip.image(id), marker.Block(1), "b-first") {
 		t.Fatalf("node-b's write: %v, or not in the storage", w)
 	}
 
@@ -75,26 +77,26 @@ func TestImagePoolAttachAndFence(t *testing.T) {
 	// files that client held wait (TestImagePoolFenceLong: about 60 s).
 	ip.c.KillClient(t, "node-b")
 	killed := time.Now()
-	dead := writeMarker(b.target, 2, "b-dead")
+	dead := marker.Write(b.Target, marker.Block(2), "b-dead")
 	ip.c.Evict(t, "node-b")
 	ip.unpublish(id, "node-b")
 	pc, refusals, _ = ip.attachWhenAllowed(id, "node-a", 30*time.Second)
 	t.Logf("node-b's client killed and evicted: node-a attached %v after the kill (%d refusals); node-b's write on its dead client: %v",
 		time.Since(killed).Round(time.Millisecond), refusals, dead)
-	a.use(id, blockVC, pc)
-	after := writeMarker(b.target, 3, "b-after")
-	if after.ok() {
+	a.Use(t, id, blockVC, pc)
+	after := marker.Write(b.Target, marker.Block(3), "b-after")
+	if after.OK() {
 		t.Errorf("node-b's write after node-a attached succeeded")
 	}
 	for blk, text := range map[int64]string{2: "b-dead", 3: "b-after"} {
-		if holdsMarker(t, ip.image(id), blk, text) {
+		if marker.Holds(t, ip.image(id), marker.Block(blk), text) {
 			t.Errorf("node-b's write %q reached the image", text)
 		}
 	}
-	if !holdsMarker(t, a.target, 0, "before") || !holdsMarker(t, a.target, 1, "b-first") {
+	if !marker.Holds(t, a.Target, marker.Block(0), "before") || !marker.Holds(t, a.Target, marker.Block(1), "b-first") {
 		t.Error("node-a does not read what was written before node-b died")
 	}
-	if w := writeMarker(a.target, 4, "a-again"); !w.ok() || !holdsMarker(t, ip.image(id), 4, "a-again") {
+	if w := marker.Write(a.Target, marker.Block(4), "a-again"); !w.OK() || !marker.Holds(t, ip.image(id), marker.Block(4), "a-again") {
 		t.Errorf("node-a's write: %v, or not in the storage", w)
 	}
 	a.detach(id)
@@ -102,7 +104,7 @@ func TestImagePoolAttachAndFence(t *testing.T) {
 	// dead pod left, which drops node-b's record of it, and the volume can
 	// go.
 	ip.c.RestartClient(t, "node-b")
-	b.unstage(id)
+	b.Release(t, id)
 	if _, err := ip.ctrl.DeleteVolume(bg, &csipb.DeleteVolumeRequest{VolumeId: id}); err != nil {
 		t.Errorf("DeleteVolume: %v", err)
 	}
@@ -123,7 +125,7 @@ func TestImagePoolSnapshotsCloneExpand(t *testing.T) {
 	took := a.attach(id, xfsVC)
 	t.Logf("node-a: ControllerPublish + NodeStage (mkfs.xfs of 320 MiB) + NodePublish took %v", took.Round(time.Millisecond))
 	data := bytes.Repeat([]byte("written on node-a "), 60000)
-	if err := os.WriteFile(filepath.Join(a.target, "file"), data, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(a.Target, "file"), data, 0o600); err != nil {
 		t.Fatal(err)
 	}
 
@@ -165,7 +167,7 @@ func TestImagePoolSnapshotsCloneExpand(t *testing.T) {
 
 	for _, v := range []string{restored, clone} {
 		b.attach(v, xfsVC)
-		if got, err := os.ReadFile(filepath.Join(b.target, "file")); err != nil || !bytes.Equal(got, data) {
+		if got, err := os.ReadFile(filepath.Join(b.Target, "file")); err != nil || !bytes.Equal(got, data) {
 			t.Errorf("volume %s: file %d bytes, %v; want %d", v, len(got), err, len(data))
 		}
 		b.detach(v)
@@ -176,12 +178,12 @@ func TestImagePoolSnapshotsCloneExpand(t *testing.T) {
 		CapacityRange: &csipb.CapacityRange{RequiredBytes: 2 * size}, VolumeCapability: xfsVC}); err != nil {
 		t.Fatalf("ControllerExpandVolume: %v", err)
 	}
-	if _, err := a.ns.NodeExpandVolume(bg, &csipb.NodeExpandVolumeRequest{VolumeId: id, VolumePath: a.target, StagingTargetPath: a.staging,
+	if _, err := a.Client.NodeExpandVolume(bg, &csipb.NodeExpandVolumeRequest{VolumeId: id, VolumePath: a.Target, StagingTargetPath: a.Staging,
 		CapacityRange: &csipb.CapacityRange{RequiredBytes: 2 * size}, VolumeCapability: xfsVC}); err != nil {
 		t.Fatalf("NodeExpandVolume: %v", err)
 	}
 	var st unix.Statfs_t
-	if err := unix.Statfs(a.target, &st); err != nil {
+	if err := unix.Statfs(a.Target, &st); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("expanded online to 640 MiB in %v: the filesystem has %d MiB", time.Since(start).Round(time.Millisecond), st.Blocks*uint64(st.Bsize)>>20)

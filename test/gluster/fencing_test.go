@@ -12,6 +12,8 @@ import (
 
 	"github.com/filevol/filevol/internal/testutil"
 	"github.com/filevol/filevol/internal/testutil/gluster"
+	"github.com/filevol/filevol/test/errno"
+	"github.com/filevol/filevol/test/marker"
 )
 
 // TestLockLivesWithTheLoopDevice: the fencing mechanism itself. Node A opens the
@@ -44,20 +46,20 @@ func TestLockLivesWithTheLoopDevice(t *testing.T) {
 			defer fb.Close()
 			for i := range 5 {
 				if err := ofd(fb, unix.F_WRLCK); !errors.Is(err, unix.EAGAIN) {
-					t.Fatalf("B's lock %d while A's loop device holds the image: %v, want EAGAIN", i, errName(err))
+					t.Fatalf("B's lock %d while A's loop device holds the image: %v, want EAGAIN", i, errno.Name(err))
 				}
-				if w := writeDev(t, d.Path, int64(i)*mib, "A"); !w.OK() {
+				if w := marker.Write(d.Path, int64(i)*mib, "A"); !w.OK() {
 					t.Fatalf("A's write through its loop device: %v", w)
 				}
 				time.Sleep(400 * time.Millisecond)
 			}
-			if !holds(t, filepath.Join(brick, "img"), 0, "A") {
+			if !marker.Holds(t, filepath.Join(brick, "img"), 0, "A") {
 				t.Errorf("A's write did not reach the image")
 			}
 			detach(t, d)
 			took, err := waitLock(fb, 5*time.Second)
 			if err != nil {
-				t.Fatalf("B's lock after A's loop device was detached: %v after %v", errName(err), took)
+				t.Fatalf("B's lock after A's loop device was detached: %v after %v", errno.Name(err), took)
 			}
 			t.Logf("B got the lock %v after the detach", took.Round(10*time.Microsecond))
 		})
@@ -81,7 +83,7 @@ func TestClientDies(t *testing.T) {
 			img := filepath.Join(g.BrickDir(), "img")
 			newImage(t, filepath.Join(a, "img"), 16*mib)
 			d := attachLocked(t, filepath.Join(a, "img"), dio)
-			if w := writeDev(t, d.Path, 0, "A-before"); !w.OK() || !holds(t, img, 0, "A-before") {
+			if w := marker.Write(d.Path, 0, "A-before"); !w.OK() || !marker.Holds(t, img, 0, "A-before") {
 				t.Fatalf("A's first write: %v", w)
 			}
 			fb, err := os.OpenFile(filepath.Join(b, "img"), os.O_RDWR, 0)
@@ -90,24 +92,24 @@ func TestClientDies(t *testing.T) {
 			}
 			defer fb.Close()
 			if err := ofd(fb, unix.F_WRLCK); !errors.Is(err, unix.EAGAIN) {
-				t.Fatalf("B before A dies: %v, want EAGAIN", errName(err))
+				t.Fatalf("B before A dies: %v, want EAGAIN", errno.Name(err))
 			}
 
 			g.KillClient(t, "node-a")
 			took, err := waitLock(fb, 60*time.Second)
 			if err != nil {
-				t.Fatalf("B's lock after A's client died: %v after %v", errName(err), took)
+				t.Fatalf("B's lock after A's client died: %v after %v", errno.Name(err), took)
 			}
 			t.Logf("B got the lock %v after A's client was killed", took.Round(10*time.Microsecond))
 			if took > 2*time.Second {
 				t.Errorf("B waited %v: the server no longer drops a dead client's locks at once", took)
 			}
-			w := writeDev(t, d.Path, mib, "A-after-death")
+			w := marker.Write(d.Path, mib, "A-after-death")
 			t.Logf("A's loop device write after its client died: %v", w)
 			if w.OK() {
 				t.Errorf("A's write after its client died succeeded")
 			}
-			if holds(t, img, mib, "A-after-death") {
+			if marker.Holds(t, img, mib, "A-after-death") {
 				t.Errorf("A's write after its client died reached the image")
 			}
 		})
@@ -133,9 +135,9 @@ type cutOffCase struct {
 // cutOffResult is what one run saw.
 type cutOffResult struct {
 	released        time.Duration // from the cut to B's granted lock
-	during, afterB  devWrite      // A's writes: right after the cut; after B got the lock
-	restore1        devWrite      // A's first write after the link came back and A's client reconnected
-	restore2        devWrite      // and a second one 3 s later
+	during, afterB  marker.Result // A's writes: right after the cut; after B got the lock
+	restore1        marker.Result // A's first write after the link came back and A's client reconnected
+	restore2        marker.Result // and a second one 3 s later
 	reconnected     time.Duration // from Restore until A's mount answered again
 	reached         []string      // A's markers found in the image (on the brick)
 	bStillOwns      bool          // B's lock still refused A's new open file after the restore
@@ -158,7 +160,7 @@ func runCutOff(t *testing.T, tc cutOffCase) cutOffResult {
 	if got := sysDIO(t, d); (got == "1") != tc.dio {
 		t.Fatalf("dio = %s", got)
 	}
-	if w := writeDev(t, d.Path, 0, "A0-before"); !w.OK() || !holds(t, img, 0, "A0-before") {
+	if w := marker.Write(d.Path, 0, "A0-before"); !w.OK() || !marker.Holds(t, img, 0, "A0-before") {
 		t.Fatalf("A's first write: %v", w)
 	}
 	fb, err := os.OpenFile(filepath.Join(b, "img"), os.O_RDWR, 0)
@@ -167,32 +169,32 @@ func runCutOff(t *testing.T, tc cutOffCase) cutOffResult {
 	}
 	defer fb.Close()
 	if err := ofd(fb, unix.F_WRLCK); !errors.Is(err, unix.EAGAIN) {
-		t.Fatalf("B before the cut: %v, want EAGAIN", errName(err))
+		t.Fatalf("B before the cut: %v, want EAGAIN", errno.Name(err))
 	}
 
 	g.CutOff(t, "node-a")
 	cut := time.Now()
-	during := writeDevAsync(t, d.Path, 1*mib, "A1-during-cut")
+	during := marker.WriteAsync(d.Path, 1*mib, "A1-during-cut")
 	took, err := waitLock(fb, tc.maxRelease)
 	if err != nil {
-		t.Fatalf("B's lock while A is cut off: %v after %v", errName(err), took)
+		t.Fatalf("B's lock while A is cut off: %v after %v", errno.Name(err), took)
 	}
 	r.released = time.Since(cut)
 	t.Logf("B got the lock %v after the cut", r.released.Round(time.Millisecond))
-	afterB := writeDevAsync(t, d.Path, 2*mib, "A2-after-B-locked")
-	if _, err := fb.WriteAt(marker("B-owner"), 3*mib); err != nil {
+	afterB := marker.WriteAsync(d.Path, 2*mib, "A2-after-B-locked")
+	if _, err := fb.WriteAt(marker.Of("B-owner"), 3*mib); err != nil {
 		t.Fatalf("B's write: %v", err)
 	}
 	if err := fb.Sync(); err != nil {
 		t.Fatalf("B's fsync: %v", err)
 	}
-	wait := func(ch <-chan devWrite, what string) devWrite {
+	wait := func(ch <-chan marker.Result, what string) marker.Result {
 		select {
 		case w := <-ch:
 			return w
 		case <-time.After(5 * time.Minute):
 			t.Fatalf("A's %s write still blocked after 5 min", what)
-			return devWrite{}
+			return marker.Result{}
 		}
 	}
 	if tc.restoreEarly {
@@ -222,21 +224,21 @@ func runCutOff(t *testing.T, tc cutOffCase) cutOffResult {
 	// Let the client's reconnect (fd reopen) finish: it follows the
 	// handshake asynchronously.
 	time.Sleep(2 * time.Second)
-	r.restore1 = writeDev(t, d.Path, 4*mib, "A3-after-restore")
+	r.restore1 = marker.Write(d.Path, 4*mib, "A3-after-restore")
 	t.Logf("A's first write after the restore: %v", r.restore1)
 	time.Sleep(3 * time.Second)
-	r.restore2 = writeDev(t, d.Path, 5*mib, "A4-later")
+	r.restore2 = marker.Write(d.Path, 5*mib, "A4-later")
 	t.Logf("A's second write after the restore: %v", r.restore2)
 
 	for _, m := range []struct {
 		off  int64
 		text string
 	}{{1 * mib, "A1-during-cut"}, {2 * mib, "A2-after-B-locked"}, {4 * mib, "A3-after-restore"}, {5 * mib, "A4-later"}} {
-		if holds(t, img, m.off, m.text) {
+		if marker.Holds(t, img, m.off, m.text) {
 			r.reached = append(r.reached, m.text)
 		}
 	}
-	r.bWriteReachedOK = holds(t, img, 3*mib, "B-owner")
+	r.bWriteReachedOK = marker.Holds(t, img, 3*mib, "B-owner")
 	t.Logf("A's writes in the image: %v; B's write there: %v", r.reached, r.bWriteReachedOK)
 
 	// Locks after the restore: B's still refuses A (a new open file on A);
@@ -266,7 +268,7 @@ func runCutOff(t *testing.T, tc cutOffCase) cutOffResult {
 	}
 	for _, w := range []struct {
 		name string
-		w    devWrite
+		w    marker.Result
 	}{{"during the cut", r.during}, {"after B got the lock", r.afterB}} {
 		if w.w.OK() || w.w.Write != nil || !errors.Is(w.w.Sync, unix.EIO) {
 			t.Errorf("A's write %s: %v; seen before: pwrite ok (write-behind), fsync EIO", w.name, w.w)
@@ -391,7 +393,7 @@ func TestClientCutOffBriefly(t *testing.T) {
 			img := filepath.Join(g.BrickDir(), "img")
 			newImage(t, filepath.Join(a, "img"), 16*mib)
 			d := attachLocked(t, filepath.Join(a, "img"), true)
-			if w := writeDev(t, d.Path, 0, "A0-before"); !w.OK() {
+			if w := marker.Write(d.Path, 0, "A0-before"); !w.OK() {
 				t.Fatalf("A's first write: %v", w)
 			}
 			fb, err := os.OpenFile(filepath.Join(b, "img"), os.O_RDWR, 0)
@@ -401,16 +403,16 @@ func TestClientCutOffBriefly(t *testing.T) {
 			defer fb.Close()
 			g.CutOff(t, "node-a")
 			cut := time.Now()
-			during := writeDevAsync(t, d.Path, 1*mib, "A1-during-cut")
+			during := marker.WriteAsync(d.Path, 1*mib, "A1-during-cut")
 			time.Sleep(7 * time.Second)
 			if err := ofd(fb, unix.F_WRLCK); !errors.Is(err, unix.EAGAIN) {
-				t.Fatalf("B's lock 7 s into the cut: %s, want EAGAIN (the server still holds A's)", errName(err))
+				t.Fatalf("B's lock 7 s into the cut: %s, want EAGAIN (the server still holds A's)", errno.Name(err))
 			}
 			g.Restore(t, "node-a")
 			w := <-during
 			t.Logf("A's write during the cut: %v (returned %v after the cut)", w, time.Since(cut).Round(time.Millisecond))
-			if w.OK() || holds(t, img, 1*mib, "A1-during-cut") {
-				t.Errorf("A's write during the cut: %v, reached the image: %v; want EIO, not reached", w, holds(t, img, 1*mib, "A1-during-cut"))
+			if w.OK() || marker.Holds(t, img, 1*mib, "A1-during-cut") {
+				t.Errorf("A's write during the cut: %v, reached the image: %v; want EIO, not reached", w, marker.Holds(t, img, 1*mib, "A1-during-cut"))
 			}
 			restored := time.Now()
 			for time.Since(restored) < 30*time.Second {
@@ -422,12 +424,12 @@ func TestClientCutOffBriefly(t *testing.T) {
 			t.Logf("A's mount answered %v after the restore", time.Since(restored).Round(time.Millisecond))
 			took, err := waitLock(fb, 30*time.Second)
 			if err != nil {
-				t.Fatalf("B's lock after the restore: %s after %v", errName(err), took)
+				t.Fatalf("B's lock after the restore: %s after %v", errno.Name(err), took)
 			}
 			t.Logf("B got the lock %v after the restore, A's loop device still attached", time.Since(restored).Round(time.Millisecond))
 			time.Sleep(2 * time.Second) // the client's fd reopen follows its handshake
-			w = writeDev(t, d.Path, 2*mib, "A2-after-B-locked")
-			reached := holds(t, img, 2*mib, "A2-after-B-locked")
+			w = marker.Write(d.Path, 2*mib, "A2-after-B-locked")
+			reached := marker.Holds(t, img, 2*mib, "A2-after-B-locked")
 			t.Logf("A's write after B got the lock: %v; reached the image: %v", w, reached)
 			if strict && (w.OK() || reached) {
 				t.Errorf("strict-locks on: A's write after B got the lock: %v, reached: %v; want EIO, not reached", w, reached)
@@ -460,7 +462,7 @@ func TestBrickRestart(t *testing.T) {
 			img := filepath.Join(g.BrickDir(), "img")
 			newImage(t, filepath.Join(a, "img"), 16*mib)
 			d := attachLocked(t, filepath.Join(a, "img"), true)
-			if w := writeDev(t, d.Path, 0, "A0-before"); !w.OK() {
+			if w := marker.Write(d.Path, 0, "A0-before"); !w.OK() {
 				t.Fatalf("A's first write: %v", w)
 			}
 			fb, err := os.OpenFile(filepath.Join(b, "img"), os.O_RDWR, 0)
@@ -469,7 +471,7 @@ func TestBrickRestart(t *testing.T) {
 			}
 			defer fb.Close()
 			if err := ofd(fb, unix.F_WRLCK); !errors.Is(err, unix.EAGAIN) {
-				t.Fatalf("B before the restart: %s, want EAGAIN", errName(err))
+				t.Fatalf("B before the restart: %s, want EAGAIN", errno.Name(err))
 			}
 			start := time.Now()
 			g.RestartBrick(t)
@@ -487,7 +489,7 @@ func TestBrickRestart(t *testing.T) {
 					}
 					f.Close()
 				}
-				if n := errName(err); len(seen) == 0 || seen[len(seen)-1] != n {
+				if n := errno.Name(err); len(seen) == 0 || seen[len(seen)-1] != n {
 					seen = append(seen, n)
 				}
 				if time.Since(start) > 60*time.Second {
@@ -504,8 +506,8 @@ func TestBrickRestart(t *testing.T) {
 				time.Sleep(100 * time.Millisecond)
 			}
 			time.Sleep(2 * time.Second)
-			w := writeDev(t, d.Path, 2*mib, "A2-after-B-locked")
-			reached := holds(t, img, 2*mib, "A2-after-B-locked")
+			w := marker.Write(d.Path, 2*mib, "A2-after-B-locked")
+			reached := marker.Holds(t, img, 2*mib, "A2-after-B-locked")
 			t.Logf("A's write after B got the lock: %v; reached the image: %v", w, reached)
 			if strict && (w.OK() || reached) {
 				t.Errorf("strict-locks on: A's write after B got the lock: %v, reached: %v; want EIO, not reached", w, reached)

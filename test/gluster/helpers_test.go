@@ -12,12 +12,10 @@
 package gluster_test
 
 import (
-	"bytes"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -145,82 +143,4 @@ func alignedBuf(t testing.TB, n int) []byte {
 	}
 	t.Cleanup(func() { _ = unix.Munmap(b) })
 	return b
-}
-
-// marker is the 4 KiB block a test writes at one offset: its text repeated.
-func marker(text string) []byte {
-	return bytes.Repeat([]byte(text+"|"), 4096/(len(text)+1)+1)[:4096]
-}
-
-// devWrite is what one write of a 4 KiB marker through a block device got.
-type devWrite struct {
-	Write, Sync error         // pwrite (O_DIRECT) and fsync of the device
-	Took        time.Duration // both together
-}
-
-func (w devWrite) String() string {
-	return fmt.Sprintf("pwrite: %s, fsync: %s, in %v", errName(w.Write), errName(w.Sync), w.Took.Round(time.Millisecond))
-}
-
-// OK reports whether both the write and the flush succeeded.
-func (w devWrite) OK() bool { return w.Write == nil && w.Sync == nil }
-
-// writeDev writes a 4 KiB marker at off through dev (opened O_DIRECT, so
-// nothing waits in this host's page cache for the block device) and
-// fsyncs the device, which makes the loop device flush its backing file.
-func writeDev(t testing.TB, dev string, off int64, text string) devWrite {
-	buf := alignedBuf(t, 4096)
-	copy(buf, marker(text))
-	start := time.Now()
-	var w devWrite
-	fd, err := unix.Open(dev, unix.O_RDWR|unix.O_DIRECT|unix.O_CLOEXEC, 0)
-	if err != nil {
-		w.Write = err
-		return w
-	}
-	defer unix.Close(fd)
-	if _, err := unix.Pwrite(fd, buf, off); err != nil {
-		w.Write = err
-	}
-	w.Sync = unix.Fsync(fd)
-	w.Took = time.Since(start)
-	return w
-}
-
-// writeDevAsync runs writeDev in a goroutine; the result arrives on the
-// channel.
-func writeDevAsync(t testing.TB, dev string, off int64, text string) <-chan devWrite {
-	ch := make(chan devWrite, 1)
-	go func() { ch <- writeDev(t, dev, off, text) }()
-	return ch
-}
-
-// holds reports whether the 4 KiB at off of path is text's marker.
-func holds(t *testing.T, path string, off int64, text string) bool {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	got := make([]byte, 4096)
-	if _, err := f.ReadAt(got, off); err != nil {
-		t.Fatalf("read %s at %d: %v", path, off, err)
-	}
-	return bytes.Equal(got, marker(text))
-}
-
-// errName is the errno's name (EIO, EAGAIN, ...) or "ok".
-func errName(err error) string {
-	if err == nil {
-		return "ok"
-	}
-	var en unix.Errno
-	if errors.As(err, &en) {
-		if n := unix.ErrnoName(en); n != "" {
-			return n
-		}
-		return "errno " + strconv.Itoa(int(en))
-	}
-	return err.Error()
 }

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/filevol/filevol/internal/testutil/gluster"
+	"github.com/filevol/filevol/test/errno"
 )
 
 // TestFileWrittenThroughAIsReadThroughB: what node B reads of a file node
@@ -211,10 +212,10 @@ func TestOFDLockIsRefusedThroughTheOtherMount(t *testing.T) {
 		t.Fatalf("A: %v", err)
 	}
 	if err := ofd(fb, unix.F_WRLCK); !errors.Is(err, unix.EAGAIN) {
-		t.Fatalf("B while A holds the lock: %v, want EAGAIN", errName(err))
+		t.Fatalf("B while A holds the lock: %v, want EAGAIN", errno.Name(err))
 	}
 	if err := unix.FcntlFlock(fb.Fd(), unix.F_OFD_SETLK, &unix.Flock_t{Type: unix.F_RDLCK}); !errors.Is(err, unix.EAGAIN) {
-		t.Errorf("B read lock while A holds a write lock: %v, want EAGAIN", errName(err))
+		t.Errorf("B read lock while A holds a write lock: %v, want EAGAIN", errno.Name(err))
 	}
 	lk := unix.Flock_t{Type: unix.F_WRLCK}
 	if err := unix.FcntlFlock(fb.Fd(), unix.F_OFD_GETLK, &lk); err != nil || lk.Type != unix.F_WRLCK {
@@ -229,23 +230,23 @@ func TestOFDLockIsRefusedThroughTheOtherMount(t *testing.T) {
 	}
 	other.Close()
 	if err := ofd(fb, unix.F_WRLCK); !errors.Is(err, unix.EAGAIN) {
-		t.Fatalf("B after A closed another fd of the file: %v, want EAGAIN", errName(err))
+		t.Fatalf("B after A closed another fd of the file: %v, want EAGAIN", errno.Name(err))
 	}
 	// Unlock, then the lock moves to B; B's lock refuses A in turn.
 	if err := ofd(fa, unix.F_UNLCK); err != nil {
 		t.Fatal(err)
 	}
 	if err := ofd(fb, unix.F_WRLCK); err != nil {
-		t.Fatalf("B after A unlocked: %v", errName(err))
+		t.Fatalf("B after A unlocked: %v", errno.Name(err))
 	}
 	if err := ofd(fa, unix.F_WRLCK); !errors.Is(err, unix.EAGAIN) {
-		t.Fatalf("A while B holds the lock: %v, want EAGAIN", errName(err))
+		t.Fatalf("A while B holds the lock: %v, want EAGAIN", errno.Name(err))
 	}
 	// Closing the file releases its lock.
 	fb.Close()
 	took, err := waitLock(fa, 5*time.Second)
 	if err != nil {
-		t.Fatalf("A after B closed: %v", errName(err))
+		t.Fatalf("A after B closed: %v", errno.Name(err))
 	}
 	t.Logf("A got the lock %v after B closed its file", took.Round(10*time.Microsecond))
 }

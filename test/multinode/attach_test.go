@@ -36,25 +36,25 @@ func TestAttachDetachAcrossNodes(t *testing.T) {
 					}
 					_, err := c.publish(id, other, ext4Cap)
 					wantCode(t, "ControllerPublishVolume to "+other+" while "+name+" has it", err, codes.FailedPrecondition, "attached to node "+name)
-					err = c.nodes[other].stage(id, ext4Cap, pc)
+					err = c.nodes[other].Stage(id, ext4Cap, pc)
 					wantCode(t, "NodeStageVolume on "+other+" with "+name+"'s publish_context", err, codes.FailedPrecondition, "for node "+name)
 				}
 				got, err := c.ctrl.ControllerGetVolume(ctx, &csipb.ControllerGetVolumeRequest{VolumeId: id})
 				if err != nil || !slices.Equal(got.GetStatus().GetPublishedNodeIds(), []string{name}) {
 					t.Fatalf("ControllerGetVolume: published on %v (%v), want [%s]", got.GetStatus().GetPublishedNodeIds(), err, name)
 				}
-				n.use(id, ext4Cap, pc)
+				n.Use(t, id, ext4Cap, pc)
 				for j, data := range written {
-					if read, err := os.ReadFile(filepath.Join(n.target, "data"+string(rune('0'+j)))); err != nil || !bytes.Equal(read, data) {
+					if read, err := os.ReadFile(filepath.Join(n.Target, "data"+string(rune('0'+j)))); err != nil || !bytes.Equal(read, data) {
 						t.Fatalf("on %s, file %d written on %s: %d bytes, %v; want %d", name, j, order[j], len(read), err, len(data))
 					}
 				}
 				data := bytes.Repeat([]byte(name+" was here "), 1000*(i+1))
-				if err := os.WriteFile(filepath.Join(n.target, "data"+string(rune('0'+i))), data, 0o600); err != nil {
+				if err := os.WriteFile(filepath.Join(n.Target, "data"+string(rune('0'+i))), data, 0o600); err != nil {
 					t.Fatal(err)
 				}
 				written = append(written, data)
-				n.release(id)
+				n.Release(t, id)
 				c.unpublish(id, name)
 				c.unpublish(id, name) // idempotent
 			}

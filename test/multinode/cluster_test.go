@@ -23,7 +23,6 @@ package multinode
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,6 +38,7 @@ import (
 	"github.com/filevol/filevol/internal/hostos/mount"
 	"github.com/filevol/filevol/internal/testutil"
 	"github.com/filevol/filevol/internal/testutil/gluster"
+	"github.com/filevol/filevol/test/kubesim"
 	"github.com/filevol/filevol/test/proc"
 )
 
@@ -85,13 +85,14 @@ type cluster struct {
 	unsafe []string
 }
 
-// node is one filevol node process and its kubelet paths for one volume.
+// node is one node: kubelet there (its name, its filevol's client, its
+// paths for one volume), the node's view of the pool and its filevol
+// process.
 type node struct {
-	name, pool, kubelet string
-	c                   *cluster
-	p                   *proc.Proc
-	ns                  csipb.NodeClient
-	staging, target     string
+	kubesim.Node
+	pool, kubelet string
+	c             *cluster
+	p             *proc.Proc
 }
 
 // newCluster starts a controller and the named nodes on a new shared pool
@@ -161,11 +162,11 @@ func (c *cluster) startAs(name, nodeID, mode, pool, kubelet string) *proc.Proc {
 
 func (c *cluster) addNode(name string) *node {
 	c.t.Helper()
-	n := &node{name: name, c: c, pool: c.poolFor(name), kubelet: filepath.Join(c.dir, name)}
+	n := &node{Node: kubesim.Node{Name: name}, c: c, pool: c.poolFor(name), kubelet: filepath.Join(c.dir, name)}
 	if err := os.MkdirAll(n.kubelet, 0o750); err != nil {
 		c.t.Fatal(err)
 	}
-	n.staging, n.target = filepath.Join(n.kubelet, "staging"), filepath.Join(n.kubelet, "target")
+	n.Staging, n.Target = filepath.Join(n.kubelet, "staging"), filepath.Join(n.kubelet, "target")
 	n.restart()
 	c.nodes[name] = n
 	return n
@@ -173,8 +174,8 @@ func (c *cluster) addNode(name string) *node {
 
 // restart starts the node's filevol (again).
 func (n *node) restart() {
-	n.p = n.c.start(n.name, "node", n.pool, n.kubelet)
-	n.ns = csipb.NewNodeClient(n.p.Conn)
+	n.p = n.c.start(n.Name, "node", n.pool, n.kubelet)
+	n.Client = csipb.NewNodeClient(n.p.Conn)
 }
 
 // kill SIGKILLs the node's filevol: the kernel keeps its loop devices and
@@ -202,14 +203,8 @@ func (c *cluster) cleanKernel() {
 var ctx = context.Background()
 
 var (
-	blockCap = &csipb.VolumeCapability{
-		AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
-		AccessType: &csipb.VolumeCapability_Block{Block: &csipb.VolumeCapability_BlockVolume{}},
-	}
-	ext4Cap = &csipb.VolumeCapability{
-		AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
-		AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{FsType: "ext4"}},
-	}
+	blockCap = kubesim.BlockCapability()
+	ext4Cap  = kubesim.FilesystemCapability("ext4")
 )
 
 // create makes a 64 MiB volume for capability vc and returns its ID.
@@ -247,36 +242,6 @@ func (c *cluster) unpublish(id, nodeID string) {
 // image is the volume's image as the storage holds it.
 func (c *cluster) image(id string) string { return filepath.Join(c.storage, "volumes", id+".img") }
 
-func (n *node) stage(id string, vc *csipb.VolumeCapability, pc map[string]string) error {
-	_, err := n.ns.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{VolumeId: id, StagingTargetPath: n.staging,
-		VolumeCapability: vc, PublishContext: pc})
-	return err
-}
-
-// use stages and publishes the volume, as kubelet does for a pod.
-func (n *node) use(id string, vc *csipb.VolumeCapability, pc map[string]string) {
-	n.c.t.Helper()
-	if err := n.stage(id, vc, pc); err != nil {
-		n.c.t.Fatalf("NodeStageVolume %s on %s: %v", id, n.name, err)
-	}
-	if _, err := n.ns.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{VolumeId: id, StagingTargetPath: n.staging,
-		TargetPath: n.target, VolumeCapability: vc, PublishContext: pc}); err != nil {
-		n.c.t.Fatalf("NodePublishVolume %s on %s: %v", id, n.name, err)
-	}
-}
-
-// release unpublishes and unstages the volume, as kubelet does when the
-// pod is gone.
-func (n *node) release(id string) {
-	n.c.t.Helper()
-	if _, err := n.ns.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: n.target}); err != nil {
-		n.c.t.Fatalf("NodeUnpublishVolume %s on %s: %v", id, n.name, err)
-	}
-	if _, err := n.ns.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: n.staging}); err != nil {
-		n.c.t.Fatalf("NodeUnstageVolume %s on %s: %v", id, n.name, err)
-	}
-}
-
 // wantCode fails unless err has code and a message holding every part.
 func wantCode(t *testing.T, what string, err error, code codes.Code, parts ...string) {
 	t.Helper()
@@ -288,24 +253,6 @@ func wantCode(t *testing.T, what string, err error, code codes.Code, parts ...st
 			t.Fatalf("%s = %v, want a message naming %q", what, err, p)
 		}
 	}
-}
-
-// isFenced reports whether err is the controller's refusal of an attach
-// while another node's device still holds the image.
-func isFenced(err error) bool {
-	return status.Code(err) == codes.FailedPrecondition && strings.Contains(err.Error(), "still holds the image")
-}
-
-// errno is the errno's name, "ok" for nil.
-func errno(err error) string {
-	var e unix.Errno
-	switch {
-	case err == nil:
-		return "ok"
-	case errors.As(err, &e):
-		return unix.ErrnoName(e)
-	}
-	return err.Error()
 }
 
 // checkKernel: no mount under the scratch directory, no loop device on an

@@ -33,21 +33,21 @@ func TestDeadClientDevicesDetachedAfterRestart(t *testing.T) {
 	stage := func(n *node, name string, publish bool) (string, loop.Device) {
 		t.Helper()
 		id := c.create(name, ext4Cap)
-		pc := c.mustPublish(id, n.name, ext4Cap)
+		pc := c.mustPublish(id, n.Name, ext4Cap)
 		staging := filepath.Join(n.kubelet, "staging-"+name)
-		if _, err := n.ns.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{VolumeId: id, StagingTargetPath: staging,
+		if _, err := n.Client.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{VolumeId: id, StagingTargetPath: staging,
 			VolumeCapability: ext4Cap, PublishContext: pc}); err != nil {
-			t.Fatalf("NodeStageVolume %s on %s: %v", name, n.name, err)
+			t.Fatalf("NodeStageVolume %s on %s: %v", name, n.Name, err)
 		}
 		if publish {
-			if _, err := n.ns.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{VolumeId: id, StagingTargetPath: staging,
+			if _, err := n.Client.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{VolumeId: id, StagingTargetPath: staging,
 				TargetPath: filepath.Join(n.kubelet, "target-"+name), VolumeCapability: ext4Cap, PublishContext: pc}); err != nil {
-				t.Fatalf("NodePublishVolume %s on %s: %v", name, n.name, err)
+				t.Fatalf("NodePublishVolume %s on %s: %v", name, n.Name, err)
 			}
 		}
 		devs, err := loop.Find(filepath.Join(n.pool, "volumes", id+".img"))
 		if err != nil || len(devs) != 1 {
-			t.Fatalf("%s's devices on %s: %v %v", n.name, name, devs, err)
+			t.Fatalf("%s's devices on %s: %v %v", n.Name, name, devs, err)
 		}
 		return id, devs[0]
 	}
@@ -56,7 +56,7 @@ func TestDeadClientDevicesDetachedAfterRestart(t *testing.T) {
 	z, dz := stage(b, "dead-z", false)
 	for _, n := range []*node{a, b} {
 		n.kill()
-		c.g.KillClient(t, n.name)
+		c.g.KillClient(t, n.Name)
 	}
 	// The staging mounts of y and z gone, as an older build's unstage left them.
 	for _, p := range []string{filepath.Join(a.kubelet, "staging-dead-y"), filepath.Join(b.kubelet, "staging-dead-z")} {
@@ -65,7 +65,7 @@ func TestDeadClientDevicesDetachedAfterRestart(t *testing.T) {
 		}
 	}
 	for _, n := range []*node{a, b} {
-		c.g.RestartClient(t, n.name, clientArgs...)
+		c.g.RestartClient(t, n.Name, clientArgs...)
 	}
 	// What the kernel shows of them now. What is left at the end is the
 	// test's to detach: cleanKernel knows devices by their path under the
@@ -102,11 +102,11 @@ func TestDeadClientDevicesDetachedAfterRestart(t *testing.T) {
 	if current(t, dx, x).Path == "" {
 		t.Fatalf("node-a's sweep detached %s, still staged", dx.Path)
 	}
-	if _, err := a.ns.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: x,
+	if _, err := a.Client.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: x,
 		TargetPath: filepath.Join(a.kubelet, "target-dead-x")}); err != nil {
 		t.Fatalf("NodeUnpublishVolume x: %v", err)
 	}
-	if _, err := a.ns.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: x,
+	if _, err := a.Client.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: x,
 		StagingTargetPath: filepath.Join(a.kubelet, "staging-dead-x")}); err != nil {
 		t.Fatalf("NodeUnstageVolume x: %v", err)
 	}

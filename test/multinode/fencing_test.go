@@ -11,6 +11,8 @@ import (
 
 	"github.com/filevol/filevol/internal/attach"
 	"github.com/filevol/filevol/internal/hostos/loop"
+	"github.com/filevol/filevol/test/kubesim"
+	"github.com/filevol/filevol/test/marker"
 )
 
 // Fencing: once a volume is force-detached from node A (Kubernetes does it
@@ -31,11 +33,11 @@ func fenceSetup(t *testing.T, c *cluster) (id string, a, b *node) {
 	t.Helper()
 	a, b = c.nodes["node-a"], c.nodes["node-b"]
 	id = c.create("fenced", blockCap)
-	a.use(id, blockCap, c.mustPublish(id, "node-a", blockCap))
-	if w := writeMarker(a.target, 0, "before"); !w.ok() {
+	a.Use(t, id, blockCap, c.mustPublish(id, "node-a", blockCap))
+	if w := marker.Write(a.Target, marker.Block(0), "before"); !w.OK() {
 		t.Fatalf("node-a's first write: %v", w)
 	}
-	if !holdsMarker(t, c.image(id), 0, "before") {
+	if !marker.Holds(t, c.image(id), marker.Block(0), "before") {
 		t.Fatal("node-a's first write is not in the image in the storage")
 	}
 	return id, a, b
@@ -53,7 +55,7 @@ func attachWhenAllowed(t *testing.T, c *cluster, id, node string, limit time.Dur
 		if err == nil {
 			return pc, fenced
 		}
-		if !isFenced(err) {
+		if !kubesim.IsFencingRefusal(err) {
 			t.Fatalf("ControllerPublishVolume to %s: %v; want success or the fencing refusal", node, err)
 		}
 		fenced++
@@ -75,14 +77,14 @@ func refusedWhileWriting(t *testing.T, c *cluster, id string, a *node, n int, bl
 	t.Helper()
 	for i := range n {
 		_, err := c.publish(id, "node-b", blockCap)
-		if !isFenced(err) {
+		if !kubesim.IsFencingRefusal(err) {
 			t.Fatalf("ControllerPublishVolume to node-b while node-a's device holds the image (try %d): %v; want the fencing refusal", i, err)
 		}
 		text := fmt.Sprintf("a-while-fenced-%d", i)
-		if w := writeMarker(a.target, blk, text); !w.ok() {
+		if w := marker.Write(a.Target, marker.Block(blk), text); !w.OK() {
 			t.Fatalf("node-a's write while B is refused: %v", w)
 		}
-		if !holdsMarker(t, c.image(id), blk, text) {
+		if !marker.Holds(t, c.image(id), marker.Block(blk), text) {
 			t.Fatalf("node-a's write %q is not in the image", text)
 		}
 		blk++
@@ -117,32 +119,32 @@ func TestFencingNodeDead(t *testing.T) {
 			}
 			pc, fenced := attachWhenAllowed(t, c, id, "node-b", 30*time.Second, nil)
 			t.Logf("%s: node-b attached after %d fencing refusals", backend, fenced)
-			b.use(id, blockCap, pc)
+			b.Use(t, id, blockCap, pc)
 			if c.g != nil {
 				for i := range 3 {
 					text := fmt.Sprintf("a-after-%d", i)
-					w := writeMarker(a.target, next+int64(i), text)
+					w := marker.Write(a.Target, marker.Block(next+int64(i)), text)
 					t.Logf("dead node-a writes %q after node-b attached: %v", text, w)
-					if w.ok() {
+					if w.OK() {
 						t.Errorf("dead node-a's write %q succeeded after node-b attached", text)
 					}
-					if holdsMarker(t, c.image(id), next+int64(i), text) {
+					if marker.Holds(t, c.image(id), marker.Block(next+int64(i)), text) {
 						t.Errorf("dead node-a's write %q reached the image after node-b attached", text)
 					}
 				}
 			}
-			if !holdsMarker(t, b.target, 0, "before") {
+			if !marker.Holds(t, b.Target, marker.Block(0), "before") {
 				t.Error("node-b does not read node-a's data")
 			}
 			for blk := int64(1); blk < next; blk++ {
-				if !holdsMarker(t, b.target, blk, fmt.Sprintf("a-while-fenced-%d", blk-1)) {
+				if !marker.Holds(t, b.Target, marker.Block(blk), fmt.Sprintf("a-while-fenced-%d", blk-1)) {
 					t.Errorf("node-b does not read node-a's write %d of the fenced time", blk)
 				}
 			}
-			if w := writeMarker(b.target, 100, "b"); !w.ok() || !holdsMarker(t, c.image(id), 100, "b") {
+			if w := marker.Write(b.Target, marker.Block(100), "b"); !w.OK() || !marker.Holds(t, c.image(id), marker.Block(100), "b") {
 				t.Errorf("node-b's write: %v, or not in the image", w)
 			}
-			b.release(id)
+			b.Release(t, id)
 			c.unpublish(id, "node-b")
 		})
 	}
@@ -161,14 +163,14 @@ func TestFencingNodeFilevolKilledWhileWriting(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			c := newCluster(t, backend, true, "node-a", "node-b")
 			id, a, b := fenceSetup(t, c)
-			w := startWriter(a.target, 10)
+			w := startWriter(a.Target, 10)
 			w.waitWrites(t, 3)
 			a.kill()
 			c.unpublish(id, "node-a")
 			for i := range 5 {
 				before := w.count()
 				_, err := c.publish(id, "node-b", blockCap)
-				if !isFenced(err) {
+				if !kubesim.IsFencingRefusal(err) {
 					t.Fatalf("ControllerPublishVolume to node-b while node-a's pod writes (try %d): %v; want the fencing refusal", i, err)
 				}
 				w.waitWrites(t, before+2) // the writer goes on
@@ -180,7 +182,7 @@ func TestFencingNodeFilevolKilledWhileWriting(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = b.stage(id, blockCap, map[string]string{"filevol.csi.io/node": "node-b", pcEpoch: fmt.Sprint(forged.Epoch)})
+			err = b.Stage(id, blockCap, map[string]string{"filevol.csi.io/node": "node-b", pcEpoch: fmt.Sprint(forged.Epoch)})
 			wantCode(t, "NodeStageVolume on node-b, attached by a forged record while node-a's pod writes", err, codes.FailedPrecondition, "still holds the image")
 			if err := attach.New(c.ctrlPool).Detach(id, "node-b"); err != nil {
 				t.Fatal(err)
@@ -188,19 +190,19 @@ func TestFencingNodeFilevolKilledWhileWriting(t *testing.T) {
 			w.waitWrites(t, w.count()+2)
 			done := w.stop(t)
 			a.restart()
-			a.release(id) // kubelet, once A's filevol is back
+			a.Release(t, id) // kubelet, once A's filevol is back
 			pc, fenced := attachWhenAllowed(t, c, id, "node-b", 10*time.Second, nil)
 			if fenced != 0 {
 				t.Errorf("node-b fenced %d times after node-a unstaged", fenced)
 			}
-			b.use(id, blockCap, pc)
+			b.Use(t, id, blockCap, pc)
 			for i, text := range done {
-				if !holdsMarker(t, b.target, 10+int64(i), text) {
+				if !marker.Holds(t, b.Target, marker.Block(10+int64(i)), text) {
 					t.Fatalf("node-b lacks the writer's write %d (%q)", i, text)
 				}
 			}
 			t.Logf("%s: node-a's pod wrote %d times while node-b was refused; the last write of each of its %d blocks is on node-b", backend, w.count(), len(done))
-			b.release(id)
+			b.Release(t, id)
 			c.unpublish(id, "node-b")
 		})
 	}
@@ -212,7 +214,7 @@ type writer struct {
 	mu     sync.Mutex
 	total  int      // successful writes
 	ok     []string // what each block holds, from the first
-	failed blockWrite
+	failed marker.Result
 	quit   chan struct{}
 	ended  chan struct{}
 }
@@ -228,9 +230,9 @@ func startWriter(dev string, first int64) *writer {
 			default:
 			}
 			text := fmt.Sprintf("pod-write-%d", i)
-			r := writeMarker(dev, first+int64(i%200), text)
+			r := marker.Write(dev, marker.Block(first+int64(i%200)), text)
 			w.mu.Lock()
-			if !r.ok() {
+			if !r.OK() {
 				w.failed = r
 				w.mu.Unlock()
 				return
@@ -270,7 +272,7 @@ func (w *writer) waitWrites(t *testing.T, n int) {
 func (w *writer) stop(t *testing.T) []string {
 	close(w.quit)
 	<-w.ended
-	if w.failed.write != nil || w.failed.sync != nil {
+	if w.failed.Write != nil || w.failed.Sync != nil {
 		t.Fatalf("the pod's writer failed: %v", w.failed)
 	}
 	return w.ok
@@ -321,22 +323,22 @@ func TestFencingNodePartitioned(t *testing.T) {
 			if c.g == nil {
 				c.unpublish(id, "node-a")
 				next := refusedWhileWriting(t, c, id, a, 5, 1)
-				a.release(id)
+				a.Release(t, id)
 				pc, fenced := attachWhenAllowed(t, c, id, "node-b", 10*time.Second, nil)
 				if fenced != 0 {
 					t.Errorf("node-b fenced %d times after node-a unstaged", fenced)
 				}
-				b.use(id, blockCap, pc)
+				b.Use(t, id, blockCap, pc)
 				for blk := int64(0); blk < next; blk++ {
 					text := "before"
 					if blk > 0 {
 						text = fmt.Sprintf("a-while-fenced-%d", blk-1)
 					}
-					if !holdsMarker(t, b.target, blk, text) {
+					if !marker.Holds(t, b.Target, marker.Block(blk), text) {
 						t.Errorf("node-b lacks node-a's block %d (%q)", blk, text)
 					}
 				}
-				b.release(id)
+				b.Release(t, id)
 				c.unpublish(id, "node-b")
 				return
 			}
@@ -352,19 +354,17 @@ func partitioned(t *testing.T, c *cluster, id string, a, b *node, strict bool) {
 	c.unpublish(id, "node-a") // the force-detach
 	// A's pod writes during the cut; on a cut link they hang until A's
 	// client gives up (twice its ping timeout).
-	during := make(chan blockWrite, 1)
-	go func() { during <- writeMarker(a.target, 1, "a-during-cut") }()
+	during := marker.WriteAsync(a.Target, marker.Block(1), "a-during-cut")
 	pc, fenced := attachWhenAllowed(t, c, id, "node-b", 60*time.Second, nil)
 	t.Logf("node-b attached %v after the cut, after %d fencing refusals", time.Since(cut).Round(100*time.Millisecond), fenced)
 	if fenced == 0 {
 		t.Error("node-b was attached at once: the server cannot have expired node-a's lock yet")
 	}
-	b.use(id, blockCap, pc)
-	if w := writeMarker(b.target, 100, "b"); !w.ok() {
+	b.Use(t, id, blockCap, pc)
+	if w := marker.Write(b.Target, marker.Block(100), "b"); !w.OK() {
 		t.Fatalf("node-b's write: %v", w)
 	}
-	after := make(chan blockWrite, 1)
-	go func() { after <- writeMarker(a.target, 2, "a-after-b-attached") }()
+	after := marker.WriteAsync(a.Target, marker.Block(2), "a-after-b-attached")
 
 	c.g.Restore(t, "node-a")
 	// A's client reconnects about 3 s after the link is back; a write made
@@ -380,29 +380,29 @@ func partitioned(t *testing.T, c *cluster, id string, a, b *node, strict bool) {
 		t.Fatal("node-a's client did not answer within 30 s of the link coming back")
 	}
 	time.Sleep(4 * time.Second) // past the reconnect, which a stat can beat
-	healed := writeMarker(a.target, 3, "a-after-heal")
+	healed := marker.Write(a.Target, marker.Block(3), "a-after-heal")
 	t.Logf("node-a's writes: during the cut %v; after B attached %v; after the link came back %v", <-during, <-after, healed)
 
 	for blk, text := range map[int64]string{1: "a-during-cut", 2: "a-after-b-attached"} {
-		if holdsMarker(t, c.image(id), blk, text) {
+		if marker.Holds(t, c.image(id), marker.Block(blk), text) {
 			t.Errorf("node-a's write %q reached the brick", text)
 		}
 	}
-	reached := holdsMarker(t, c.image(id), 3, "a-after-heal")
+	reached := marker.Holds(t, c.image(id), marker.Block(3), "a-after-heal")
 	switch {
-	case strict && (reached || healed.ok()):
+	case strict && (reached || healed.OK()):
 		t.Errorf("strict-locks on: node-a's write after the link came back got %v and reached the brick: %v; want refused", healed, reached)
 	case !strict && !reached:
 		t.Errorf("strict-locks off: node-a's write after the link came back (%v) did not reach the brick; measured before: it does (its fd reopened without the lock). If GlusterFS changed, update docs/shared-pools-glusterfs.md", healed)
 	case !strict:
 		t.Logf("strict-locks off: node-a's write after the link came back reached the image node-b holds: fencing does not hold")
 	}
-	if !holdsMarker(t, c.image(id), 100, "b") {
+	if !marker.Holds(t, c.image(id), marker.Block(100), "b") {
 		t.Error("node-b's write is not in the brick")
 	}
-	if !holdsMarker(t, b.target, 0, "before") {
+	if !marker.Holds(t, b.Target, marker.Block(0), "before") {
 		t.Error("node-b does not read node-a's data from before the cut")
 	}
-	b.release(id)
+	b.Release(t, id)
 	c.unpublish(id, "node-b")
 }

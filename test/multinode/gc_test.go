@@ -29,8 +29,8 @@ func TestGCLeavesAnotherNodesLoopDevice(t *testing.T) {
 			var ids []string
 			for _, name := range []string{"gc-a", "gc-b"} {
 				id := c.create(name, blockCap)
-				a.use(id, blockCap, c.mustPublish(id, "node-a", blockCap)) // makes its image
-				a.release(id)
+				a.Use(t, id, blockCap, c.mustPublish(id, "node-a", blockCap)) // makes its image
+				a.Release(t, id)
 				c.unpublish(id, "node-a")
 				ids = append(ids, id)
 			}
@@ -67,7 +67,7 @@ func TestGCLeavesAnotherNodesLoopDevice(t *testing.T) {
 func sweepDone(t *testing.T, n *node) {
 	t.Helper()
 	if !n.p.WaitLog(2*time.Minute, "garbage collection sweep done") {
-		t.Fatalf("%s: no garbage collection sweep ended within 2 minutes of its start:\n%s", n.name, n.p.LogText())
+		t.Fatalf("%s: no garbage collection sweep ended within 2 minutes of its start:\n%s", n.Name, n.p.LogText())
 	}
 }
 

@@ -24,9 +24,9 @@ func TestSnapshotAndCloneOfAnAttachedVolume(t *testing.T) {
 			c := newCluster(t, backend, true, "node-a", "node-b")
 			a, b := c.nodes["node-a"], c.nodes["node-b"]
 			id := c.create("source", ext4Cap)
-			a.use(id, ext4Cap, c.mustPublish(id, "node-a", ext4Cap))
+			a.Use(t, id, ext4Cap, c.mustPublish(id, "node-a", ext4Cap))
 			data := bytes.Repeat([]byte("written on node-a, not synced "), 2000)
-			if err := os.WriteFile(filepath.Join(a.target, "file"), data, 0o600); err != nil {
+			if err := os.WriteFile(filepath.Join(a.Target, "file"), data, 0o600); err != nil {
 				t.Fatal(err)
 			}
 			_, err := c.ctrl.DeleteVolume(ctx, &csipb.DeleteVolumeRequest{VolumeId: id})
@@ -55,17 +55,17 @@ func TestSnapshotAndCloneOfAnAttachedVolume(t *testing.T) {
 			}
 			for _, v := range []*csipb.Volume{restored.GetVolume(), clone.GetVolume()} {
 				vid := v.GetVolumeId()
-				b.use(vid, ext4Cap, c.mustPublish(vid, "node-b", ext4Cap))
-				if got, err := os.ReadFile(filepath.Join(b.target, "file")); err != nil || !bytes.Equal(got, data) {
+				b.Use(t, vid, ext4Cap, c.mustPublish(vid, "node-b", ext4Cap))
+				if got, err := os.ReadFile(filepath.Join(b.Target, "file")); err != nil || !bytes.Equal(got, data) {
 					t.Errorf("volume %s made from node-a's attached volume: file %d bytes, %v; want %d", vid, len(got), err, len(data))
 				}
-				b.release(vid)
+				b.Release(t, vid)
 				c.unpublish(vid, "node-b")
 			}
 			if _, err := c.ctrl.DeleteSnapshot(ctx, &csipb.DeleteSnapshotRequest{SnapshotId: snap.GetSnapshot().GetSnapshotId()}); err != nil {
 				t.Fatal(err)
 			}
-			a.release(id)
+			a.Release(t, id)
 			c.unpublish(id, "node-a")
 		})
 	}

@@ -9,15 +9,11 @@ package cephfs
 import (
 	"flag"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
 
-	"github.com/filevol/filevol/internal/attach"
-	"github.com/filevol/filevol/internal/testutil"
 	"github.com/filevol/filevol/internal/testutil/ceph"
-	"github.com/filevol/filevol/test/proc"
 	"github.com/filevol/filevol/test/sanity/harness"
 )
 
@@ -29,37 +25,12 @@ func TestSanityCephFSSharedPool(t *testing.T) {
 	if !*run {
 		t.Skip("minutes long: make ceph-long (go test ./test/sanity/cephfs -args -ceph)")
 	}
-	testutil.RequireRoot(t)
-	c := ceph.Shared(t)
-	pool := filepath.Join(c.MountNode(t, "node-a"), "sanity", "pool")
-	if err := os.MkdirAll(pool, 0o750); err != nil {
-		t.Fatal(err)
-	}
-	dir := testutil.Scratch(t, "ceph-sanity")
-	bin := proc.BuildDriver(t)
-	kubelet := filepath.Join(dir, "node-a")
-	if err := os.MkdirAll(kubelet, 0o750); err != nil {
-		t.Fatal(err)
-	}
-	p := proc.Start(t, bin, dir, "all", "--mode", "all", "--pool-shared", "--pool-name", "ceph-sanity",
-		"--node-id", "node-a", "--kubelet-dir", kubelet, "--pool-dir", pool, "--ceph-admin-socket-dir", c.RunDir(),
-		"--max-volumes-per-node", "4")
-	cfg := harness.ProcessConfig("unix://"+p.Sock, kubelet)
-	cfg.TestNodeVolumeAttachLimit = true
-	sanity.Test(t, cfg)
-	if t.Failed() {
-		t.Logf("driver log:\n%s", p.LogText())
-	}
-	p.Stop(t)
-	for _, sub := range []string{"volumes", "snapshots", "inuse", "attach"} {
-		entries, _ := os.ReadDir(filepath.Join(pool, sub))
-		for _, e := range entries {
-			if sub == "attach" && e.Name() == attach.LocksName {
-				continue
-			}
-			t.Errorf("left in the pool: %s/%s", sub, e.Name())
-		}
-	}
+	c, dirs := harness.CephFSDirs(t, "pool")
+	pool := dirs[0]
+	dir := harness.RunSharedPoolProcess(t, "ceph-sanity", "ceph-sanity",
+		func(cfg *sanity.TestConfig) { cfg.TestNodeVolumeAttachLimit = true },
+		"--pool-dir", pool, "--ceph-admin-socket-dir", c.RunDir(), "--max-volumes-per-node", "4")
+	harness.CheckSharedPoolEmpty(t, pool)
 	harness.CheckKernelClean(t, dir)
 	harness.CheckKernelClean(t, pool)
 }

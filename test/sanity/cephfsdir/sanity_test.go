@@ -18,9 +18,7 @@ import (
 
 	"github.com/filevol/filevol/internal/attach"
 	"github.com/filevol/filevol/internal/dirpool"
-	"github.com/filevol/filevol/internal/testutil"
 	"github.com/filevol/filevol/internal/testutil/ceph"
-	"github.com/filevol/filevol/test/proc"
 	"github.com/filevol/filevol/test/sanity/harness"
 )
 
@@ -32,35 +30,16 @@ func TestSanityCephFSDirectoryPool(t *testing.T) {
 	if !*run {
 		t.Skip("minutes long: make ceph-long (go test ./test/sanity/cephfsdir -args -ceph)")
 	}
-	testutil.RequireRoot(t)
-	c := ceph.Shared(t)
-	mnt := c.MountNode(t, "node-a")
-	pool, dirs := filepath.Join(mnt, "sanity", "pool"), filepath.Join(mnt, "sanity", "dirs")
-	for _, d := range []string{pool, dirs} {
-		if err := os.MkdirAll(d, 0o750); err != nil {
-			t.Fatal(err)
-		}
-	}
-	dir := testutil.Scratch(t, "ceph-sanity-dir")
-	bin := proc.BuildDriver(t)
-	kubelet := filepath.Join(dir, "node-a")
-	if err := os.MkdirAll(kubelet, 0o750); err != nil {
-		t.Fatal(err)
-	}
-	p := proc.Start(t, bin, dir, "all", "--mode", "all", "--pool-shared", "--pool-name", "ceph-sanity-dir",
-		"--node-id", "node-a", "--kubelet-dir", kubelet, "--pool-dir", pool, "--dir-pool-dir", dirs,
-		"--ceph-admin-socket-dir", c.RunDir())
-	cfg := harness.ProcessConfig("unix://"+p.Sock, kubelet)
-	cfg.TestVolumeParameters = map[string]string{dirpool.ParamProvisioningMode: dirpool.ProvisioningModeDirectory}
-	cfg.TestVolumeMutableParameters = nil
+	c, made := harness.CephFSDirs(t, "pool", "dirs")
+	pool, dirs := made[0], made[1]
+	// Set before sanity's suite starts, which reads it.
 	if err := flag.Set("ginkgo.skip", "[Ss]napshot|from an existing source volume"); err != nil {
 		t.Fatal(err)
 	}
-	sanity.Test(t, cfg)
-	if t.Failed() {
-		t.Logf("driver log:\n%s", p.LogText())
-	}
-	p.Stop(t)
+	dir := harness.RunSharedPoolProcess(t, "ceph-sanity-dir", "ceph-sanity-dir", func(cfg *sanity.TestConfig) {
+		cfg.TestVolumeParameters = map[string]string{dirpool.ParamProvisioningMode: dirpool.ProvisioningModeDirectory}
+		cfg.TestVolumeMutableParameters = nil
+	}, "--pool-dir", pool, "--dir-pool-dir", dirs, "--ceph-admin-socket-dir", c.RunDir())
 	entries, err := os.ReadDir(dirs)
 	if err != nil {
 		t.Fatal(err)

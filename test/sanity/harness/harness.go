@@ -1,8 +1,9 @@
 // Package harness runs csi-sanity (github.com/kubernetes-csi/csi-test/v5)
-// in-process against the real filevol services: a real pool on disk, real
-// loop devices, real filesystems and real mounts (root only). Each access
-// type lives in its own test package because ginkgo runs one suite per
-// process.
+// against the real filevol services: a real pool on disk, real loop
+// devices, real filesystems and real mounts (root only), served in-process
+// (Run, RunDir) or by a filevol process of its own (RunSharedPoolProcess,
+// for a shared pool, on a local directory or on CephFS). Each suite lives
+// in its own test package because ginkgo runs one suite per process.
 package harness
 
 import (
@@ -13,7 +14,6 @@ import (
 
 	"github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
 
-	"github.com/filevol/filevol/internal/csi"
 	"github.com/filevol/filevol/internal/dirpool"
 	"github.com/filevol/filevol/internal/dirpool/dirpooltest"
 	"github.com/filevol/filevol/internal/hostos/loop"
@@ -149,24 +149,4 @@ func CheckKernelClean(t *testing.T, dir string) {
 	for _, m := range table.Under(dir) {
 		t.Errorf("mount left at %s (%s)", m.MountPoint, m.Source)
 	}
-}
-
-// ProcessConfig is the csi-sanity configuration of the suites that run
-// filevol as child processes (test/split, test/sanity/shared): the node
-// endpoint, staging and target paths under mnt, the sizes and the xfs
-// volumes they share. xfs grows online as plain root; ext4 needs
-// CAP_SYS_RESOURCE, which the machines this runs on do not give, and
-// sanity expands on the node alone when the node endpoint serves no
-// controller.
-func ProcessConfig(endpoint, mnt string) sanity.TestConfig {
-	cfg := sanity.NewTestConfig()
-	cfg.Address = endpoint
-	cfg.TargetPath = filepath.Join(mnt, "target")
-	cfg.StagingPath = filepath.Join(mnt, "staging")
-	cfg.TestVolumeSize = 512 << 20
-	cfg.TestVolumeExpandSize = 768 << 20
-	cfg.IdempotentCount = 2
-	cfg.TestVolumeParameters = map[string]string{csi.ParamFSType: "xfs"}
-	cfg.TestVolumeMutableParameters = map[string]string{"readIOPS": "1000", "writeBytesPerSecond": "100Mi"}
-	return cfg
 }
