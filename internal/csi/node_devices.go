@@ -20,13 +20,21 @@ import (
 // (inuse.Entry.Pending), for the controller to say in its refusal. The
 // node looks at every reconcile: at start, and at every sweep.
 
+// deviceNoter is nv's kind as a deviceNoter, when this node serves a
+// shared pool (only there does a controller fence by another node's
+// device) and the kind stages through a loop device.
+func (s *NodeService) deviceNoter(nv *nodeVolumes) (deviceNoter, bool) {
+	n, ok := nv.NodeBackend.(deviceNoter)
+	return n, ok && s.cfg.Shared
+}
+
 // keepDevice carries into e, the record a stage writes before it
 // attaches, what this node's earlier record of the volume says of its
 // device, on a shared pool: a stage retried while that device's detach is
 // pending (which it refuses) must not erase what the controller is to
 // say. Only a re-stage reads it (had: an earlier record exists).
 func (s *NodeService) keepDevice(nv *nodeVolumes, e *inuse.Entry, had bool) {
-	if _, ok := nv.NodeBackend.(deviceNoter); !ok || !s.cfg.Shared || !had {
+	if _, ok := s.deviceNoter(nv); !ok || !had {
 		return
 	}
 	if old, ok, err := nv.inuse.Get(e.VolumeID, s.cfg.NodeID); err == nil && ok {
@@ -39,7 +47,7 @@ func (s *NodeService) keepDevice(nv *nodeVolumes, e *inuse.Entry, had bool) {
 // device; a stage that succeeded has no device whose detach is pending.
 // A failure is logged: the stage is done, and the next sweep adds it.
 func (s *NodeService) recordDevice(nv *nodeVolumes, e inuse.Entry, dev string) {
-	if _, ok := nv.NodeBackend.(deviceNoter); !ok || !s.cfg.Shared || dev == "" {
+	if _, ok := s.deviceNoter(nv); !ok || dev == "" {
 		return
 	}
 	e.Device, e.Pending = dev, nil
@@ -59,8 +67,8 @@ func (s *NodeService) recordDevice(nv *nodeVolumes, e inuse.Entry, dev string) {
 // only under its volume's lock and after reading it again there, so that
 // a record a concurrent unstage dropped is never written back.
 func (s *NodeService) noteDevices(nv *nodeVolumes, mine map[string][]inuse.Entry, listing []loop.Device, backfill bool) {
-	n, ok := nv.NodeBackend.(deviceNoter)
-	if !ok || !s.cfg.Shared || len(mine) == 0 {
+	n, ok := s.deviceNoter(nv)
+	if !ok || len(mine) == 0 {
 		return
 	}
 	if listing == nil {

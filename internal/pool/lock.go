@@ -90,11 +90,11 @@ const ownerLockName = "lock"
 // filesystem has no locks at all, the owner is taken as not alone: its
 // leftovers wait (and are reported) rather than risk another process's
 // writes in flight.
-func lockOwner(dir, key, name string) (fd int, exclusive bool, err error) {
+func lockOwner(dir, name string) (fd int, exclusive bool, err error) {
 	if err := poolowner.Announce(dir, name); err != nil {
 		return -1, false, err
 	}
-	path := filepath.Join(poolowner.Dir(dir, key), ownerLockName)
+	path := filepath.Join(poolowner.Dir(dir, poolowner.Key(name)), ownerLockName)
 	// Read-write: an OFD write lock needs a descriptor open for writing.
 	if fd, err = openLock(path, unix.O_RDWR); err != nil {
 		return -1, false, err

@@ -122,7 +122,7 @@ func open(dir string, opts Options) (_ *Pool, err error) {
 func (p *Pool) openOwner() (exclusive bool, err error) {
 	key := poolowner.Key(p.owner())
 	p.tag = recordstore.Tag(key)
-	if p.ownerFD, exclusive, err = lockOwner(p.dir, key, p.owner()); err != nil {
+	if p.ownerFD, exclusive, err = lockOwner(p.dir, p.owner()); err != nil {
 		return false, err
 	}
 	if p.node, err = nodestate.OpenShared(p.dir, poolowner.Dir(p.dir, key), validID); err != nil {
