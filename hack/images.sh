@@ -15,6 +15,7 @@
 #   csi-resizer.tar      the binaries test/e2e/cluster/build.sh cached, built from the
 #   csi-snapshotter.tar  same module versions, each alone in a one-file image, named
 #   csi-attacher.tar     like the official image so the chart's defaults resolve
+#   csi-snapshot-metadata.tar   the same, from test/e2e/cluster/snapshot-metadata.sh's cache
 #   images.txt           tarball -> names, for `ctr -n k8s.io images import`
 #
 # The rootfs is checked before it is packed: every ELF file's libraries resolve
@@ -253,5 +254,17 @@ for s in "csi-provisioner $CSI_PROVISIONER_VERSION" "csi-resizer $CSI_RESIZER_VE
     -label "org.opencontainers.image.version=$2" -tag "registry.k8s.io/sig-storage/$1:$2"
   echo "$1.tar registry.k8s.io/sig-storage/$1:$2" >> "$OUT/images.txt"
 done
+# csi-snapshot-metadata: built apart from the cluster's binaries (its source is not on the
+# module proxy), by test/e2e/cluster/snapshot-metadata.sh.
+sm=$("$ROOT/test/e2e/cluster/snapshot-metadata.sh" --print-dir)/bin/csi-snapshot-metadata
+[ -x "$sm" ] || die "$sm missing: run make e2e-tools (test/e2e/cluster/snapshot-metadata.sh) first"
+got=$("$sm" --version | awk '{print $NF}')
+[ "$got" = "$SNAPSHOT_METADATA_VERSION" ] || die "$sm says $got, versions.env says $SNAPSHOT_METADATA_VERSION"
+rm -rf "$W/s" && install -D -m 0755 "$sm" "$W/s/csi-snapshot-metadata"
+"${TAR[@]}" -C "$W/s" -cf "$W/csi-snapshot-metadata.layer.tar" .
+"$W/ociimage" -o "$OUT/csi-snapshot-metadata.tar" -layer "$W/csi-snapshot-metadata.layer.tar" \
+  -entrypoint '["/csi-snapshot-metadata"]' -label "org.opencontainers.image.version=$SNAPSHOT_METADATA_VERSION" \
+  -tag "registry.k8s.io/sig-storage/csi-snapshot-metadata:$SNAPSHOT_METADATA_VERSION"
+echo "csi-snapshot-metadata.tar registry.k8s.io/sig-storage/csi-snapshot-metadata:$SNAPSHOT_METADATA_VERSION" >> "$OUT/images.txt"
 log "done: $OUT"
 ls -l "$OUT"/*.tar | awk '{printf "  %-22s %6.1f MB\n", $NF, $5/1e6}' | sed "s|$OUT/||"

@@ -179,6 +179,7 @@ remove_pools() {
 # ---- 1. build ------------------------------------------------------------------------------
 "$CLUSTER_DIR/install-packages.sh"
 "$CLUSTER_DIR/build.sh"
+"$CLUSTER_DIR/snapshot-metadata.sh"
 make -C "$REPO_ROOT" --no-print-directory build
 (cd "$REPO_ROOT" && go build -o "$OUT/bin/capprobe" ./test/e2e/capprobe &&
   go test -c -tags e2e -o "$OUT/bin/stories.test" ./test/e2e/stories &&
@@ -268,7 +269,8 @@ if [ "$E2E_STORIES" = 1 ]; then
   shared_env=()
   [ "$E2E_INSTALL" = helm ] && shared_env=(FILEVOL_E2E_SHARED_POOL="$SHARED_POOL"
     FILEVOL_E2E_STOP_NODE="$CHART_SH stop-node" FILEVOL_E2E_START_NODE="$CHART_SH start-node"
-    FILEVOL_E2E_KUBECTL_FILEVOL="$REPO_ROOT/bin/kubectl-filevol")
+    FILEVOL_E2E_KUBECTL_FILEVOL="$REPO_ROOT/bin/kubectl-filevol"
+    FILEVOL_E2E_SNAPSHOT_METADATA_BIN="$("$CLUSTER_DIR/snapshot-metadata.sh" --print-dir)/bin")
   fg env FILEVOL_E2E_KUBECONFIG="$ADMIN_KUBECONFIG" FILEVOL_E2E_POOL="$POOL" FILEVOL_E2E_ENDPOINT="unix://$SOCK" \
     FILEVOL_E2E_RESTART="$RESTART" FILEVOL_E2E_IMAGE="$BUSYBOX_TAG" "${shared_env[@]}" \
     "$OUT/bin/stories.test" -test.v -test.timeout 20m ${E2E_STORIES_RUN:+-test.run "$E2E_STORIES_RUN"} > "$OUT/stories.log" 2>&1 || rc=$?

@@ -205,6 +205,8 @@ snapshots on. */}}
 {{- if eq .Values.livenessProbe "sidecar" }}{{ $cp = append $cp (int .Values.controller.ports.livenessProbe) }}{{ end }}
 {{- $sc := list (int $sp.controller.ports.http) }}
 {{- if eq .Values.livenessProbe "sidecar" }}{{ $sc = append $sc (int $sp.controller.ports.livenessProbe) }}{{ end }}
+{{- if include "filevol.snapshotMetadataOn" (dict "root" . "pool" "local") }}{{ $cp = concat $cp (list (int .Values.controller.ports.snapshotMetadata) (int .Values.controller.ports.snapshotMetadataHealth)) }}{{ end }}
+{{- if include "filevol.snapshotMetadataOn" (dict "root" . "pool" "shared") }}{{ $sc = concat $sc (list (int $sp.controller.ports.snapshotMetadata) (int $sp.controller.ports.snapshotMetadataHealth)) }}{{ end }}
 {{- if ne (len $np) (len (uniq $np)) }}{{ fail (printf "node.ports and sharedPool.node.ports: the ports in use in the node pod must differ (%v)" $np) }}{{ end }}
 {{- if ne (len $cp) (len (uniq $cp)) }}{{ fail (printf "controller.ports: the ports in use must differ (%v)" $cp) }}{{ end }}
 {{- if ne (len $sc) (len (uniq $sc)) }}{{ fail (printf "sharedPool.controller.ports: the ports in use must differ (%v)" $sc) }}{{ end }}
@@ -221,6 +223,9 @@ snapshots on. */}}
 {{- range $classes }}
 {{- if hasKey $names .name }}{{ fail (printf "storageClasses: %q is listed twice" .name) }}{{ end }}
 {{- $_ := set $names .name true }}
+{{- end }}
+{{- if and (eq (toString .Values.snapshotMetadata.enabled) "true") (not (include "filevol.snapshotMetadataOn" (dict "root" . "pool" "local"))) (not (include "filevol.snapshotMetadataOn" (dict "root" . "pool" "shared"))) }}
+{{- fail "snapshotMetadata.enabled is true but no driver can serve it: it needs snapshots on and one process that holds them all, the shared-pool driver (sharedPool.enabled) or the node-local one with snapshots.snapshotter: controller (one node, or pool.shared)" }}
 {{- end }}
 {{- end }}
 

@@ -20,13 +20,15 @@ func TestE2EValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := render(t, string(b))
+	// up.sh applies the SnapshotMetadataService CRD too.
+	r := renderOn(t, string(b), cbtAPIs)
 	built := []string{ // hack/images.sh
 		"ghcr.io/filevol/filevol:v0.1.0",
 		"registry.k8s.io/sig-storage/csi-provisioner:v6.3.0",
 		"registry.k8s.io/sig-storage/csi-resizer:v2.3.0",
 		"registry.k8s.io/sig-storage/csi-snapshotter:v8.7.0",
 		"registry.k8s.io/sig-storage/csi-attacher:v4.13.0",
+		"registry.k8s.io/sig-storage/csi-snapshot-metadata:v1.1.0",
 	}
 	shared := sharedDeployment(t, r)
 	for _, spec := range [][]string{containerImages(&daemonSet(t, r).Spec.Template.Spec), containerImages(&deployment(t, r).Spec.Template.Spec),
@@ -54,6 +56,16 @@ func TestE2EValues(t *testing.T) {
 	// Group snapshots on the one node: the snapshotter in the controller
 	// Deployment, a VolumeGroupSnapshotClass for each driver, and the
 	// suite's VolumeAttributesClass.
+	// Changed-block tracking beside both controllers, at addresses a client
+	// on the host reaches without kube-proxy.
+	if !hasContainer(&deployment(t, r).Spec.Template.Spec, "csi-snapshot-metadata") || !hasContainer(&shared.Spec.Template.Spec, "csi-snapshot-metadata") {
+		t.Error("csi-snapshot-metadata does not run beside both controllers")
+	}
+	for driver, addr := range map[string]string{"filevol.csi.io": "127.0.0.1:19818", "shared.filevol.csi.io": "127.0.0.1:19820"} {
+		if o := r.Find("SnapshotMetadataService", driver); o == nil || o.Map["spec"].(map[string]any)["address"] != addr {
+			t.Errorf("SnapshotMetadataService %s: %v, want address %s", driver, o, addr)
+		}
+	}
 	if hasContainer(&daemonSet(t, r).Spec.Template.Spec, "csi-snapshotter") || !hasContainer(&deployment(t, r).Spec.Template.Spec, "csi-snapshotter") {
 		t.Error("the node-local driver's csi-snapshotter is not (only) in the controller Deployment")
 	}

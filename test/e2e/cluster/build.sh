@@ -65,7 +65,7 @@ image_spec() {
   {
     cat /bin/busybox "$kdir/build/pause/linux/pause.c" "$BIN_DIR/agnhost" \
       "$CLUSTER_DIR/images/mkimage.sh" "$CLUSTER_DIR/images/build-images.sh" \
-      "$CLUSTER_DIR/images/nsenter-shim.sh" "$CLUSTER_DIR/versions.env" \
+      "$CLUSTER_DIR/images/nsenter-shim.sh" <(cluster_versions) \
       "$REPO_ROOT/hack/debian-bookworm.sh" "$REPO_ROOT"/hack/tools/cmd/debroot/*.go 2>/dev/null
     (source "$REPO_ROOT/hack/debian-bookworm.sh" && bookworm_apt "${FILEVOL_IMAGES_CACHE:-/var/cache/filevol-images}" --if-missing &&
       apt-cache show --no-all-versions coreutils dash libc6 | grep -E '^(Package|Version):')

@@ -15,6 +15,7 @@ e2e-packages:
 
 e2e-tools: e2e-packages ## build (cached) the cluster binaries: kubernetes v1.36.3, etcd, sidecars, e2e.test, images
 	$(E2E_CLUSTER_DIR)/build.sh
+	$(E2E_CLUSTER_DIR)/snapshot-metadata.sh
 
 cluster-up: e2e-tools ## start the single-node cluster on 127.0.0.1 (root)
 	$(E2E_CLUSTER_DIR)/up.sh

@@ -26,12 +26,16 @@ BRIDGE=filevol-e2e0     # CNI bridge: no gateway, no masquerade, pod traffic sta
 POD_SUBNET=10.88.0.0/16
 SERVICE_CIDR=10.0.0.0/24
 
+# cluster_versions: versions.env but its SNAPSHOT_METADATA_ lines, which
+# snapshot-metadata.sh keys a cache of its own on: what the cluster's builds depend on.
+cluster_versions() { grep -v '^SNAPSHOT_METADATA_' "$CLUSTER_DIR/versions.env"; }
+
 # The cache key: every input of the Go builds (versions, the pinned go.mod/go.sum files,
 # the Go toolchain). Changing any of them selects a fresh cache directory.
 versions_key() {
   local h
   h=$( {
-      cat "$CLUSTER_DIR/versions.env"
+      cluster_versions
       find "$TOOLS_DIR" \( -name go.mod -o -name go.sum -o -name '*.go' \) -print0 | sort -z | xargs -0 cat
       go version
       echo "cgo=0 buildvcs=false"

@@ -374,6 +374,11 @@ waitfor snapshot-CRDs 60 "$KUBECTL" wait --for=condition=Established --timeout=1
   crd/volumegroupsnapshotclasses.groupsnapshot.storage.k8s.io
 # (snapshot-controller and csi-snapshotter look for the group snapshot CRDs once, at
 # start, and turn group snapshots off for good if they are not served yet.)
+# The SnapshotMetadataService CRD (changed-block tracking): with it, the chart's
+# snapshotMetadata.enabled=auto runs csi-snapshot-metadata beside the controllers.
+"$KUBECTL" apply --server-side -f "$("$CLUSTER_DIR/snapshot-metadata.sh" --print-dir)/crd/" >/dev/null
+waitfor cbt-CRD 60 "$KUBECTL" wait --for=condition=Established --timeout=1s \
+  crd/snapshotmetadataservices.cbt.storage.k8s.io
 # --enable-distributed-snapshotting: label each VolumeSnapshotContent with the node of its
 # volume, which a csi-snapshotter in --node-deployment mode (the chart's default) waits for.
 start snapshot-controller "$BIN_DIR/snapshot-controller" --kubeconfig="$ADMIN_KUBECONFIG" --leader-election=false \

@@ -104,6 +104,7 @@ trap 'exit 143' TERM
 if [ "${MN_SKIP_BUILD:-0}" != 1 ]; then
 "$CLUSTER_DIR/install-packages.sh" >/dev/null
 "$CLUSTER_DIR/build.sh" >/dev/null
+"$CLUSTER_DIR/snapshot-metadata.sh" >/dev/null
 make -C "$REPO_ROOT" --no-print-directory build >/dev/null
 (cd "$REPO_ROOT" && go test -c -tags e2e -o "$OUT/bin/multinode.test" ./test/e2e/multinode &&
   go build -o "$OUT/bin/capprobe" ./test/e2e/capprobe)

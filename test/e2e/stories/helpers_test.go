@@ -99,6 +99,9 @@ func probe(endpoint string) error {
 		if e := c.GetVolumeExpansion(); e != nil {
 			advertised["plugin:"+e.GetType().String()] = true
 		}
+		if sv := c.GetService(); sv != nil {
+			advertised["plugin:"+sv.GetType().String()] = true
+		}
 	}
 	cc, err := csipb.NewControllerClient(conn).ControllerGetCapabilities(ctx, &csipb.ControllerGetCapabilitiesRequest{})
 	if err != nil {
