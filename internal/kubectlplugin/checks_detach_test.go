@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// stuckDetachStory is seed 000 on an attached volume: the pod and the claim
+// stuckDetachStory is the stuck deleted PV on an attached volume: the pod and the claim
 // are gone, the PV was deleted, and VolumeAttachment csi-a1 still attaches
 // it to node-1, which kubelet there has not unmounted.
 func stuckDetachStory(n *corev1.Node, cn *storagev1.CSINode, more ...runtime.Object) []runtime.Object {

@@ -18,7 +18,7 @@ const (
 
 // checkTerminatingPVs names what holds each PV stuck in Terminating: its
 // finalizers, and behind them the VolumeAttachments, claims, pods and
-// nodes that keep each one in place (seed 000).
+// nodes that keep each one in place.
 func checkTerminatingPVs(c *cluster) []Finding {
 	var out []Finding
 	for i := range c.pvs {

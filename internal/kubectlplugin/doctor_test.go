@@ -15,10 +15,10 @@ import (
 	"github.com/filevol/filevol/internal/nodeview/api"
 )
 
-// seed000 is the story of seed 000: a PV deleted two hours ago stays
+// stuckDeletedPV: a PV deleted two hours ago stays
 // Terminating, held by the external-attacher's finalizer, because a
 // VolumeAttachment still names it.
-func seed000() []runtime.Object {
+func stuckDeletedPV() []runtime.Object {
 	p := pv("pvc-000", "fv-000", "node-1", "app", "data-000")
 	p.DeletionTimestamp = ptr(ago(2 * time.Hour))
 	p.Finalizers = []string{"external-attacher/filevol-csi-io"}
@@ -34,7 +34,7 @@ func seed000() []runtime.Object {
 }
 
 func TestDoctorSeed000TerminatingPVHeldByAttachment(t *testing.T) {
-	out := run(t, nil, []string{"doctor"}, append(base(), seed000()...)...)
+	out := run(t, nil, []string{"doctor"}, append(base(), stuckDeletedPV()...)...)
 	mustContain(t, out,
 		"ERROR   pv/pvc-000: stuck Terminating for 2h, held by finalizers external-attacher/filevol-csi-io",
 		"cause: VolumeAttachment csi-5f2a9c still attaches it to node node-1 (attached: true); no pod uses it there any more; CSIDriver filevol.csi.io has attachRequired: false, so no csi-attacher will ever detach it",
@@ -44,18 +44,18 @@ func TestDoctorSeed000TerminatingPVHeldByAttachment(t *testing.T) {
 
 func TestDoctorTerminatingPVCauses(t *testing.T) {
 	t.Run("attachment on a node that is gone", func(t *testing.T) {
-		objs := seed000()
+		objs := stuckDeletedPV()
 		objs[1].(*storagev1.VolumeAttachment).Spec.NodeName = "node-9"
 		out := run(t, nil, []string{"doctor"}, append(base(), objs...)...)
 		mustContain(t, out, "VolumeAttachment csi-5f2a9c still attaches it to node node-9 (attached: true), and node node-9 no longer exists: nothing will ever detach it")
 	})
 	t.Run("attachment held by a running pod", func(t *testing.T) {
-		objs := append(seed000(), pvc("app", "data-000", "1Gi", "pvc-000"), pod("app", "db-0", "node-1", "data-000"))
+		objs := append(stuckDeletedPV(), pvc("app", "data-000", "1Gi", "pvc-000"), pod("app", "db-0", "node-1", "data-000"))
 		out := run(t, nil, []string{"doctor"}, append(base(), objs...)...)
 		mustContain(t, out, "because pod app/db-0 uses it there", "fix:   delete pod app/db-0 first")
 	})
 	t.Run("attacher finalizer without attachment", func(t *testing.T) {
-		out := run(t, nil, []string{"doctor"}, append(base(), seed000()[0])...)
+		out := run(t, nil, []string{"doctor"}, append(base(), stuckDeletedPV()[0])...)
 		mustContain(t, out, "finalizer external-attacher/filevol-csi-io is left although no VolumeAttachment refers to the PV any more",
 			"(CSIDriver filevol.csi.io has attachRequired: false, so none is deployed)")
 	})
@@ -160,7 +160,7 @@ func TestDoctorPendingPVCOtherCauses(t *testing.T) {
 	})
 }
 
-// stuckOnMissingImage is seed 002's pod: ContainerCreating, because the
+// stuckOnMissingImage is a pod in ContainerCreating, because the
 // volume's image file was removed from the pool.
 func stuckOnMissingImage() []runtime.Object {
 	return []runtime.Object{
@@ -280,7 +280,7 @@ func TestDoctorHealthyAndJSON(t *testing.T) {
 	objs := append(base(), pv("pvc-1", "fv-1", "node-1", "app", "data"), pvc("app", "data", "1Gi", "pvc-1"), pod("app", "web", "node-1", "data"))
 	mustContain(t, run(t, nil, []string{"doctor"}, objs...), "No problems found (1 filevol.csi.io volume, 1 node checked).")
 	var fs []Finding
-	if err := json.Unmarshal([]byte(run(t, nil, []string{"doctor", "-o", "json"}, append(base(), seed000()...)...)), &fs); err != nil {
+	if err := json.Unmarshal([]byte(run(t, nil, []string{"doctor", "-o", "json"}, append(base(), stuckDeletedPV()...)...)), &fs); err != nil {
 		t.Fatal(err)
 	}
 	if len(fs) != 1 || fs[0].Kind != "PersistentVolume" || fs[0].Name != "pvc-000" || fs[0].Severity != SevError || !strings.Contains(fs[0].Cause, "csi-5f2a9c") {
@@ -293,7 +293,7 @@ func TestDoctorHealthyAndJSON(t *testing.T) {
 func TestDoctorGolden(t *testing.T) {
 	claim := pvc("app", "big", "100Gi", "")
 	claim.Annotations = map[string]string{annSelectedNode: "node-1"}
-	objs := append(base(), seed000()...)
+	objs := append(base(), stuckDeletedPV()...)
 	objs = append(objs, stuckOnMissingImage()...)
 	objs = append(objs, claim, event("PersistentVolumeClaim", "app", "big", "Warning", "ProvisioningFailed",
 		`failed to provision volume with StorageClass "filevol": rpc error: code = ResourceExhausted desc = RESOURCE_EXHAUSTED not enough space in the pool`, time.Minute))

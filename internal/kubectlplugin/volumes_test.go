@@ -69,7 +69,7 @@ func TestDescribePVC(t *testing.T) {
 }
 
 func TestDescribeSeed000PV(t *testing.T) {
-	out := run(t, nil, []string{"describe", "pv/pvc-000"}, append(base(), seed000()...)...)
+	out := run(t, nil, []string{"describe", "pv/pvc-000"}, append(base(), stuckDeletedPV()...)...)
 	mustContain(t, out,
 		"PersistentVolume pvc-000",
 		"Status:        Terminating since 2026-11-22 10:00:00Z",

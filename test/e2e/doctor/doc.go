@@ -1,5 +1,5 @@
 // Package doctor proves `kubectl filevol doctor` on a real cluster: each
-// test builds a situation users get stuck in — seed 000's PV held in
+// test builds a situation users get stuck in — a PV held in
 // Terminating by a VolumeAttachment, a claim Pending because the node's
 // pool cannot hold it, a pod stuck in ContainerCreating because its
 // volume's image file was removed — and asserts that doctor names the

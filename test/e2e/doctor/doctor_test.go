@@ -29,7 +29,7 @@ const (
 	topologyKey       = "topology.filevol.csi.io/node"
 )
 
-// Seed 000: a PV stays Terminating for as long as a VolumeAttachment
+// A PV stays Terminating for as long as a VolumeAttachment
 // names it, because the external-attacher's finalizer holds it. filevol
 // needs no attacher (attachRequired: false), so the attachment here is
 // made by hand, as a leftover from an attacher would be.
@@ -57,7 +57,7 @@ func TestDoctorNamesWhatHoldsATerminatingPV(t *testing.T) {
 	}
 	t.Cleanup(func() { release(pv.Name, va.Name) })
 
-	// As in seed 000: the claim goes, then somebody deletes the PV.
+	// As users do: the claim goes, then somebody deletes the PV.
 	if err := cs.CoreV1().PersistentVolumeClaims(ns).Delete(t.Context(), "data", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestDoctorNamesAFullPool(t *testing.T) {
 }
 
 // A pod stays in ContainerCreating when its volume's image file was
-// removed from the pool behind the driver's back (seed 002's stuck pods):
+// removed from the pool behind the driver's back:
 // doctor names the missing file.
 func TestDoctorNamesAMissingImageFile(t *testing.T) {
 	if poolDir == "" {

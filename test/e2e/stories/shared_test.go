@@ -107,7 +107,7 @@ sleep 3600`)
 	}
 }
 
-// Seed 000 for real: a volume of the shared driver whose VolumeAttachment
+// The stuck detach users hit, for real: a volume of the shared driver whose VolumeAttachment
 // cannot be detached, because the node's filevol node plugin is gone
 // (its DaemonSet no longer runs on the node), so kubelet cannot unmount it.
 // The pod and the claim are deleted; the PV is deleted too and stays
@@ -155,7 +155,7 @@ func TestStuckAttachmentDoctorAndFix(t *testing.T) {
 		return apierrors.IsNotFound(err), nil
 	})
 	// Released; csi-provisioner will not delete a volume that is still
-	// attached. The user deletes the PV, as in seed 000.
+	// attached. The user deletes the PV, as users do.
 	eventually(t, time.Minute, "volume "+pv.Name+" released", func() (bool, error) {
 		p, err := cs.CoreV1().PersistentVolumes().Get(t.Context(), pv.Name, metav1.GetOptions{})
 		return err == nil && p.Status.Phase == v1.VolumeReleased, err
