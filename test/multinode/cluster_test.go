@@ -13,7 +13,8 @@
 //     network namespace, so that killing a node's client or cutting its
 //     veth is what a dead or partitioned node does to the pool. The volume
 //     runs with client.strict-locks on and short timeouts
-//     (docs/shared-pools-glusterfs.md).
+//     (docs/shared-pools-glusterfs.md). With FILEVOL_GLUSTER_TLS=1 the
+//     volume runs with TLS on its I/O path (client.ssl, server.ssl).
 //
 // What reached the storage is read where the storage keeps it: the pool
 // directory (local) or the brick (gluster), never through a node's cache.
