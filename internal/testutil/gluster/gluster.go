@@ -11,6 +11,7 @@
 //	g.KillClient(t, "node-b")     // SIGKILL to node-b's glusterfs process
 //	g.RestartBrick(t)             // the brick crashes and is started again
 //	g.BrickDir()                  // the volume's files as the server has them
+//	gluster.Start(t, gluster.Options{TLS: true}) // client.ssl, server.ssl on (tls.go)
 //
 // Start takes 0.2-1 s (glusterd, volume create and start, brick online),
 // MountNode 35-70 ms, a teardown 30-250 ms, on a loaded 2-core machine.
