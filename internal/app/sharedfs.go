@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/klog/v2"
@@ -43,7 +44,13 @@ func checkSharedFS(o options.Options, check func(string) (sharedfs.Report, error
 			return risks, fmt.Errorf("shared pool %s (%s) is on %s, which lacks what a shared pool's fencing and coherence need (docs/shared-pools-glusterfs.md); not started:\n%w",
 				d[1], d[0], where(r), err)
 		}
-		klog.InfoS("shared pool filesystem checked", "flag", d[0], "dir", d[1], "kind", r.Kind, "report", r.String())
+		if slices.Contains(o.SharedPoolRequire, sharedfs.RequireTLS) {
+			if u := sharedfs.TLSUnmet(r); u != nil {
+				return risks, fmt.Errorf("shared pool %s (%s) is on %s, and --shared-pool-require=tls; not started: %s", d[1], d[0], where(r), u.Describe())
+			}
+		}
+		klog.InfoS("shared pool filesystem checked", "flag", d[0], "dir", d[1], "kind", r.Kind, "report", r.String(),
+			"transport", transportName(r), "transportFrom", r.TransportFrom)
 		risks.warnings = append(risks.warnings, r.Warnings...)
 		for _, u := range ok {
 			risks.warnings = append(risks.warnings, fmt.Sprintf("shared pool %s is UNSAFE, allowed by --shared-pool-unsafe-allow=%s: %s", d[1], u.Setting, u.Describe()))
@@ -64,4 +71,13 @@ func where(r sharedfs.Report) string {
 		s = fmt.Sprintf("GlusterFS volume %s (%s mounted at %s)", r.Volume, r.Source, r.MountPoint)
 	}
 	return s
+}
+
+// transportName is a report's transport for the start's log line:
+// "unknown" when the client shows nothing of it.
+func transportName(r sharedfs.Report) string {
+	if r.Transport == sharedfs.TransportUnknown {
+		return "unknown"
+	}
+	return string(r.Transport)
 }

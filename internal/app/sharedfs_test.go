@@ -76,3 +76,37 @@ func TestCheckSharedFS(t *testing.T) {
 		t.Errorf("unidentified: %v", err)
 	}
 }
+
+// --shared-pool-require=tls refuses a pool whose client is not on TLS
+// (naming the setting and the fix) and serves one that is; without the
+// flag a clear client is served, and its transport only logged.
+func TestCheckSharedFSRequireTLS(t *testing.T) {
+	report := func(tr sharedfs.Transport) func(string) (sharedfs.Report, error) {
+		return func(dir string) (sharedfs.Report, error) {
+			return sharedfs.Report{Dir: dir, Kind: sharedfs.KindGlusterFS, FSType: "fuse.glusterfs", Source: "srv:vol", MountPoint: "/mnt/shared",
+				Volume: "vol", Transport: tr, TransportFrom: "transport.socket.ssl-enabled " + map[bool]string{true: "on", false: "off"}[tr == sharedfs.TransportTLS]}, nil
+		}
+	}
+	o := options.Options{PoolShared: true, PoolDir: "/mnt/shared/pool"}
+	if _, err := checkSharedFS(o, report(sharedfs.TransportClear)); err != nil {
+		t.Errorf("not required: %v", err)
+	}
+	o.SharedPoolRequire = []string{"tls"}
+	_, err := checkSharedFS(o, report(sharedfs.TransportClear))
+	for _, want := range []string{"shared pool /mnt/shared/pool (--pool-dir) is on GlusterFS volume vol", "--shared-pool-require=tls; not started",
+		"tls: transport.socket.ssl-enabled off, want TLS", "gluster volume set vol client.ssl on"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal lacks %q: %v", want, err)
+		}
+	}
+	if _, err := checkSharedFS(o, report(sharedfs.TransportTLS)); err != nil {
+		t.Errorf("tls: %v", err)
+	}
+}
+
+// The flag's names are sharedfs's.
+func TestSharedRequirements(t *testing.T) {
+	if !slices.Equal(options.SharedRequirements, []string{sharedfs.RequireTLS}) {
+		t.Errorf("options.SharedRequirements %v", options.SharedRequirements)
+	}
+}

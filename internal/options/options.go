@@ -30,6 +30,11 @@ const DefaultDriverName = "filevol.csi.io"
 // this package imports nothing of the project).
 var UnsafeSharedSettings = []string{"strict-locks", "stat-prefetch", "quick-read", "entry-timeout", "attribute-timeout", "fuse-disable-pagecache"}
 
+// SharedRequirements are the names --shared-pool-require takes: what a
+// shared pool's filesystem need not have, unless asked (internal/sharedfs:
+// "tls", the client's I/O path in TLS).
+var SharedRequirements = []string{"tls"}
+
 // Options are the settings of one filevol process. Flag names are a
 // contract: manifests and tools rely on them, so a rename breaks installs.
 type Options struct {
@@ -65,6 +70,11 @@ type Options struct {
 	// names is logged as a warning at start, on every attach, and shown
 	// in the node view. Names: UnsafeSharedSettings.
 	SharedPoolUnsafeAllow []string
+	// SharedPoolRequire names what a shared pool's filesystem must have
+	// beyond what fencing and coherence need: "tls" refuses, at start, a
+	// pool whose client does not show TLS on its I/O path (only a
+	// GlusterFS client shows it). Names: SharedRequirements.
+	SharedPoolRequire []string
 	// CephAdminSocketDirs are where the check of a shared pool on CephFS
 	// looks for the ceph-fuse client's admin socket (*.asok), to read
 	// fuse_disable_pagecache as the client runs it. Empty: Ceph's default
@@ -140,6 +150,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DirPoolDir, "dir-pool-dir", "", "a directory to serve as a directory pool (provisioningMode: directory): on btrfs a subvolume with a quota per volume, elsewhere plain directories whose size is not enforced; with --pool-shared it is shared too, mounted by every node at this path (default: none)")
 	fs.BoolVar(&o.PoolShared, "pool-shared", false, "the pool directory is shared by several hosts: each process repairs, collects and thaws only what it made (default: node-local)")
 	fs.Var((*pathList)(&o.SharedPoolUnsafeAllow), "shared-pool-unsafe-allow", "with --pool-shared: comma-separated settings the shared filesystem may lack, each a risk accepted ("+strings.Join(UnsafeSharedSettings, ", ")+"; default: none, a shared pool lacking one is refused at start)")
+	fs.Var((*pathList)(&o.SharedPoolRequire), "shared-pool-require", "with --pool-shared: comma-separated guarantees the shared filesystem's client must show, else the pool is refused at start ("+strings.Join(SharedRequirements, ", ")+": the GlusterFS client's I/O path in TLS; default: none)")
 	fs.Var((*pathList)(&o.CephAdminSocketDirs), "ceph-admin-socket-dir", "with --pool-shared on a ceph-fuse mount: comma-separated directories holding the client's admin socket, where fuse_disable_pagecache is read (default: /run/ceph,/var/run/ceph)")
 	fs.StringVar(&o.PoolName, "pool-name", "", "with --pool-shared: the pool's name in its volumes' topology, topology.filevol.csi.io/pool=<name>, the same on every node (default: the pool's ID)")
 	fs.StringVar(&o.ControllerID, "controller-id", "controller", "with --mode controller on a shared pool: this controller's name among the pool's owners, the same for every replica")
@@ -208,6 +219,14 @@ func (o *Options) Validate() error {
 		if !slices.Contains(UnsafeSharedSettings, a) {
 			return fmt.Errorf("--shared-pool-unsafe-allow: %q is none of %s", a, strings.Join(UnsafeSharedSettings, ", "))
 		}
+	}
+	for _, r := range o.SharedPoolRequire {
+		if !slices.Contains(SharedRequirements, r) {
+			return fmt.Errorf("--shared-pool-require: %q is none of %s", r, strings.Join(SharedRequirements, ", "))
+		}
+	}
+	if len(o.SharedPoolRequire) > 0 && !o.PoolShared {
+		return fmt.Errorf("--shared-pool-require is about a shared pool's filesystem: it needs --pool-shared")
 	}
 	if len(o.SharedPoolUnsafeAllow) > 0 && !o.PoolShared {
 		return fmt.Errorf("--shared-pool-unsafe-allow accepts risks of a shared pool: it needs --pool-shared")

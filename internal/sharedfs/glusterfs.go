@@ -60,6 +60,7 @@ func checkGlusterFS(r *Report, t mount.Table, m mount.Info, open func(string) fs
 	} else {
 		root = m.MountPoint
 	}
+	r.Transport, r.TransportFrom = glusterTransport(fsys, root)
 	return glusterSettings(r, fsys, err, root)
 }
 

@@ -108,6 +108,11 @@ type Report struct {
 	Found []Found
 	// Warnings say what is not checked and why (kind other).
 	Warnings []string
+	// Transport is whether the client's I/O path shows TLS (GlusterFS
+	// only: transport.go); TransportFrom says where it was read, or why
+	// not. Reported, and required by --shared-pool-require=tls only.
+	Transport     Transport
+	TransportFrom string
 }
 
 // Found is one setting as read.
@@ -253,6 +258,9 @@ func (r Report) String() string {
 	}
 	for _, f := range r.Found {
 		fmt.Fprintf(&b, " %s=%s", f.Setting, f.Value)
+	}
+	if r.Transport != TransportUnknown {
+		fmt.Fprintf(&b, " transport=%s", r.Transport)
 	}
 	return b.String()
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
@@ -26,7 +27,9 @@ func TestAttachDetachAcrossNodes(t *testing.T) {
 			var written [][]byte
 			for i, name := range order {
 				n := c.nodes[name]
+				begin := time.Now()
 				pc := c.mustPublish(id, name, ext4Cap)
+				attach := time.Since(begin)
 				if again := c.mustPublish(id, name, ext4Cap); again[pcEpoch] != pc[pcEpoch] {
 					t.Fatalf("repeated ControllerPublishVolume to %s: epoch %s, first %s", name, again[pcEpoch], pc[pcEpoch])
 				}
@@ -43,7 +46,12 @@ func TestAttachDetachAcrossNodes(t *testing.T) {
 				if err != nil || !slices.Equal(got.GetStatus().GetPublishedNodeIds(), []string{name}) {
 					t.Fatalf("ControllerGetVolume: published on %v (%v), want [%s]", got.GetStatus().GetPublishedNodeIds(), err, name)
 				}
+				begin = time.Now()
 				n.Use(t, id, ext4Cap, pc)
+				// The attach+stage figures of docs/shared-pools-glusterfs.md,
+				// with FILEVOL_GLUSTER_TLS=1 and without.
+				t.Logf("%s: on %s attach %v, stage+publish %v (tls %v)", backend, name, attach.Round(time.Millisecond),
+					time.Since(begin).Round(time.Millisecond), c.g != nil && c.g.TLS())
 				for j, data := range written {
 					if read, err := os.ReadFile(filepath.Join(n.Target, "data"+string(rune('0'+j)))); err != nil || !bytes.Equal(read, data) {
 						t.Fatalf("on %s, file %d written on %s: %d bytes, %v; want %d", name, j, order[j], len(read), err, len(data))

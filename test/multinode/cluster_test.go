@@ -13,7 +13,8 @@
 //     network namespace, so that killing a node's client or cutting its
 //     veth is what a dead or partitioned node does to the pool. The volume
 //     runs with client.strict-locks on and short timeouts
-//     (docs/shared-pools-glusterfs.md).
+//     (docs/shared-pools-glusterfs.md). With FILEVOL_GLUSTER_TLS=1 the
+//     volume runs with TLS on its I/O path (client.ssl, server.ssl).
 //
 // What reached the storage is read where the storage keeps it: the pool
 // directory (local) or the brick (gluster), never through a node's cache.
@@ -96,17 +97,42 @@ type node struct {
 }
 
 // newCluster starts a controller and the named nodes on a new shared pool
-// of backend; strict applies to gluster (client.strict-locks).
+// of backend; strict applies to gluster (client.strict-locks). With
+// FILEVOL_GLUSTER_TLS=1 every gluster volume runs with TLS on its I/O path
+// (the stories over TLS).
 func newCluster(t *testing.T, backend string, strict bool, nodes ...string) *cluster {
 	t.Helper()
+	return newClusterWith(t, clusterOptions{backend: backend, strict: strict, tls: envTLS()}, nodes...)
+}
+
+// envTLS reports whether FILEVOL_GLUSTER_TLS asks for TLS.
+func envTLS() bool { return os.Getenv("FILEVOL_GLUSTER_TLS") == "1" }
+
+// clusterOptions are newClusterWith's: tls and started apply to gluster;
+// started runs once the volume is up, before any node mounts it (a
+// capture that must see the connections from their first byte starts
+// there).
+type clusterOptions struct {
+	backend     string
+	strict, tls bool
+	started     func(*gluster.Cluster)
+}
+
+func newClusterWith(t *testing.T, o clusterOptions, nodes ...string) *cluster {
+	t.Helper()
 	testutil.RequireRoot(t)
-	c := &cluster{t: t, backend: backend, nodes: map[string]*node{}}
-	if backend == "gluster" && !strict {
+	c := &cluster{t: t, backend: o.backend, nodes: map[string]*node{}}
+	if o.backend == "gluster" && !o.strict {
 		c.unsafe = []string{"--shared-pool-unsafe-allow=strict-locks"}
 	}
-	if backend == "gluster" {
-		c.g = gluster.Start(t, quickStrict(strict))
+	if o.backend == "gluster" {
+		opts := quickStrict(o.strict)
+		opts.TLS = o.tls
+		c.g = gluster.Start(t, opts)
 		c.storage = filepath.Join(c.g.BrickDir(), "pool")
+		if o.started != nil {
+			o.started(c.g)
+		}
 	}
 	c.dir = testutil.Scratch(t, "multinode")
 	c.bin = proc.BuildDriver(t)

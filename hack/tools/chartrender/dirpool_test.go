@@ -126,3 +126,23 @@ func TestCephAdminSockets(t *testing.T) {
 		t.Error("admin sockets mounted without sharedPool.cephAdminSocketDir")
 	}
 }
+
+// sharedPool.requireTLS puts --shared-pool-require=tls on the shared
+// driver's filevols (controller and node), never on the node-local one,
+// and nothing when off. The chart mounts no certificates: the GlusterFS
+// client that reads them is the node's.
+func TestSharedPoolRequireTLS(t *testing.T) {
+	r := render(t, "sharedPool: {enabled: true, requireTLS: true}\n")
+	ctrl := &sharedDeployment(t, r).Spec.Template.Spec
+	node := &daemonSet(t, r).Spec.Template.Spec
+	for _, c := range []*corev1.Container{container(t, ctrl, "filevol"), container(t, node, "filevol-shared")} {
+		wantArg(t, c, "--shared-pool-require", "tls")
+	}
+	noArg(t, container(t, node, "filevol"), "--shared-pool-require")
+	off := render(t, sharedOn)
+	noArg(t, container(t, &sharedDeployment(t, off).Spec.Template.Spec, "filevol"), "--shared-pool-require")
+	noArg(t, container(t, &daemonSet(t, off).Spec.Template.Spec, "filevol-shared"), "--shared-pool-require")
+	if err := renderErr(t, "sharedPool: {enabled: true, requireTLS: \"yes\"}\n"); err == nil {
+		t.Error("requireTLS: \"yes\" accepted")
+	}
+}

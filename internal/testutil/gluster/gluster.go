@@ -11,6 +11,7 @@
 //	g.KillClient(t, "node-b")     // SIGKILL to node-b's glusterfs process
 //	g.RestartBrick(t)             // the brick crashes and is started again
 //	g.BrickDir()                  // the volume's files as the server has them
+//	gluster.Start(t, gluster.Options{TLS: true}) // client.ssl, server.ssl on (tls.go)
 //
 // Start takes 0.2-1 s (glusterd, volume create and start, brick online),
 // MountNode 35-70 ms, a teardown 30-250 ms, on a loaded 2-core machine.
@@ -89,6 +90,11 @@ type Options struct {
 	// Set lists more `gluster volume set` options, applied in order before
 	// the volume starts, as {key, value} pairs.
 	Set [][2]string
+	// TLS encrypts the I/O path (client.ssl and server.ssl on, with a CA
+	// and a certificate the harness makes in the slot's directory: tls.go).
+	// Its options are applied before Set's. The management connection
+	// stays in clear.
+	TLS bool
 }
 
 // Cluster is one running server and its nodes (procs.Nodes: MountNode,
@@ -101,6 +107,7 @@ type Cluster struct {
 	lock  *os.File
 	srvNS string
 	addr  string
+	tls   bool
 
 	server *procs.Proc
 
@@ -150,12 +157,19 @@ func Start(t testing.TB, opts ...Options) *Cluster {
 		t.Fatalf("gluster: %v\n%s", err, procs.Tail(filepath.Join(c.dir, "log", "glusterd.log"), 20))
 	}
 	serverUp := time.Now()
+	if o.TLS {
+		files, err := makeTLS(c.dir)
+		if err != nil {
+			t.Fatalf("gluster: %v", err)
+		}
+		o.Set, c.tls = append(tlsSettings(files), o.Set...), true
+	}
 	if err := c.createVolume(o); err != nil {
 		t.Fatalf("gluster: %v\n%s", err, procs.Tail(filepath.Join(c.dir, "log", "glusterd.log"), 20))
 	}
 	c.StartDuration = time.Since(begin)
-	t.Logf("gluster: volume %s on %s:%s started in %v (slot %d; sweep and network %v, glusterd %v, volume %v)",
-		volName, c.addr, c.BrickDir(), c.StartDuration.Round(time.Millisecond), slot,
+	t.Logf("gluster: volume %s on %s:%s (tls %v) started in %v (slot %d; sweep and network %v, glusterd %v, volume %v)",
+		volName, c.addr, c.BrickDir(), c.tls, c.StartDuration.Round(time.Millisecond), slot,
 		netDone.Sub(begin).Round(time.Millisecond), serverUp.Sub(netDone).Round(time.Millisecond), time.Since(serverUp).Round(time.Millisecond))
 	return c
 }
@@ -175,6 +189,9 @@ func requirePrograms(t testing.TB) {
 	}
 }
 
+// TLS reports whether the volume's I/O path runs over TLS (Options.TLS).
+func (c *Cluster) TLS() bool { return c.tls }
+
 // Addr is the server's address (the brick's host in the volume).
 func (c *Cluster) Addr() string { return c.addr }
 
@@ -191,3 +208,7 @@ func (c *Cluster) Dir() string { return c.dir }
 
 // LogDir holds glusterd's, the brick's and every client's logs.
 func (c *Cluster) LogDir() string { return filepath.Join(c.dir, "log") }
+
+// ServerNetns is the path of the server's network namespace, where the
+// bridge br0 carries every packet between the nodes and the server.
+func (c *Cluster) ServerNetns() string { return filepath.Join(procs.NetnsDir, c.srvNS) }

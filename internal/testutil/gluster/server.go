@@ -231,3 +231,26 @@ func (c *Cluster) RestartBrick(t testing.TB) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// BrickPort is the TCP port the brick listens on (from `volume status
+// --xml`): the I/O path's port, where TLS records travel when the volume
+// has TLS on; the management port is 24007.
+func (c *Cluster) BrickPort(t testing.TB) int {
+	t.Helper()
+	out := c.Gluster(t, "volume", "status", volName, "--xml")
+	i := strings.Index(out, "<node>")
+	if i < 0 {
+		t.Fatalf("gluster: no brick in volume status:\n%s", out)
+	}
+	n := out[i:]
+	j := strings.Index(n, "<port>")
+	k := strings.Index(n, "</port>")
+	if j < 0 || k < j {
+		t.Fatalf("gluster: no brick port in volume status:\n%s", out)
+	}
+	port, err := strconv.Atoi(n[j+len("<port>") : k])
+	if err != nil {
+		t.Fatalf("gluster: brick port %q: %v", n[j+len("<port>"):k], err)
+	}
+	return port
+}

@@ -29,6 +29,9 @@ Deployment creates and attaches the shared pool's volumes.
     - --pool-dir={{ $sp.hostPath }}
     - --pool-shared
     - --pool-name={{ $sp.name }}
+    {{- if $sp.requireTLS }}
+    - --shared-pool-require=tls
+    {{- end }}
     {{- if $sp.dirPool.enabled }}
     - --dir-pool-dir={{ $sp.dirPool.hostPath }}
     {{- end }}
