@@ -13,8 +13,14 @@ const copyChunk = 64 << 20
 // offsets of the new, empty dfd and sizes dfd to size: holes are neither
 // read nor written. copy_file_range moves the bytes (on CephFS, the OSDs
 // copy the objects without the data passing through the client); where
-// the kernel refuses it, a buffer does.
+// the kernel refuses it, a buffer does. A filesystem that reports no
+// holes (ceph-fuse: SEEK_DATA finds data everywhere) gets copyNonZero
+// for a file larger than sparseMin instead, or every hole would be
+// written as zeros.
 func copyData(sfd, dfd int, size int64) error {
+	if size > sparseMin && holesUnreported(dfd, size) {
+		return copyNonZero(sfd, dfd, size)
+	}
 	for off := int64(0); off < size; {
 		data, err := unix.Seek(sfd, off, unix.SEEK_DATA)
 		if err == unix.ENXIO {
@@ -84,4 +90,63 @@ func copySpanRW(sfd, dfd int, off, n int64) error {
 		off, n = off+int64(r), n-int64(r)
 	}
 	return nil
+}
+
+// sparseMin: files up to this size are copied whole; a hole in them
+// saves little, and the probe for one costs two calls.
+const sparseMin = 1 << 20
+
+// holesUnreported reports whether dfd's filesystem reports holes: dfd
+// (new, empty) is sized to size, all of it a hole, and asked where its
+// data starts; then emptied again.
+func holesUnreported(dfd int, size int64) bool {
+	if unix.Ftruncate(dfd, size) != nil {
+		return false
+	}
+	data, err := unix.Seek(dfd, 0, unix.SEEK_DATA)
+	_ = unix.Ftruncate(dfd, 0)
+	return err == nil && data == 0
+}
+
+// zeroBlock is the unit copyNonZero reads and skips when it is zeros:
+// CephFS's object size, the unit it allocates.
+const zeroBlock = 4 << 20
+
+// copyNonZero reads sfd a block at a time and writes the blocks that are
+// not all zeros, then sizes dfd: the skipped blocks stay holes. It costs
+// a read of the whole file through the client.
+func copyNonZero(sfd, dfd int, size int64) error {
+	buf := make([]byte, min(size, zeroBlock))
+	for off := int64(0); off < size; {
+		r, err := unix.Pread(sfd, buf[:min(size-off, int64(len(buf)))], off)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || r == 0 {
+			return fmt.Errorf("read at %d: %d bytes, %v", off, r, err)
+		}
+		if !allZero(buf[:r]) {
+			for w := 0; w < r; {
+				k, err := unix.Pwrite(dfd, buf[w:r], off+int64(w))
+				if err == unix.EINTR {
+					continue
+				}
+				if err != nil {
+					return fmt.Errorf("write at %d: %w", off+int64(w), err)
+				}
+				w += k
+			}
+		}
+		off += int64(r)
+	}
+	return unix.Ftruncate(dfd, size)
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
