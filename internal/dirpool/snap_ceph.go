@@ -244,10 +244,16 @@ func (c *cephSnaps) tidy() error {
 	return errors.Join(errs...)
 }
 
-// dirNames lists the directory fd (its own descriptor is kept).
+// dirNames lists the directory fd (its own descriptor is kept). The
+// duplicate shares fd's offset, so the listing starts from the top: a
+// second listing of one descriptor would otherwise find nothing.
 func dirNames(fd int) ([]string, error) {
 	dup, err := unix.Dup(fd)
 	if err != nil {
+		return nil, err
+	}
+	if _, err := unix.Seek(dup, 0, 0); err != nil {
+		_ = unix.Close(dup)
 		return nil, err
 	}
 	f := os.NewFile(uintptr(dup), "dir")
