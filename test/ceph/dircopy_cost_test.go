@@ -21,7 +21,7 @@ func TestDirectoryRestoreCostOnCephFS(t *testing.T) {
 	_, a, b := twoNodes(t)
 	ctx := context.Background()
 	p, _ := openDirPool(t, a)
-	const dataMiB, files = 64, 500
+	const dataMiB, files = 32, 200
 	big := dirVolume(t, p, "big", (dataMiB+1)*mib, nil)
 	chunk := bytes.Repeat([]byte("0123456789abcdef"), mib/16)
 	f, err := os.Create(filepath.Join(a, big.Path, "big"))
