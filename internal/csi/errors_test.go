@@ -117,6 +117,8 @@ var sentinelValues = map[string]error{
 	"dirpool.ErrNotVolume":         dirpool.ErrNotVolume,
 	"dirpool.ErrNoQuota":           dirpool.ErrNoQuota,
 	"dirpool.ErrNoSnapshots":       dirpool.ErrNoSnapshots,
+	"dirpool.ErrSnapshotDataGone":  dirpool.ErrSnapshotDataGone,
+	"dirpool.ErrSnapshotRefused":   dirpool.ErrSnapshotRefused,
 	"volume.ErrNotFound":           volume.ErrNotFound,
 	"volume.ErrAlreadyExists":      volume.ErrAlreadyExists,
 	"volume.ErrNoSpace":            volume.ErrNoSpace,
@@ -256,6 +258,8 @@ func TestNamedErrorsKeepTheirCodes(t *testing.T) {
 		dirpool.ErrNotVolume:         codes.FailedPrecondition,
 		dirpool.ErrNoQuota:           codes.FailedPrecondition,
 		dirpool.ErrNoSnapshots:       codes.FailedPrecondition,
+		dirpool.ErrSnapshotDataGone:  codes.FailedPrecondition,
+		dirpool.ErrSnapshotRefused:   codes.FailedPrecondition,
 		pool.ErrOtherNode:            codes.InvalidArgument,
 	} {
 		if got := status.Code(toStatus(err)); got != want {

@@ -63,6 +63,10 @@ func (p *Pool) create(ctx context.Context, v *Volume) (err error) {
 		return err
 	}
 	if err := p.quota.makeVolume(tmp, v); err != nil {
+		// What it made before it failed (a copy refused half-way).
+		if derr := p.quota.destroy(tmp, v.ID); derr != nil && !errors.Is(derr, unix.ENOENT) {
+			klog.ErrorS(derr, "Failed create left a subvolume; the next open destroys it", "volumeID", v.ID)
+		}
 		return err
 	}
 	made := true

@@ -73,17 +73,26 @@ func (p *Pool) trash(rel string, v Volume) error {
 		// changes): the protection goes first (protect_linux.go).
 		err = p.quota.readyToMove(fd)
 	}
+	// A volume whose snapshots live inside it (CephFS) is held, not
+	// trashed, while they do (snap_ceph.go).
+	to, toName := trashDir, v.ID+"."+randomSuffix()
+	if err == nil {
+		var keep bool
+		if keep, err = p.snapper.keep(fd); keep {
+			to, toName = heldDir, heldName(v, fd)
+		}
+	}
 	_ = unix.Close(fd)
 	if err != nil {
 		return err
 	}
-	trash, err := p.metaFD(trashDir)
+	trash, err := p.metaFD(to)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(trash)
-	if err := renameDirNoReplace(parent, name, trash, v.ID+"."+randomSuffix()); err != nil {
-		return fmt.Errorf("move %s to the trash: %w", rel, err)
+	if err := renameDirNoReplace(parent, name, trash, toName); err != nil {
+		return fmt.Errorf("move %s to %s: %w", rel, to, err)
 	}
 	return unix.Syncfs(p.root)
 }
@@ -203,7 +212,7 @@ func (p *Pool) emptyTrash() (int, error) {
 			}
 		}
 	}
-	errs = append(errs, p.sweepSnapshots())
+	errs = append(errs, p.sweepSnapshots(), p.snapper.tidy())
 	waiting, err := p.sweepQgroups()
 	return waiting, errors.Join(append(errs, err)...)
 }

@@ -22,6 +22,10 @@
 //	<dir>/.filevol/destroying/<id>.<n> one the collector took from the trash to destroy
 //	                                (quota_btrfs.go: destroyTrashed says why)
 //	<dir>/.filevol/qgroups/<l>_<n>  a qgroup of a destroyed subvolume, due to go (qgroup.go)
+//	<dir>/.filevol/snapshots/<sid>.json a snapshot's record; its data is the
+//	                                snapshotter's (snapshotter.go: .filevol/snaps
+//	                                on btrfs, the volume's .snap on CephFS)
+//	<dir>/.filevol/held/<id>.<ino>  a deleted CephFS volume kept for its snapshots
 //	<dir>/<basePath>/<subPath>      a volume's subvolume (Params.Path); the
 //	                                directories above it that a create made carry
 //	                                trusted.filevol.made=<pool ID> (parents.go)

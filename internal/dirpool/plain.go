@@ -42,8 +42,8 @@ var (
 	// ErrNoQuota: the pool's filesystem has no quota filevol can enforce,
 	// and the class did not allow an unenforced size.
 	ErrNoQuota = volume.NewError(volume.ClassPrecondition, "the directory pool has no usable quota")
-	// ErrNoSnapshots: snapshots and clones need a btrfs pool.
-	ErrNoSnapshots = volume.NewError(volume.ClassPrecondition, "directory volume snapshots need a btrfs pool")
+	// ErrNoSnapshots: snapshots and clones need a btrfs or CephFS pool.
+	ErrNoSnapshots = volume.NewError(volume.ClassPrecondition, "directory volume snapshots need a btrfs or CephFS pool")
 )
 
 // fsName names a filesystem type for messages.
@@ -121,7 +121,7 @@ type dirVolumes struct {
 // would nest with another.
 func (d dirVolumes) checkDirCreate(rel string, clone bool) error {
 	if clone {
-		return fmt.Errorf("%w: directory pool %s is on %s: a clone or restore of a directory volume needs btrfs snapshots", ErrNoSnapshots, d.p.dir, d.fsType)
+		return fmt.Errorf("%w: directory pool %s is on %s: a clone or restore of a directory volume needs btrfs or CephFS snapshots", ErrNoSnapshots, d.p.dir, d.fsType)
 	}
 	// No volume inside another: on btrfs the device number of each parent
 	// shows it (makeParents); here the records do.

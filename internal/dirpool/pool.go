@@ -77,7 +77,8 @@ type Pool struct {
 	root          int // the pool's directory, held open
 	rootDev       uint64
 	lockFD        int
-	quota         quota // how sizes are enforced, chosen at Open (quota.go)
+	quota         quota       // how sizes are enforced, chosen at Open (quota.go)
+	snapper       snapshotter // where snapshots live, chosen with it (snapshotter.go)
 	vols          *recordstore.Store[Volume]
 	snaps         *recordstore.Store[volume.Snapshot]
 
@@ -130,7 +131,7 @@ func Open(dir string, o Options) (_ *Pool, err error) {
 		return nil, err
 	}
 	p.rootDev = st.Dev
-	if p.quota, err = openQuota(p, int64(sfs.Type)); err != nil {
+	if p.quota, p.snapper, err = openQuota(p, int64(sfs.Type)); err != nil {
 		return nil, err
 	}
 	if p.id, err = loadIdentity(filepath.Join(dir, metaDir, identityFile)); err != nil {

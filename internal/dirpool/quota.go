@@ -62,19 +62,28 @@ type quota interface {
 }
 
 // openQuota chooses the pool's quota from its filesystem's type and
-// readies it (on btrfs, quotas are enabled if they are off).
-func openQuota(p *Pool, magic int64) (quota, error) {
+// readies it (on btrfs, quotas are enabled if they are off), and the
+// snapshotter that goes with it: btrfs subvolumes or CephFS snapshots.
+func openQuota(p *Pool, magic int64) (quota, snapshotter, error) {
+	if magic == unix.FUSE_SUPER_MAGIC && isCephFS(p.root) {
+		s, err := openCephSnaps(p)
+		if err != nil {
+			return nil, nil, err
+		}
+		return openCephQuota(p), s, nil
+	}
+	s, err := openSubvolumeSnaps(p)
+	if err != nil {
+		return nil, nil, err
+	}
 	if magic == unix.BTRFS_SUPER_MAGIC {
 		q, err := openBtrfsQuota(p)
 		if err != nil {
-			return nil, err // not a quota holding a nil pointer
+			return nil, nil, err // not a quota holding a nil pointer
 		}
-		return q, nil
+		return q, s, nil
 	}
-	if magic == unix.FUSE_SUPER_MAGIC && isCephFS(p.root) {
-		return openCephQuota(p), nil
-	}
-	return openNoQuota(p, magic), nil
+	return openNoQuota(p, magic), s, nil
 }
 
 // NestedSubvolumesCounted reports whether data in a subvolume a pod made

@@ -11,6 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
+
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // A pool on CephFS (a ceph-fuse mount) holds a volume to its size with a
@@ -80,22 +82,19 @@ func (q *cephQuota) nestedCounted() bool { return true }
 // guarded: a pod can change its volume's quota attribute.
 func (q *cephQuota) guarded() bool { return true }
 
-// checkCreate: no clones (checkSnapshot says why) and no nesting.
-func (q *cephQuota) checkCreate(_ Params, rel string, clone bool) error {
-	return q.checkDirCreate(rel, clone)
+// checkCreate: no nesting; clones are copies (makeVolume).
+func (q *cephQuota) checkCreate(_ Params, rel string, _ bool) error {
+	return q.checkDirCreate(rel, false)
 }
 
-// checkSnapshot: CephFS snapshots are measured (instant, read-only,
-// exact) but not built into the pool yet: a snapshot lives in its
-// volume's .snap and pins the directory (rmdir is refused while it
-// exists), which the delete and the snapshot records would have to
-// follow.
-func (q *cephQuota) checkSnapshot() error {
-	return fmt.Errorf("%w: directory pool %s is on CephFS, whose snapshots filevol does not take yet", ErrNoSnapshots, q.p.dir)
-}
+// checkSnapshot: CephFS snapshots (snap_ceph.go); whether the cluster
+// allows them is known when one is asked for.
+func (q *cephQuota) checkSnapshot() error { return nil }
 
 // makeVolume makes the volume's directory and sets its quota; the
-// rename into place keeps the attribute (it is the inode's).
+// rename into place keeps the attribute (it is the inode's). A restore
+// or clone is then a copy (copytree.go) of the source's snapshot, the
+// quota set first.
 func (q *cephQuota) makeVolume(tmp int, v *Volume) error {
 	if err := q.makeDir(tmp, v); err != nil {
 		return err
@@ -105,7 +104,59 @@ func (q *cephQuota) makeVolume(tmp int, v *Volume) error {
 		return err
 	}
 	defer unix.Close(fd)
-	return setMaxBytes(fd, v.CapacityBytes)
+	if err := setMaxBytes(fd, v.CapacityBytes); err != nil {
+		return err
+	}
+	if v.ContentSource == nil {
+		return nil
+	}
+	if err := q.copySource(fd, v); err != nil {
+		return err
+	}
+	return ownVolume(fd, *v) // the copy gave the root the source's times and attributes
+}
+
+// copySource copies v's content source into fd: a snapshot's tree, or
+// a volume's through a CephFS snapshot taken for the copy (a live tree
+// is no consistent source) and removed after it. A crash leaves that
+// snapshot under .tmp-<v.ID>, which repair removes (snapshot.go).
+func (q *cephQuota) copySource(fd int, v *Volume) error {
+	start := time.Now()
+	src, err := q.p.openSource(v.ContentSource)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(src)
+	from := src
+	if v.ContentSource.Kind == volume.SourceVolume {
+		dir, err := q.p.snapper.dirOf(src)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(dir)
+		name := tmpPrefix + v.ID
+		if err := q.p.snapper.remove(dir, name); err != nil {
+			return err
+		}
+		if err := q.p.snapper.take(src, dir, name); err != nil {
+			return err
+		}
+		defer func() { _ = q.p.snapper.remove(dir, name) }()
+		snap, err := openBeneath(dir, name)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(snap)
+		from = snap
+	}
+	bytes, files, err := copyTree(from, fd, v.CapacityBytes)
+	if err != nil {
+		return err
+	}
+	took := time.Since(start)
+	klog.V(2).InfoS("Directory volume copied from its source", "volumeID", v.ID, "source", v.ContentSource.ID,
+		"bytes", bytes, "files", files, "took", took.Round(time.Millisecond))
+	return nil
 }
 
 // setLimit changes the quota, online: every client sees it within a

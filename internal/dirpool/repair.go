@@ -53,6 +53,9 @@ func (p *Pool) repair() error {
 		return err
 	}
 	trashed = append(trashed, destroying...)
+	if held, err := p.entries(heldDir); err == nil {
+		trashed = append(trashed, held...) // held for its snapshots (snap_ceph.go)
+	}
 	inTrash := map[string]bool{}
 	for _, n := range trashed {
 		id, _, _ := strings.Cut(n, ".")

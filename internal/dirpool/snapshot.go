@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -14,20 +15,20 @@ import (
 	"github.com/filevol/filevol/internal/volume"
 )
 
-// Snapshots are read-only btrfs snapshots of a volume's subvolume:
-// atomic and instant at any size, exact (owners, modes, timestamps).
+// Snapshots: one record per snapshot in <dir>/.filevol/snapshots/<sid>.json
+// (recordstore), and its data where the pool's snapshotter keeps it
+// (snapshotter.go): a read-only btrfs subvolume in .filevol/snaps, or a
+// CephFS snapshot in the volume's own .snap. Either way the data is
+// made under the name ".tmp-<sid>" before the record commits and renamed
+// to <sid> after, so that a crash at any instant leaves one of:
 //
-//	<dir>/.filevol/snapshots/<sid>.json  the record (recordstore)
-//	<dir>/.filevol/snaps/<sid>           the read-only subvolume
-//	<dir>/.filevol/snaps/.tmp-<sid>      one being made (no record: garbage)
+//	.tmp-<sid>, no record   a create before its commit: destroyed at repair
+//	.tmp-<sid>, record      a create after its commit: renamed at repair
+//	<sid>, no record        a delete after its commit: destroyed by the sweep
 //
-// A restore or a clone is a writable snapshot of it (or of the source
-// volume) made by Create, a volume with its own qgroup.
-const (
-	snapRecordsDir = "snapshots"
-	snapsDir       = "snaps"
-	snapEngine     = "btrfs-snapshot"
-)
+// A restore or a clone is made by Create from the snapshot's root
+// (openSource): a writable btrfs snapshot of it, or a copy (copytree.go).
+const snapRecordsDir = "snapshots"
 
 func validSnapshotID(id string) error {
 	_, err := volid.ParseSnapshot(id)
@@ -35,10 +36,8 @@ func validSnapshotID(id string) error {
 }
 
 func (p *Pool) openSnapshotStore() error {
-	for _, d := range []string{snapRecordsDir, snapsDir} {
-		if err := unix.Mkdirat(p.root, metaDir+"/"+d, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
-			return err
-		}
+	if err := unix.Mkdirat(p.root, metaDir+"/"+snapRecordsDir, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+		return err
 	}
 	s, err := recordstore.Open(recordstore.Config[volume.Snapshot]{
 		Dir: filepath.Join(p.dir, metaDir, snapRecordsDir), Kind: "directory snapshot", Version: recordVersion,
@@ -51,38 +50,58 @@ func (p *Pool) openSnapshotStore() error {
 	return nil
 }
 
-// repairSnapshots destroys the subvolumes of snapshots that never
-// committed, and renames committed ones into place.
+const tmpPrefix = ".tmp-"
+
+func cutTmp(n string) (string, bool) {
+	return strings.CutPrefix(n, tmpPrefix)
+}
+
+// repairSnapshots, at an open that holds the pool alone, destroys the
+// data of snapshots that never committed (and what an interrupted clone
+// left: ".tmp-" names no record has) and renames committed ones into
+// place, then sweeps.
 func (p *Pool) repairSnapshots() error {
-	names, dir, err := p.listMeta(snapsDir)
+	err := p.snapper.each(func(dir int, where string, names []string) error {
+		for _, n := range names {
+			sid, ok := cutTmp(n)
+			if !ok {
+				continue
+			}
+			if _, err := p.snaps.Get(sid); err == nil {
+				if err := p.snapper.place(dir, n, sid); err != nil {
+					return fmt.Errorf("roll snapshot %s forward in %s: %w", sid, where, err)
+				}
+				continue
+			}
+			if err := p.snapper.remove(dir, n); err != nil {
+				return fmt.Errorf("destroy %s in %s: %w", n, where, err)
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return err
-	}
-	defer unix.Close(dir)
-	for _, n := range names {
-		sid, ok := cutTmp(n)
-		if !ok {
-			continue
-		}
-		if _, err := p.snaps.Get(sid); err == nil {
-			if err := unix.Renameat2(dir, n, dir, sid, unix.RENAME_NOREPLACE); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := p.quota.destroy(dir, n); err != nil {
-			return err
-		}
 	}
 	return p.sweepSnapshots()
 }
 
-func cutTmp(n string) (string, bool) {
-	const pre = ".tmp-"
-	if len(n) > len(pre) && n[:len(pre)] == pre {
-		return n[len(pre):], true
-	}
-	return "", false
+// sweepSnapshots destroys the data of snapshots no record names (deletes
+// interrupted after their commit point). Safe while the pool is in use:
+// it leaves every ".tmp-" name alone (a create in flight).
+func (p *Pool) sweepSnapshots() error {
+	return p.snapper.each(func(dir int, _ string, names []string) error {
+		var errs []error
+		for _, n := range names {
+			if validSnapshotID(n) != nil {
+				continue // ".tmp-", or a pod's own CephFS snapshot
+			}
+			if _, err := p.snaps.Get(n); err == nil {
+				continue
+			}
+			errs = append(errs, p.snapper.remove(dir, n))
+		}
+		return errors.Join(errs...)
+	})
 }
 
 func (p *Pool) snapshotRecord(id string) (volume.Snapshot, error) {
@@ -92,8 +111,18 @@ func (p *Pool) snapshotRecord(id string) (volume.Snapshot, error) {
 	return p.snaps.Get(id)
 }
 
+// openSnapshot opens the root of the snapshot's data, for a restore.
 func (p *Pool) openSnapshot(s volume.Snapshot) (int, error) {
-	return openBeneath(p.root, metaDir+"/"+snapsDir+"/"+s.ID)
+	dir, err := p.snapper.find(s)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(dir)
+	fd, err := openBeneath(dir, s.ID)
+	if errors.Is(err, unix.ENOENT) {
+		return -1, fmt.Errorf("%w: the data of snapshot %s is gone (%s)", ErrSnapshotDataGone, s.ID, p.snapper.goneHint())
+	}
+	return fd, err
 }
 
 // CreateSnapshot makes a read-only snapshot of the source volume.
@@ -117,26 +146,27 @@ func (p *Pool) CreateSnapshot(_ context.Context, req volume.SnapshotRequest) (vo
 		return volume.Snapshot{}, err
 	}
 	defer unix.Close(src)
-	dir, err := p.metaFD(snapsDir)
+	dir, err := p.snapper.dirOf(src)
 	if err != nil {
 		return volume.Snapshot{}, err
 	}
 	defer unix.Close(dir)
-	tmp := ".tmp-" + sid
-	if err := p.quota.destroy(dir, tmp); err != nil {
+	tmp := tmpPrefix + sid
+	// What a failed earlier attempt left: start over.
+	if err := p.snapper.remove(dir, tmp); err != nil {
 		return volume.Snapshot{}, err
 	}
-	if err := snapshotSubvolume(src, dir, tmp, true); err != nil {
+	if err := p.snapper.take(src, dir, tmp); err != nil {
 		return volume.Snapshot{}, err
 	}
 	s := volume.Snapshot{Version: recordVersion, ID: sid, Name: req.Name, SourceVolumeID: v.ID,
-		SizeBytes: v.CapacityBytes, RestoreBytes: v.RequestedBytes, Engine: snapEngine,
+		SizeBytes: v.CapacityBytes, RestoreBytes: v.RequestedBytes, Engine: p.snapper.engine(),
 		Parameters: req.Parameters, Node: p.node, CreatedAt: time.Now().UTC()}
 	if s.RestoreBytes >= s.SizeBytes {
 		s.RestoreBytes = 0
 	}
 	fail := func(err error) (volume.Snapshot, error) {
-		_ = p.quota.destroy(dir, tmp)
+		_ = p.snapper.remove(dir, tmp)
 		return volume.Snapshot{}, err
 	}
 	if err := unix.Syncfs(p.root); err != nil {
@@ -150,7 +180,7 @@ func (p *Pool) CreateSnapshot(_ context.Context, req volume.SnapshotRequest) (vo
 		draft.Abandon()
 		return fail(err)
 	}
-	if err := unix.Renameat2(dir, tmp, dir, sid, unix.RENAME_NOREPLACE); err != nil {
+	if err := p.snapper.place(dir, tmp, sid); err != nil {
 		draft.Abandon()
 		return fail(err)
 	}
@@ -172,11 +202,9 @@ func (p *Pool) GetSnapshotByName(name string) (volume.Snapshot, error) {
 func (p *Pool) ListSnapshots() []volume.Snapshot { return p.snaps.List() }
 
 // DeleteSnapshot removes the snapshot's record (the commit point), then
-// destroys its subvolume; missing is success. A read-only subvolume
-// cannot be moved to another directory (EROFS), so it is not trashed: a
-// crash after the record's removal leaves a subvolume without a record in
-// snaps/, which the garbage collector (sweepSnapshots) destroys. Volumes
-// restored from it are independent subvolumes and keep their data.
+// destroys its data; missing is success. A crash after the record's
+// removal leaves data without a record, which the sweep destroys.
+// Volumes restored from it are independent and keep their data.
 func (p *Pool) DeleteSnapshot(_ context.Context, id string) error {
 	s, err := p.snapshotRecord(id)
 	if errors.Is(err, volume.ErrSnapshotNotFound) {
@@ -185,6 +213,10 @@ func (p *Pool) DeleteSnapshot(_ context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	dir, derr := p.snapper.find(s)
+	if derr == nil {
+		defer unix.Close(dir)
+	}
 	mark := p.snaps.Mark()
 	if err := p.snaps.Remove(s.ID); err != nil {
 		return err
@@ -192,29 +224,11 @@ func (p *Pool) DeleteSnapshot(_ context.Context, id string) error {
 	if err := p.snaps.Synced(mark); err != nil {
 		return err
 	}
+	if derr == nil {
+		if err := p.snapper.remove(dir, s.ID); err != nil {
+			return err
+		}
+	}
+	p.kick() // a CephFS volume held for its snapshots may go now (snap_ceph.go)
 	return p.sweepSnapshots()
-}
-
-// sweepSnapshots destroys the subvolumes in snaps/ that no record names
-// (deletes interrupted after their commit point); a ".tmp-" one with no
-// record is a create before its commit. Repair at open also rolls
-// committed ones forward (repairSnapshots); this sweep, safe while the
-// pool is in use, leaves every ".tmp-" one alone.
-func (p *Pool) sweepSnapshots() error {
-	names, dir, err := p.listMeta(snapsDir)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(dir)
-	var errs []error
-	for _, n := range names {
-		if _, tmp := cutTmp(n); tmp || validSnapshotID(n) != nil {
-			continue
-		}
-		if _, err := p.snaps.Get(n); err == nil {
-			continue
-		}
-		errs = append(errs, p.quota.destroy(dir, n))
-	}
-	return errors.Join(errs...)
 }

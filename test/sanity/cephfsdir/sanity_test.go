@@ -1,10 +1,9 @@
 // Package cephfsdir runs csi-sanity against a shared directory pool on
 // CephFS: directory volumes (provisioningMode: directory), each a
 // directory with a CephFS quota, in a ceph-fuse mount of the harness's
-// cluster, served by one filevol (--mode all, --pool-shared). Snapshots of
-// directory volumes, and clones of them, are not built on CephFS
-// (FAILED_PRECONDITION, docs/shared-pools-cephfs.md), so sanity's
-// snapshot specs and its clone spec are skipped.
+// cluster, served by one filevol (--mode all, --pool-shared). Snapshots
+// are CephFS snapshots and restores and clones copies
+// (docs/shared-pools-cephfs.md): sanity's snapshot and clone specs run.
 // Minutes long: make ceph-long, or go test ./test/sanity/cephfsdir -args -ceph.
 package cephfsdir
 
@@ -32,10 +31,6 @@ func TestSanityCephFSDirectoryPool(t *testing.T) {
 	}
 	c, made := harness.CephFSDirs(t, "pool", "dirs")
 	pool, dirs := made[0], made[1]
-	// Set before sanity's suite starts, which reads it.
-	if err := flag.Set("ginkgo.skip", "[Ss]napshot|from an existing source volume"); err != nil {
-		t.Fatal(err)
-	}
 	dir := harness.RunSharedPoolProcess(t, "ceph-sanity-dir", "ceph-sanity-dir", func(cfg *sanity.TestConfig) {
 		cfg.TestVolumeParameters = map[string]string{dirpool.ParamProvisioningMode: dirpool.ProvisioningModeDirectory}
 		cfg.TestVolumeMutableParameters = nil
