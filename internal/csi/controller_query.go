@@ -103,7 +103,8 @@ func (s *ControllerService) ControllerGetVolume(ctx context.Context, req *csipb.
 // promise for volumes matching the request: 0 for capabilities or
 // topologies this node cannot serve.
 func (s *ControllerService) GetCapacity(ctx context.Context, req *csipb.GetCapacityRequest) (*csipb.GetCapacityResponse, error) {
-	p, err := parseParameters(req.GetParameters())
+	params := withoutSecretRefs(req.GetParameters())
+	p, err := parseParameters(params)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +116,7 @@ func (s *ControllerService) GetCapacity(ctx context.Context, req *csipb.GetCapac
 	if key, value := s.cfg.topologySegment(); req.GetAccessibleTopology() != nil && req.GetAccessibleTopology().GetSegments()[key] != value {
 		return &csipb.GetCapacityResponse{}, nil
 	}
-	st, err := s.createStore(p, req.GetParameters())
+	st, err := s.createStore(p, params)
 	if err != nil {
 		return nil, err
 	}
