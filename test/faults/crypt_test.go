@@ -318,14 +318,18 @@ func (r *cryptRun) guarded(v *cvol, k int, call func() error) (fsOpen, []fsOpen,
 	defer g.close()
 	g.arm(k)
 	err = call()
-	wait := time.Duration(0)
-	if err != nil {
-		wait = time.Second // the fire is sent right after the kill the error comes from
-	}
+	// A close is told after the fact: the driver may have answered the
+	// call before the guard killed it, so the guard is given a moment.
 	select {
 	case o := <-g.fired:
 		return o, g.events(), true, err
-	case <-time.After(wait):
+	case <-time.After(200 * time.Millisecond):
+	}
+	g.disarm()
+	select {
+	case o := <-g.fired:
+		return o, g.events(), true, err
+	default:
 		return fsOpen{}, g.events(), false, err
 	}
 }

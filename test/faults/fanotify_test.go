@@ -86,6 +86,14 @@ func (g *openGuard) arm(n int) {
 	}
 }
 
+// disarm cancels an armed event that did not fire. disarm and a look at
+// fired, in this order, tell for certain whether it fired.
+func (g *openGuard) disarm() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.armed, g.target = 0, nil
+}
+
 // events returns what the driver did on the mount since arm.
 func (g *openGuard) events() []fsOpen {
 	g.mu.Lock()

@@ -144,6 +144,11 @@ func (b *Node) unlockData(vol volume.Volume, staging string, key []byte, readOnl
 		}
 	case err != nil:
 		return err
+	case st.Mode().Type() == os.ModeSymlink:
+		// Replaced behind filevol's back (the image written while
+		// unstaged): a link may name anything on the node.
+		return answer.FailedPrecondition("%s of encrypted volume %s is a symbolic link, not the volume's encrypted directory; filevol follows no link in a volume: "+
+			"put the directory back (mount the image while the volume is unstaged)", dir, vol.ID)
 	case !st.IsDir():
 		return answer.FailedPrecondition("%s of encrypted volume %s is not a directory (%s)", dir, vol.ID, st.Mode().Type())
 	}
