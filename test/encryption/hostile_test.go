@@ -2,12 +2,14 @@ package encryption
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 
@@ -157,4 +159,46 @@ func TestPodReplacesInsideEncryptedTree(t *testing.T) {
 		t.Errorf("the pod's link after a stage: %q, %v", got, err)
 	}
 	e.down(id)
+}
+
+// data/ replaced by a symlink on the node while the volume is staged: the
+// unstage cannot read which key to remove without following the link, so
+// it refuses, says so, and unmounts nothing (an unmount could leave the
+// key alive in another namespace's copy of the mount). Put back, the
+// unstage removes the key.
+func TestUnstageWithDataReplacedByALink(t *testing.T) {
+	e := start(t)
+	ctx := context.Background()
+	id := e.mustCreate("relinked", encParams, nil)
+	if err := os.WriteFile(filepath.Join(e.up(id, oldKey), "m"), []byte(marker(t)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.d.Node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: e.target(id)}); err != nil {
+		t.Fatal(err)
+	}
+	staging := e.staging(id)
+	keyID, ok, err := fscrypt.OS{}.Policy(filepath.Join(staging, "data"))
+	if err != nil || !ok {
+		t.Fatalf("policy of data/: %v, %v", ok, err)
+	}
+	if err := os.Rename(filepath.Join(staging, "data"), filepath.Join(staging, "kept")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("kept", filepath.Join(staging, "data")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.d.Node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging})
+	wantCode(t, "unstage with data/ a link", err, codes.FailedPrecondition, "is a symbolic link", "put the directory back")
+	if s, err := (fscrypt.OS{}).Status(staging, keyID); err != nil || s != fscrypt.Present {
+		t.Fatalf("after the refused unstage the key is %v (%v), want present with its mount", s, err)
+	}
+	if err := os.Remove(filepath.Join(staging, "data")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(staging, "kept"), filepath.Join(staging, "data")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.d.Node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging}); err != nil {
+		t.Fatalf("unstage once data/ is back: %v", err)
+	}
 }
