@@ -14,7 +14,9 @@ import (
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 
 	"github.com/filevol/filevol/internal/hostos/fscrypt"
+	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/keywrap"
+	"github.com/filevol/filevol/internal/pool"
 	"github.com/filevol/filevol/internal/testutil"
 )
 
@@ -94,6 +96,8 @@ func TestKillEncryptedStageUnstage(t *testing.T) {
 	} else {
 		r.firstStageRound(func() { w.arm("mount staging (ext4) mounted") })
 	}
+	// And held at its first ioctl on a filesystem fresh from mkfs.
+	r.heldFirstStageRound()
 	// A stage killed at its mount and never retried: kubelet unstages
 	// instead (the pod was deleted meanwhile); the key goes with it.
 	r.abandonedStageRound()
@@ -264,6 +268,74 @@ func (r *cryptRun) abandonedStageRound() {
 	}
 	r.unstageOK(v)
 	r.delete(v)
+}
+
+// heldFirstStageRound kills a new volume's first stage once its
+// filesystem is made (the format marker removed), then holds the retried
+// stage at its first open on the filesystem, before the key is added:
+// the guard cannot mark a mount the driver has not made yet, so the test
+// mounts the device itself first and marks the filesystem, which the
+// driver's mount then shares. The test's mount goes before the checks.
+// The retries that follow are guardedStages', on a mount with no key,
+// no data/ and no policy yet.
+func (r *cryptRun) heldFirstStageRound() {
+	r.t.Helper()
+	v := r.newVolume()
+	defer r.delete(v)
+	r.w.arm("pool volumes/<id>.formatting removed")
+	err := r.stageOnce(v)
+	point, fired := r.w.waitFired(200*time.Millisecond, nil)
+	if !fired {
+		r.t.Fatalf("a first stage not killed once formatted: %v", err)
+	}
+	r.killed(v, "NodeStageVolume", point)
+	devs, _, err := r.volumeDevices(v)
+	r.must("read the kernel's devices", err)
+	if len(devs) == 0 {
+		// The kill may land before or after the driver's device went
+		// with it: attached here as the driver attaches, so that the
+		// retry takes it for its own (imagenode's ensureLoop).
+		d, err := loop.Attach(context.Background(), r.image(v), loop.Options{DirectIO: true, BlockSize: 4096, Mark: true,
+			Scheduler: "none", Owner: pool.DeviceOwner(nodeID)})
+		r.must("attach the image as the driver does", err)
+		devs = append(devs, d)
+	}
+	if len(devs) != 1 {
+		r.t.Fatalf("%d loop devices on the image after a kill once formatted", len(devs))
+	}
+	hold := filepath.Join(r.dir, "hold")
+	r.must("make the hold mount point", os.MkdirAll(hold, 0o700))
+	if out, err := exec.Command("mount", "-t", "ext4", devs[0].Path, hold).CombinedOutput(); err != nil {
+		r.t.Fatalf("mount %s to hold its filesystem: %v: %s", devs[0].Path, err, out)
+	}
+	unmountHold := func() {
+		if out, err := exec.Command("umount", hold).CombinedOutput(); err != nil {
+			r.t.Fatalf("umount the hold: %v: %s", err, out)
+		}
+	}
+	g, err := guardFilesystem(hold, v.staging, r.p.current)
+	if err != nil {
+		unmountHold()
+		r.t.Fatal(err)
+	}
+	g.arm(1)
+	err = r.stageOnce(v)
+	var o fsOpen
+	select {
+	case o = <-g.fired:
+	case <-time.After(time.Second):
+		g.close()
+		unmountHold()
+		r.t.Fatalf("a retried stage not held at its first open on the filesystem (it did %v): %v", g.events(), err)
+	}
+	evs := g.events()
+	g.close()
+	r.p.kill()
+	unmountHold()
+	r.killed(v, "NodeStageVolume (retried, fresh filesystem)", ioctlPoint(o, evs, "key add", "policy read", "policy set"))
+	r.guardedStages(v)
+	r.stageOK(v)
+	r.unstageOK(v)
 }
 
 // stageRound stages v (unstaged) killed where arm says, then retries,

@@ -46,7 +46,7 @@ func (o fsOpen) String() string {
 // openGuard holds the driver's opens on one mount.
 type openGuard struct {
 	fd     *os.File
-	mnt    string
+	mnt    string // paths are named relative to it
 	driver func() *instance
 
 	mu     sync.Mutex
@@ -59,17 +59,29 @@ type openGuard struct {
 
 // guardMount starts holding the driver's opens on the mount at mnt.
 func guardMount(mnt string, driver func() *instance) (*openGuard, error) {
+	return guard(mnt, unix.FAN_MARK_MOUNT, mnt, driver)
+}
+
+// guardFilesystem starts holding the driver's opens on every mount of
+// the filesystem mounted at mnt, those made after it included (a mount
+// of a device already mounted shares its filesystem: one superblock);
+// paths are named relative to names, where the driver will mount it.
+func guardFilesystem(mnt, names string, driver func() *instance) (*openGuard, error) {
+	return guard(mnt, unix.FAN_MARK_FILESYSTEM, names, driver)
+}
+
+func guard(mnt string, kind uint, names string, driver func() *instance) (*openGuard, error) {
 	fd, err := unix.FanotifyInit(unix.FAN_CLASS_CONTENT|unix.FAN_CLOEXEC|unix.FAN_NONBLOCK, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_LARGEFILE)
 	if err != nil {
 		return nil, fmt.Errorf("fanotify_init: %w", err)
 	}
-	if err := unix.FanotifyMark(fd, unix.FAN_MARK_ADD|unix.FAN_MARK_MOUNT,
+	if err := unix.FanotifyMark(fd, unix.FAN_MARK_ADD|kind,
 		unix.FAN_OPEN_PERM|unix.FAN_CLOSE_NOWRITE|unix.FAN_ONDIR, unix.AT_FDCWD, mnt); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("fanotify_mark %s: %w", mnt, err)
 	}
 	// Non-blocking, so the file is Go's poller's: close ends a Read.
-	g := &openGuard{fd: os.NewFile(uintptr(fd), "fanotify"), mnt: mnt, driver: driver, fired: make(chan fsOpen, 1)}
+	g := &openGuard{fd: os.NewFile(uintptr(fd), "fanotify"), mnt: names, driver: driver, fired: make(chan fsOpen, 1)}
 	g.wg.Add(1)
 	go g.read()
 	return g, nil
