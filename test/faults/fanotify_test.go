@@ -25,8 +25,9 @@ import (
 // (FAN_CLOSE_NOWRITE, a plain notification) marks "after" the last one,
 // which the driver may outrun by a few system calls, as with the
 // watcher's boundaries. A mount exists only once the driver made it, so
-// a guard can only be placed on a stage that finds its mount (a retry)
-// and on an unstage.
+// a guard is placed on a stage that finds its mount (a retry), on an
+// unstage, or on the filesystem of a device the test mounted before the
+// driver's stage mounts it too (guardFilesystem).
 
 // fsOpen is one open or close by the driver on a guarded mount.
 type fsOpen struct {
