@@ -85,18 +85,16 @@ func TestKillEncryptedStageUnstage(t *testing.T) {
 	r := &cryptRun{t: t, dir: dir, p: p, o: &ops{p: p, st: st}, w: w, kills: map[string]int{}, states: map[string]int{}}
 	long := groupStride() == 1
 
-	// NodeStageVolume of a new volume: at every boundary (long), or at
-	// its mount (short), each kill followed by guarded retries.
+	// NodeStageVolume of a new volume: at every boundary (long), each
+	// kill followed by guarded retries; and held at its first ioctl on a
+	// filesystem fresh from mkfs (both).
 	if long {
 		for n := 1; r.firstStageRound(func() { w.armNth(n) }); n++ {
 			if n > 60 {
 				t.Fatal("a first stage with more than 60 boundaries")
 			}
 		}
-	} else {
-		r.firstStageRound(func() { w.arm("mount staging (ext4) mounted") })
 	}
-	// And held at its first ioctl on a filesystem fresh from mkfs.
 	r.heldFirstStageRound()
 	// A stage killed at its mount and never retried: kubelet unstages
 	// instead (the pod was deleted meanwhile); the key goes with it.
