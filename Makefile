@@ -99,7 +99,7 @@ bench-snapshot: build deps ## snapshot, restore and expansion timings on xfs (re
 	./hack/bench-snapshot.sh
 
 FAULTS_ITERATIONS ?= 200
-faults: build ## crash safety: SIGKILL the driver through whole lifecycles and reboots, and a shared pool's controller and node processes at every boundary of attach, detach, stage and unstage, on a local directory and on GlusterFS (long; make test runs a short one)
+faults: build ## crash safety: SIGKILL the driver through whole lifecycles and reboots, and a shared pool's controller and node processes at every boundary of attach, detach, stage and unstage, on a local directory and on GlusterFS, and an encrypted volume's stage and unstage at every boundary and fscrypt ioctl (long; make test runs a short one)
 	$(GO) test -count=1 -v -timeout 60m ./test/faults -args -iterations=$(FAULTS_ITERATIONS) -bin=$(CURDIR)/$(BIN)
 
 ceph-long: ## CephFS proofs that wait for the MDS's own timeouts (a node's ceph-fuse killed, or cut off, and nobody evicts it) and csi-sanity on a CephFS shared image pool and directory pool (root; minutes; make test runs the short ones in test/ceph)

@@ -118,6 +118,12 @@ func (b *bench) reportDataPath(targets []ioTarget, res [][][]fioResult) {
 // a block volume) big enough for size bytes of fio data plus the
 // filesystem's own, and returns the file fio is to use in it.
 func (b *bench) publishIOTarget(ctx context.Context, name, fsType string, size int64) (ioTarget, error) {
+	return b.publishIOTargetOf(ctx, name, fsType, size, nil, nil)
+}
+
+// publishIOTargetOf is publishIOTarget for a volume of a class with
+// params, staged with the node-stage secrets (an encrypted one).
+func (b *bench) publishIOTargetOf(ctx context.Context, name, fsType string, size int64, params, secrets map[string]string) (ioTarget, error) {
 	vc := &csipb.VolumeCapability{AccessMode: capability.AccessMode}
 	if fsType == "" {
 		vc.AccessType = &csipb.VolumeCapability_Block{Block: &csipb.VolumeCapability_BlockVolume{}}
@@ -130,13 +136,13 @@ func (b *bench) publishIOTarget(ctx context.Context, name, fsType string, size i
 		target:  filepath.Join(b.kubeletDir(), "pods", pv, "volumes/kubernetes.io~csi", pv, "mount")}
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	resp, err := b.d.ctrl.CreateVolume(ctx, &csipb.CreateVolumeRequest{Name: pv,
+	resp, err := b.d.ctrl.CreateVolume(ctx, &csipb.CreateVolumeRequest{Name: pv, Parameters: params,
 		CapacityRange: &csipb.CapacityRange{RequiredBytes: size + size/4 + 512<<20}, VolumeCapabilities: []*csipb.VolumeCapability{vc}})
 	if err != nil {
 		return t, fmt.Errorf("CreateVolume %s: %w", pv, err)
 	}
 	t.id = resp.GetVolume().GetVolumeId()
-	if _, err := b.d.node.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{VolumeId: t.id, StagingTargetPath: t.staging, VolumeCapability: vc}); err != nil {
+	if _, err := b.d.node.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{VolumeId: t.id, StagingTargetPath: t.staging, VolumeCapability: vc, Secrets: secrets}); err != nil {
 		return t, fmt.Errorf("NodeStageVolume %s: %w", pv, err)
 	}
 	if _, err := b.d.node.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{VolumeId: t.id, StagingTargetPath: t.staging,

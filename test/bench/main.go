@@ -55,7 +55,7 @@ func main() {
 		return nil
 	})
 	flag.DurationVar(&c.settle, "settle", recentlyFreedFor, "on ext4 without a journal, wait this long after the last run ended before measuring (its freed inodes slow every create meanwhile; 0: do not wait)")
-	flag.StringVar(&c.only, "only", "", "run one part only: control (create, lifecycle, memory, listing), datapath (fio), reference (CreateVolume vs --reference-bin), scale (--scale-volumes on one node) or tree-delete (a directory volume of --tree-files files deleted while other calls run, on btrfs and ext4 directory pools); empty: control, datapath and reference (when --reference-bin is set)")
+	flag.StringVar(&c.only, "only", "", "run one part only: control (create, lifecycle, memory, listing), datapath (fio, with the encryption A/B), encryption (fio on an encrypted and a plain ext4 volume, A B A B), reference (CreateVolume vs --reference-bin), scale (--scale-volumes on one node) or tree-delete (a directory volume of --tree-files files deleted while other calls run, on btrfs and ext4 directory pools); empty: control, datapath and reference (when --reference-bin is set)")
 	flag.IntVar(&c.fioRounds, "fio-rounds", 3, "data path: interleaved rounds of every fio workload on every target (0: skip the data path)")
 	flag.Int64Var(&c.fioSize, "fio-size", 512<<20, "data path: bytes of each target fio works on (written once before the rounds)")
 	flag.DurationVar(&c.fioRuntime, "fio-runtime", 4*time.Second, "data path: measured time of one fio job (after a 1 s ramp)")
@@ -74,8 +74,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench: every count must be at least 1 (--fio-rounds at least 0, --fio-size at least 1 MiB, --fio-runtime at least 1 s)")
 		os.Exit(2)
 	}
-	if !slices.Contains([]string{"", "control", "datapath", "reference", "scale", "tree-delete"}, c.only) {
-		fmt.Fprintf(os.Stderr, "bench: --only %q: want control, datapath, reference, scale or tree-delete\n", c.only)
+	if !slices.Contains([]string{"", "control", "datapath", "encryption", "reference", "scale", "tree-delete"}, c.only) {
+		fmt.Fprintf(os.Stderr, "bench: --only %q: want control, datapath, encryption, reference, scale or tree-delete\n", c.only)
 		os.Exit(2)
 	}
 	if !slices.Contains([]string{"", "scheduler", "read-ahead"}, c.fioAB) {
@@ -230,7 +230,9 @@ func (b *bench) phases() []func(context.Context) error {
 	case "control":
 		return control
 	case "datapath":
-		return []func(context.Context) error{b.dataPath}
+		return []func(context.Context) error{b.dataPath, b.dataPathCrypt}
+	case "encryption":
+		return []func(context.Context) error{b.dataPathCrypt}
 	case "reference":
 		return []func(context.Context) error{b.reference}
 	case "scale":
@@ -238,7 +240,7 @@ func (b *bench) phases() []func(context.Context) error {
 	case "tree-delete":
 		return []func(context.Context) error{b.treeDelete}
 	}
-	all := append([]func(context.Context) error{b.dataPath}, control...)
+	all := append([]func(context.Context) error{b.dataPath, b.dataPathCrypt}, control...)
 	if b.cfg.referenceBin != "" {
 		all = append(all, b.reference)
 	}

@@ -258,6 +258,7 @@ func TestRotationAndRefusals(t *testing.T) {
 	fresh := e.mustCreate("fresh", encParams, nil)
 	for what, secrets := range map[string]map[string]string{
 		"missing":  nil,
+		"empty":    {keywrap.SecretKey: ""},
 		"short":    {keywrap.SecretKey: "too-short"},
 		"overlong": {keywrap.SecretKey: strings.Repeat("k", keywrap.MaxMaterial+1)},
 	} {

@@ -8,7 +8,9 @@
 // nothing leaked (files, loop devices, mounts) and that every
 // acknowledged write of a volume not deleted reads back intact, also
 // after a simulated reboot. TestRebootMidOperation reboots with a volume
-// mid-expansion and one mid-snapshot.
+// mid-expansion and one mid-snapshot. TestKillEncryptedStageUnstage
+// kills an encrypted volume's stage and unstage at each boundary and
+// around each fscrypt ioctl, and checks where its key is left.
 //
 // The default run is short (make test); `make faults` runs a long one:
 //

@@ -213,3 +213,51 @@ func TestStepTimeoutDumpsTheDriver(t *testing.T) {
 		t.Errorf("after the dump: %v", err)
 	}
 }
+
+// TestOpenGuardKillsBeforeTheOpen: the guard's kill lands while the
+// kernel holds the armed process's open, so the process never gets the
+// file; anyone else's opens on the mount go through meanwhile.
+func TestOpenGuardKillsBeforeTheOpen(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := testutil.Scratch(t, "faults")
+	mnt := filepath.Join(dir, "mnt")
+	if err := os.Mkdir(mnt, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "guard-test", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", mnt).Run() })
+	if err := os.WriteFile(filepath.Join(mnt, "f"), []byte("read by the guarded process"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var cur atomic.Pointer[instance]
+	g, err := guardMount(mnt, cur.Load)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.close()
+	var out strings.Builder
+	// exec: cat is the process launched, so its opens carry its PID.
+	cmd := exec.Command("sh", "-c", "sleep 0.5; exec cat "+filepath.Join(mnt, "f"))
+	cmd.Stdout = &out
+	i, err := launch(cmd, 1, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Store(i)
+	g.arm(1)
+	if data, err := os.ReadFile(filepath.Join(mnt, "f")); err != nil || len(data) == 0 {
+		t.Errorf("the test's own read while the guard is armed for another process: %q, %v", data, err)
+	}
+	waitExit(t, i)
+	if why := i.killedBy(); !strings.Contains(why, "open guard, at #1 open f") {
+		t.Errorf("cat killed by %q, want the open guard at its open", why)
+	}
+	if out.Len() != 0 {
+		t.Errorf("cat read %q: the kill came after its open", out.String())
+	}
+	if evs := g.events(); len(evs) != 1 || evs[0].rel != "f" || evs[0].close {
+		t.Errorf("the guard saw %v, want one open of f", evs)
+	}
+}

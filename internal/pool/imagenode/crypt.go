@@ -144,6 +144,11 @@ func (b *Node) unlockData(vol volume.Volume, staging string, key []byte, readOnl
 		}
 	case err != nil:
 		return err
+	case st.Mode().Type() == os.ModeSymlink:
+		// Replaced behind filevol's back (the image written while
+		// unstaged): a link may name anything on the node.
+		return answer.FailedPrecondition("%s of encrypted volume %s is a symbolic link, not the volume's encrypted directory; filevol follows no link in a volume: "+
+			"put the directory back (mount the image while the volume is unstaged)", dir, vol.ID)
 	case !st.IsDir():
 		return answer.FailedPrecondition("%s of encrypted volume %s is not a directory (%s)", dir, vol.ID, st.Mode().Type())
 	}
@@ -187,7 +192,16 @@ func (b *Node) lockData(id, staging string, u volview.Usage) error {
 	}
 	// A record that is gone may have been of an encrypted volume: its
 	// key goes all the same, and an error says nothing of a volume in clear.
-	key, ok, err := b.host.Keys.Policy(dataDir(staging))
+	dir := dataDir(staging)
+	if st, lerr := os.Lstat(dir); lerr == nil && encrypted && st.Mode().Type() == os.ModeSymlink {
+		// Replaced on the node while staged (a pod sees only what is
+		// under it): the policy that names the key is out of reach, and
+		// filevol follows no link. Unmounting now could leave the key in
+		// a copy of the mount in another namespace.
+		return answer.FailedPrecondition("%s of encrypted volume %s is a symbolic link, not the volume's encrypted directory, so filevol cannot tell which key to remove "+
+			"and leaves the volume staged, its key in the kernel; put the directory back at %s and retry the unstage", dir, id, dir)
+	}
+	key, ok, err := b.host.Keys.Policy(dir)
 	switch {
 	case err != nil && !encrypted:
 		return nil
