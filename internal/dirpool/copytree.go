@@ -1,12 +1,14 @@
 package dirpool
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/filevol/filevol/internal/hostos/sparse"
 	"github.com/filevol/filevol/internal/volume"
 )
 
@@ -151,7 +153,9 @@ func (c *treeCopy) file(src, dst int, name, rel string, st *unix.Stat_t) error {
 		return fmt.Errorf("create %s: %w", rel, err)
 	}
 	defer unix.Close(dfd)
-	if err := copyData(sfd, dfd, st.Size); err != nil {
+	// Not under the request's deadline: a restore runs to its end, and a
+	// retried CreateVolume waits for it (ABORTED meanwhile).
+	if err := sparse.Copy(context.Background(), sfd, dfd, st.Size); err != nil {
 		if errors.Is(err, unix.EDQUOT) {
 			return fmt.Errorf("%w: the volume's quota of %d bytes refused the copy at %s; ask for a larger volume", volume.ErrInvalidArgument, c.limit, rel)
 		}

@@ -11,6 +11,9 @@
 //     layouts) and writes block I/O throttling to it (v1 blkio, v2 io.max);
 //   - extents: a file's extent map (FS_IOC_FIEMAP), for thick volumes'
 //     reservations and changed-block tracking;
+//   - sparse: a file's bytes copied into a new one as thin as its source
+//     (SEEK_DATA/SEEK_HOLE, copy_file_range; zeros skipped where holes
+//     are not reported), the copies of both pools;
 //   - fscrypt: filesystem encryption keys and policies (fscrypt v2 ioctls),
 //     behind the Keys seam;
 //   - ofd:   open file description locks (F_OFD_SETLK, F_OFD_SETLKW,

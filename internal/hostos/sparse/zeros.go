@@ -1,4 +1,4 @@
-package pool
+package sparse
 
 import (
 	"bytes"
@@ -6,14 +6,12 @@ import (
 	"fmt"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/filevol/filevol/internal/durable"
 )
 
 // A filesystem that does not report holes to SEEK_DATA/SEEK_HOLE answers
 // as if every byte were data: ceph-fuse (FUSE without an lseek of its
 // own, so the kernel's generic answer) says SEEK_DATA 0 is 0 and
-// SEEK_HOLE 0 is the end of the file, however sparse. copySparse would
+// SEEK_HOLE 0 is the end of the file, however sparse. copyData would
 // then copy every zero of a thin image and allocate all of it: a 256 MiB
 // image holding 4 MiB took 268 MiB of the CephFS data pool after the
 // copy (measured on Ceph 16.2, docs/shared-pools-cephfs.md). On such a
@@ -33,7 +31,7 @@ var zeros = make([]byte, zeroBlock)
 // holesUnreported reports whether the file fd, sized but never written
 // (all of it a hole), still reads as data at 0 through SEEK_DATA: its
 // filesystem does not report holes. A filesystem that does answers ENXIO;
-// one without SEEK_DATA at all answers EINVAL and keeps copySparse's
+// one without SEEK_DATA at all answers EINVAL and keeps copyData's
 // whole copy.
 func holesUnreported(fd int) bool {
 	off, err := unix.Seek(fd, 0, unix.SEEK_DATA)
@@ -52,7 +50,7 @@ func copyNonZero(ctx context.Context, sfd, dfd int, size int64) error {
 		}
 		n := int(min(int64(len(buf)), size-off))
 		var r int
-		err := durable.IgnoringEINTR(func() (err error) { r, err = unix.Pread(sfd, buf[:n], off); return err })
+		err := retry(func() (err error) { r, err = unix.Pread(sfd, buf[:n], off); return err })
 		if err != nil {
 			return fmt.Errorf("read at %d: %w", off, err)
 		}
@@ -84,13 +82,8 @@ func writeNonZero(dfd int, b []byte, off int64) error {
 			}
 			j = k
 		}
-		for w := i; w < j; {
-			var k int
-			err := durable.IgnoringEINTR(func() (err error) { k, err = unix.Pwrite(dfd, b[w:j], off+int64(w)); return err })
-			if err != nil {
-				return fmt.Errorf("write at %d: %w", off+int64(w), err)
-			}
-			w += k
+		if err := writeAll(dfd, b[i:j], off+int64(i)); err != nil {
+			return err
 		}
 		i = j
 	}
