@@ -72,7 +72,7 @@ func TestKillEncryptedStageUnstage(t *testing.T) {
 	}
 	began := time.Now()
 	dir := testutil.Scratch(t, "faults")
-	p := newProc(t, buildDriver(t, t.TempDir()), dir)
+	p := newProc(t, buildDriver(t), dir)
 	if err := p.start(); err != nil {
 		t.Fatal(err)
 	}

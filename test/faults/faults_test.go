@@ -95,7 +95,7 @@ func TestKillAndRecover(t *testing.T) {
 		seed = uint64(time.Now().UnixNano())
 	}
 	t.Logf("seed %d (rerun with -args -seed=%d)", seed, seed)
-	bin := buildDriver(t, t.TempDir())
+	bin := buildDriver(t)
 	st := newStats()
 	p := newProc(t, bin, dir)
 	if err := p.start(); err != nil {

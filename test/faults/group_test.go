@@ -52,7 +52,7 @@ func TestKillDuringGroupSnapshot(t *testing.T) {
 	testutil.RequireRoot(t)
 	dir := testutil.Scratch(t, "faults")
 	t.Cleanup(func() { thawUnder(dir) })
-	bin := buildDriver(t, t.TempDir())
+	bin := buildDriver(t)
 	st := newStats()
 	p := newProc(t, bin, dir)
 	if err := p.start(); err != nil {

@@ -143,7 +143,7 @@ func TestInstanceSaysWhoKilledIt(t *testing.T) {
 func TestDeadDriverFailsAtOnce(t *testing.T) {
 	testutil.RequireRoot(t)
 	dir := testutil.Scratch(t, "faults")
-	p := newProc(t, buildDriver(t, t.TempDir()), dir)
+	p := newProc(t, buildDriver(t), dir)
 	if err := p.start(); err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestDeadDriverFailsAtOnce(t *testing.T) {
 func TestStepTimeoutDumpsTheDriver(t *testing.T) {
 	testutil.RequireRoot(t)
 	dir := testutil.Scratch(t, "faults")
-	p := newProc(t, buildDriver(t, t.TempDir()), dir)
+	p := newProc(t, buildDriver(t), dir)
 	if err := p.start(); err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ func metaKillAfter() []int {
 // SIGKILL right after its first message (metaKillAfter).
 func TestKillDuringSnapshotMetadata(t *testing.T) {
 	testutil.RequireRoot(t)
-	bin := buildDriver(t, t.TempDir())
+	bin := buildDriver(t)
 	for _, fsType := range []string{"xfs", "ext4"} {
 		t.Run(fsType, func(t *testing.T) { metaKillOn(t, bin, fsType) })
 	}

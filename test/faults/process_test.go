@@ -3,6 +3,7 @@ package faults
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -22,9 +23,11 @@ import (
 // nodeID is the node the driver under test claims to be.
 const nodeID = "faults-node"
 
-// buildDriver builds cmd/filevol into dir, unless -bin names a binary
-// (`make faults` passes bin/filevol, which `make build` made).
-func buildDriver(t testing.TB, dir string) string {
+// buildDriver returns the driver binary: -bin when given (`make faults`
+// passes bin/filevol, which `make build` made), else cmd/filevol built
+// once for the whole package (linking it took 3-6 s, per test, when each
+// built its own). dir is unused; the callers' own directories stay theirs.
+func buildDriver(t testing.TB) string {
 	t.Helper()
 	if *binFlag != "" {
 		bin, err := filepath.Abs(*binFlag)
@@ -36,12 +39,39 @@ func buildDriver(t testing.TB, dir string) string {
 		}
 		return bin
 	}
-	bin := filepath.Join(dir, "filevol")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/filevol/filevol/cmd/filevol")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build cmd/filevol: %v\n%s", err, out)
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "filevol-faults-bin-"); built.err != nil {
+			return
+		}
+		bin := filepath.Join(built.dir, "filevol")
+		out, err := exec.Command("go", "build", "-o", bin, "github.com/filevol/filevol/cmd/filevol").CombinedOutput()
+		if err != nil {
+			built.err = fmt.Errorf("go build cmd/filevol: %v\n%s", err, out)
+			return
+		}
+		built.bin = bin
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	return bin
+	return built.bin
+}
+
+// built is the package's one driver binary (buildDriver); TestMain
+// removes its directory when the tests are done.
+var built struct {
+	once     sync.Once
+	dir, bin string
+	err      error
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
 }
 
 // proc is the driver running as a child process, as kubelet runs it in a

@@ -50,7 +50,7 @@ func TestRebootMidOperation(t *testing.T) {
 	// Runs before Scratch's cleanup: a filesystem left frozen would stay
 	// frozen, and its loop device busy, once unmounted.
 	t.Cleanup(func() { thawUnder(dir) })
-	bin := buildDriver(t, t.TempDir())
+	bin := buildDriver(t)
 	st := newStats()
 	p := newProc(t, bin, dir)
 	if err := p.start(); err != nil {

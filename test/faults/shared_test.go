@@ -108,7 +108,7 @@ func newSharedPool(t *testing.T, backend string) *sharedPool {
 	if sp.g != nil {
 		sp.storage = filepath.Join(sp.g.BrickDir(), "pool")
 	}
-	sp.bin = buildDriver(t, t.TempDir())
+	sp.bin = buildDriver(t)
 	sp.ctrl = sp.newProc("ctrl", "controller")
 	for _, n := range []string{"node-a", "node-b"} {
 		sp.nodes[n] = sp.newProc(n, "node")
