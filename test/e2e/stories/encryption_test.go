@@ -25,7 +25,8 @@ import (
 // restores with the same Secret; the Secret's key is rotated (new key,
 // old one as previousEncryptionKey) and the next pod reads the same bytes;
 // afterwards the old key alone is refused and the pod waits, saying which
-// Secret field to fix.
+// Secret field to fix. A claim of the class in another namespace cannot
+// use this namespace's Secret.
 func TestEncryptedClaimRotatedAndRestored(t *testing.T) {
 	t.Parallel()
 	requireCaps(t, "controller:CREATE_DELETE_SNAPSHOT")
@@ -109,6 +110,27 @@ func TestEncryptedClaimRotatedAndRestored(t *testing.T) {
 		t.Fatalf("the pod with a wrong key: %v, phase %v; want Pending", err, p.Status.Phase)
 	}
 	deletePod(t, ns, "old-key-reader")
+
+	// Another tenant's claim of the same class gets its own namespace's
+	// Secret, never this one's: without one of its own, its pod waits on
+	// the missing Secret and nothing is made with this namespace's key.
+	other := namespace(t)
+	claim(t, other, "enc", claimOpts{class: class, size: "64Mi"})
+	newPod(t, other, "no-key", "enc", false, read)
+	eventually(t, 2*time.Minute, "a FailedMount event for the other namespace's missing Secret", func() (bool, error) {
+		evs, err := cs.CoreV1().Events(other).List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=no-key"})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range evs.Items {
+			if e.Reason == "FailedMount" && strings.Contains(e.Message, "volume-key") && strings.Contains(e.Message, "not found") {
+				t.Logf("the other tenant's pod: %s", e.Message)
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	deletePod(t, other, "no-key")
 }
 
 // randomKey is 64 hex characters of fresh randomness: a Secret's key.
