@@ -123,7 +123,7 @@ func TestFencingNodeDead(t *testing.T) {
 			}
 			c.unpublish(id, "node-a") // the force-detach
 			next := int64(1)
-			if c.g == nil {
+			if c.g == nil && c.cph == nil {
 				next = refusedWhileWriting(t, c, id, a, 3, next)
 				c.cleanNode(a) // the host dies: its mounts and loop device go
 			}
@@ -339,6 +339,10 @@ func TestFencingNodePartitioned(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCluster(t, tc.backend, tc.strict, "node-a", "node-b")
 			id, a, b := fenceSetup(t, c)
+			if c.cph != nil {
+				partitionedCeph(t, c, id, a, b)
+				return
+			}
 			if c.g == nil {
 				c.unpublish(id, "node-a")
 				next := refusedWhileWriting(t, c, id, a, 5, 1)
@@ -359,10 +363,6 @@ func TestFencingNodePartitioned(t *testing.T) {
 				}
 				b.Release(t, id)
 				c.unpublish(id, "node-b")
-				return
-			}
-			if c.cph != nil {
-				partitionedCeph(t, c, id, a, b)
 				return
 			}
 			partitioned(t, c, id, a, b, tc.strict)
