@@ -79,7 +79,8 @@ func partitionedCeph(t *testing.T, c *cluster, id string, a, b *node) {
 	c.unpublish(id, "node-b")
 }
 
-// TestFencingNodeBlocklisted (CephFS only, with -ceph): node A is alive and
+// TestFencingNodeBlocklisted (CephFS only; the one ceph case make test
+// runs, the others need -ceph: make ceph-long): node A is alive and
 // connected, its pod writing through A's device, when the admin
 // blocklists A's client's address (`ceph osd blocklist add`, as a
 // controller, or csi-addons' NetworkFence, fences a node). A's writes fail
@@ -89,9 +90,6 @@ func partitionedCeph(t *testing.T, c *cluster, id string, a, b *node) {
 // reaches the image (read by a client of the test's own), and B holds
 // every write A's pod was told had succeeded.
 func TestFencingNodeBlocklisted(t *testing.T) {
-	if !*withCeph {
-		t.Skip("CephFS only: make ceph-long (go test ./test/multinode -run Blocklisted -args -ceph)")
-	}
 	c := newCluster(t, "ceph", true, "node-a", "node-b")
 	id, a, b := fenceSetup(t, c)
 	const first = 10 // the writer's first block
