@@ -4,7 +4,7 @@
 // attach and detach, Multi-Attach refused, force-detach, and fencing of a
 // node that is dead, cut off, or whose filevol died under a writing pod.
 //
-// Every test runs on two filesystems:
+// Every test runs on two filesystems, and the fencing tests on a third:
 //
 //   - local: one directory that every process opens (the kernel holds every
 //     "node"'s OFD locks and loop devices);
@@ -14,12 +14,25 @@
 //     veth is what a dead or partitioned node does to the pool. The volume
 //     runs with client.strict-locks on and short timeouts
 //     (docs/shared-pools-glusterfs.md). With FILEVOL_GLUSTER_TLS=1 the
-//     volume runs with TLS on its I/O path (client.ssl, server.ssl).
+//     volume runs with TLS on its I/O path (client.ssl, server.ssl);
+//   - ceph: a CephFS (internal/testutil/ceph, one cluster for the
+//     package, started by the first test that asks), mounted once per
+//     process by ceph-fuse in that process's own network namespace, each
+//     test's pool in a directory of its own. Killing a node's client,
+//     cutting its link, and evicting or blocklisting its client (the
+//     test acting as the cluster's admin) are what a dead, partitioned or
+//     fenced node is (fencing_ceph_test.go). make test runs
+//     TestFencingNodeBlocklisted on it; -ceph (make ceph-long) adds ceph
+//     to TestFencingNodeDead, TestFencingNodePartitioned and
+//     TestFencingNodeFilevolKilledWhileWriting.
 //
 // What reached the storage is read where the storage keeps it: the pool
-// directory (local) or the brick (gluster), never through a node's cache.
+// directory (local), the brick (gluster), or a ceph-fuse client of the
+// test's own (ceph: the cluster keeps files as RADOS objects), never
+// through a node.
 //
-// Root only; skips otherwise, and gluster skips without GlusterFS.
+// Root only; skips otherwise, and gluster and ceph skip without their
+// programs.
 package multinode
 
 import (

@@ -10,8 +10,8 @@ import (
 )
 
 // On CephFS the fence is the cluster's as well as the lock's: a client the
-// MDS evicts, or whose address the OSD map blocklists, loses its session,
-// its locks and every later write. Nobody evicts for filevol yet (the
+// MDS evicts, or whose address the OSD map blocklists, loses its locks and
+// every later write. Nobody evicts for filevol yet (the
 // controller lacks the credentials: docs/shared-pools-cephfs.md), so here
 // the test does it, as the cluster's admin.
 
@@ -85,7 +85,7 @@ func partitionedCeph(t *testing.T, c *cluster, id string, a, b *node) {
 // blocklists A's client's address (`ceph osd blocklist add`, as a
 // controller, or csi-addons' NetworkFence, fences a node). A's writes fail
 // at once: at most the one in flight when the command returned succeeds.
-// The MDS drops A's session and with it the image's lock, so after the
+// The MDS drops A's client and with it the image's lock, so after the
 // force-detach B is attached within seconds; nothing A writes afterwards
 // reaches the image (read by a client of the test's own), and B holds
 // every write A's pod was told had succeeded.
