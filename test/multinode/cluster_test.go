@@ -4,7 +4,7 @@
 // attach and detach, Multi-Attach refused, force-detach, and fencing of a
 // node that is dead, cut off, or whose filevol died under a writing pod.
 //
-// Every test runs on two filesystems:
+// Every test runs on two filesystems, and the fencing tests on a third:
 //
 //   - local: one directory that every process opens (the kernel holds every
 //     "node"'s OFD locks and loop devices);
@@ -14,12 +14,25 @@
 //     veth is what a dead or partitioned node does to the pool. The volume
 //     runs with client.strict-locks on and short timeouts
 //     (docs/shared-pools-glusterfs.md). With FILEVOL_GLUSTER_TLS=1 the
-//     volume runs with TLS on its I/O path (client.ssl, server.ssl).
+//     volume runs with TLS on its I/O path (client.ssl, server.ssl);
+//   - ceph: a CephFS (internal/testutil/ceph, one cluster for the
+//     package, started by the first test that asks), mounted once per
+//     process by ceph-fuse in that process's own network namespace, each
+//     test's pool in a directory of its own. Killing a node's client,
+//     cutting its link, and evicting or blocklisting its client (the
+//     test acting as the cluster's admin) are what a dead, partitioned or
+//     fenced node is (fencing_ceph_test.go). make test runs
+//     TestFencingNodeBlocklisted on it; -ceph (make ceph-long) adds ceph
+//     to TestFencingNodeDead, TestFencingNodePartitioned and
+//     TestFencingNodeFilevolKilledWhileWriting.
 //
 // What reached the storage is read where the storage keeps it: the pool
-// directory (local) or the brick (gluster), never through a node's cache.
+// directory (local), the brick (gluster), or a ceph-fuse client of the
+// test's own (ceph: the cluster keeps files as RADOS objects), never
+// through a node.
 //
-// Root only; skips otherwise, and gluster skips without GlusterFS.
+// Root only; skips otherwise, and gluster and ceph skip without their
+// programs.
 package multinode
 
 import (
@@ -38,6 +51,7 @@ import (
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/hostos/mount"
 	"github.com/filevol/filevol/internal/testutil"
+	"github.com/filevol/filevol/internal/testutil/ceph"
 	"github.com/filevol/filevol/internal/testutil/gluster"
 	"github.com/filevol/filevol/test/kubesim"
 	"github.com/filevol/filevol/test/proc"
@@ -72,9 +86,12 @@ type cluster struct {
 	backend string
 	dir     string // scratch: kubelet directories, sockets, logs
 	bin     string
-	g       *gluster.Cluster // nil on local
+	g       *gluster.Cluster // nil on local and ceph
+	cph     *ceph.Cluster    // nil on local and gluster
+	cephDir string           // ceph: the test's directory in the CephFS
 	// storage is the pool as the storage holds it: the pool directory
-	// (local) or the pool directory inside the brick (gluster).
+	// (local), the pool directory inside the brick (gluster), or the pool
+	// as a client of the test's own mounts it (ceph).
 	storage string
 	ctrlP   *proc.Proc
 	// ctrlPool is the pool as the controller sees it.
@@ -134,9 +151,12 @@ func newClusterWith(t *testing.T, o clusterOptions, nodes ...string) *cluster {
 			o.started(c.g)
 		}
 	}
+	if o.backend == "ceph" {
+		c.startCeph()
+	}
 	c.dir = testutil.Scratch(t, "multinode")
 	c.bin = proc.BuildDriver(t)
-	if c.g == nil {
+	if c.g == nil && c.cph == nil {
 		c.storage = filepath.Join(c.dir, "pool")
 	}
 	// Registered after gluster.Start, so it runs before the volume's
@@ -153,14 +173,20 @@ func newClusterWith(t *testing.T, o clusterOptions, nodes ...string) *cluster {
 }
 
 // poolFor is the pool directory as the process name sees it: the shared
-// directory (local) or the pool in name's own client mount (gluster).
+// directory (local) or the pool in name's own client mount (gluster,
+// ceph).
 func (c *cluster) poolFor(name string) string {
-	if c.g == nil {
+	var p string
+	switch {
+	case c.cph != nil:
+		p = c.cephPool(name)
+	case c.g == nil:
 		return filepath.Join(c.dir, "pool")
-	}
-	p := filepath.Join(c.g.MountNode(c.t, name, clientArgs...), "pool")
-	if err := os.MkdirAll(p, 0o750); err != nil {
-		c.t.Fatal(err)
+	default:
+		p = filepath.Join(c.g.MountNode(c.t, name, clientArgs...), "pool")
+		if err := os.MkdirAll(p, 0o750); err != nil {
+			c.t.Fatal(err)
+		}
 	}
 	// Runs before this node's client goes (cleanups run last first). Its
 	// removal detaches the loop devices on its files; a bind of such a
@@ -182,8 +208,14 @@ func (c *cluster) start(name, mode, pool, kubelet string) *proc.Proc {
 func (c *cluster) startAs(name, nodeID, mode, pool, kubelet string) *proc.Proc {
 	c.t.Helper()
 	// proc.Start passes --pool-dir <dir>/pool; the later flag wins.
-	return proc.Start(c.t, c.bin, c.dir, name, append([]string{"--mode", mode, "--pool-shared", "--pool-name", poolName,
-		"--node-id", nodeID, "--kubelet-dir", kubelet, "--pool-dir", pool}, c.unsafe...)...)
+	args := append([]string{"--mode", mode, "--pool-shared", "--pool-name", poolName,
+		"--node-id", nodeID, "--kubelet-dir", kubelet, "--pool-dir", pool}, c.unsafe...)
+	if c.cph != nil {
+		// The check of a ceph-fuse client reads its admin socket, which
+		// the harness keeps in its own directory.
+		args = append(args, "--ceph-admin-socket-dir", c.cph.RunDir())
+	}
+	return proc.Start(c.t, c.bin, c.dir, name, args...)
 }
 
 func (c *cluster) addNode(name string) *node {
@@ -309,6 +341,10 @@ func (c *cluster) loops() []loop.Device {
 	}
 	var out []loop.Device
 	for _, d := range devs {
+		if c.cph != nil && c.cephImage(d.BackingFile) {
+			out = append(out, d)
+			continue
+		}
 		for _, r := range roots {
 			if strings.HasPrefix(d.BackingFile, r) {
 				out = append(out, d)

@@ -92,18 +92,22 @@ func refusedWhileWriting(t *testing.T, c *cluster, id string, a *node, n int, bl
 	return blk
 }
 
-// TestFencingNodeDead: node A dies (its filevol killed; on GlusterFS its
-// client too, so its mount is gone) while its loop device holds the
-// volume. Kubernetes force-detaches it.
+// TestFencingNodeDead: node A dies (its filevol killed; on GlusterFS and
+// CephFS its client too, so its mount is gone) while its loop device
+// holds the volume. Kubernetes force-detaches it.
 //
 //   - gluster: the brick drops a dead client's locks at once, so B is
 //     attached; A's device (which a dead host would not even have) fails
 //     every later write, and none reaches the image; B has A's data.
+//   - ceph: the MDS keeps a dead client, and its lock, until it gives up
+//     on it (about 65 s: test/ceph's TestImagePoolFenceLong); the test,
+//     as the cluster's admin, evicts it before the force-detach, as an
+//     operator or one day the controller does. Then as on gluster.
 //   - local: A's kernel objects outlive its processes on one host, so B is
 //     refused for as long as A's device exists and A's writes land; once
 //     they are gone (the host's death), B is attached with all of A's data.
 func TestFencingNodeDead(t *testing.T) {
-	for _, backend := range backends {
+	for _, backend := range fenceBackends() {
 		t.Run(backend, func(t *testing.T) {
 			c := newCluster(t, backend, true, "node-a", "node-b")
 			id, a, b := fenceSetup(t, c)
@@ -111,16 +115,22 @@ func TestFencingNodeDead(t *testing.T) {
 			if c.g != nil {
 				c.g.KillClient(t, "node-a")
 			}
+			killed := time.Now()
+			if c.cph != nil {
+				c.cph.KillClient(t, "node-a")
+				s := c.evict("node-a")
+				t.Logf("ceph: node-a's dead client %d (%s) evicted %v after the kill", s.ID, s.Addr, time.Since(killed).Round(time.Millisecond))
+			}
 			c.unpublish(id, "node-a") // the force-detach
 			next := int64(1)
-			if c.g == nil {
+			if c.g == nil && c.cph == nil {
 				next = refusedWhileWriting(t, c, id, a, 3, next)
 				c.cleanNode(a) // the host dies: its mounts and loop device go
 			}
 			pc, fenced := attachWhenAllowed(t, c, id, "node-b", 30*time.Second, nil)
-			t.Logf("%s: node-b attached after %d fencing refusals", backend, fenced)
+			t.Logf("%s: node-b attached %v after node-a died, after %d fencing refusals", backend, time.Since(killed).Round(time.Millisecond), fenced)
 			b.Use(t, id, blockCap, pc)
-			if c.g != nil {
+			if c.g != nil || c.cph != nil {
 				for i := range 3 {
 					text := fmt.Sprintf("a-after-%d", i)
 					w := marker.Write(a.Target, marker.Block(next+int64(i)), text)
@@ -152,14 +162,14 @@ func TestFencingNodeDead(t *testing.T) {
 
 // TestFencingNodeFilevolKilledWhileWriting: A's filevol is killed while a
 // pod keeps writing through A's loop device, which the kernel keeps
-// without filevol. Kubernetes force-detaches A. On both filesystems A's
+// without filevol. Kubernetes force-detaches A. On every filesystem A's
 // client is alive, the device holds the image's lock, and B's attach is
 // refused for as long as the writer writes; when A's filevol is back and
 // kubelet unstages, B is attached with every byte the writer wrote. B's
 // node refuses to stage even on a record that attaches it (the node's own
 // fence: its device cannot take the image's lock).
 func TestFencingNodeFilevolKilledWhileWriting(t *testing.T) {
-	for _, backend := range backends {
+	for _, backend := range fenceBackends() {
 		t.Run(backend, func(t *testing.T) {
 			c := newCluster(t, backend, true, "node-a", "node-b")
 			id, a, b := fenceSetup(t, c)
@@ -303,6 +313,8 @@ func (c *cluster) cleanNode(n *node) {
 //     link is back; then A's client reopens its fd without the lock and A's
 //     writes land in the image B holds. Fencing does NOT hold; the test
 //     shows it, and docs/shared-pools-glusterfs.md says so.
+//   - ceph: A's client is evicted (partitionedCeph); nothing A writes
+//     after that reaches the image, during the cut or after it.
 //   - local: there is no network to cut: A can write for as long as its
 //     device exists, and B is refused for as long; when A's kubelet
 //     unstages (the partition healed), B is attached with A's data.
@@ -316,10 +328,21 @@ func TestFencingNodePartitioned(t *testing.T) {
 		{"gluster", "gluster", true},
 		{"gluster-strict-locks-off", "gluster", false},
 	}
+	if *withCeph {
+		cases = append(cases, struct {
+			name    string
+			backend string
+			strict  bool
+		}{"ceph", "ceph", true})
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCluster(t, tc.backend, tc.strict, "node-a", "node-b")
 			id, a, b := fenceSetup(t, c)
+			if c.cph != nil {
+				partitionedCeph(t, c, id, a, b)
+				return
+			}
 			if c.g == nil {
 				c.unpublish(id, "node-a")
 				next := refusedWhileWriting(t, c, id, a, 5, 1)
