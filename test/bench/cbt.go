@@ -155,8 +155,11 @@ func (b *bench) cbtProvision(ctx context.Context, s *cbtSide, fsType string) err
 	}
 	s.staging = filepath.Join(b.kubeletDir(), "plugins/kubernetes.io/csi", driverName, pv, "globalmount")
 	s.target = filepath.Join(b.kubeletDir(), "pods", pv, "volumeDevices/kubernetes.io~csi", pv)
-	if err := os.MkdirAll(s.staging, 0o750); err != nil {
-		return err
+	// kubelet makes the staging directory and the block target's parent.
+	for _, dir := range []string{s.staging, filepath.Dir(s.target)} {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return err
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
