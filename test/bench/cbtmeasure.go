@@ -46,6 +46,11 @@ func (b *bench) cbtMeasure(ctx context.Context, fsType, label, poolDev, mnt stri
 		}
 	}
 	for i, s := range sides {
+		// The peak includes both maps a delta holds at once (filevol)
+		// or the read buffers (the reference).
+		if m, err := s.d.memory(); err == nil {
+			b.rep.detail(fmt.Sprintf("CBT %s, %s after the %s calls", fsType, s.name, label), "driver %s", m)
+		}
 		gib := float64(s.size) / float64(1<<30)
 		for kind, name := range []string{"GetMetadataDelta", "GetMetadataAllocated"} {
 			cs := res[i][kind]
