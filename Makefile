@@ -18,7 +18,7 @@ REGISTRY ?=
 TAG ?= v$(APP_VERSION)
 MULTIARCH_TAR := _output/images/filevol-multiarch.tar
 
-.PHONY: e2e-podtime image push build-arch print-version print-app-version print-platforms chart-package scale bench-tree-delete e2e e2e-multinode e2e-multinode-killed bench-snapshot bench-guard chart-test deploy images chart-e2e help build run test unit sanity vet deps bench fuzz faults ceph-long stress fulldisk clean e2e-doctor
+.PHONY: e2e-podtime image push build-arch print-version print-app-version print-platforms chart-package scale bench-tree-delete bench-cbt e2e e2e-multinode e2e-multinode-killed bench-snapshot bench-guard chart-test deploy images chart-e2e help build run test unit sanity vet deps bench fuzz faults ceph-long stress fulldisk clean e2e-doctor
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -91,6 +91,9 @@ scale: build deps ## 1,000 volumes staged and published on one node: stage laten
 
 bench-tree-delete: build deps ## a directory volume of a million files deleted while other directory volumes are created and deleted, on btrfs and ext4 directory pools (report in _output/tree-delete)
 	./hack/bench.sh --only tree-delete --out _output/tree-delete/report.md $(TREE_DELETE_ARGS)
+
+bench-cbt: build deps ## SnapshotMetadata (GetMetadataDelta, GetMetadataAllocated) on a 64 GiB thin block volume, 1 % and 10 % changed, xfs and btrfs pools; REFERENCE_BIN=path/to/hostpathplugin adds csi-driver-host-path beside it (report in _output/cbt; docs/snapshots.md)
+	./hack/bench.sh --only cbt --settle 0 --out _output/cbt/report.md $(if $(REFERENCE_BIN),--reference-bin $(REFERENCE_BIN)) $(CBT_ARGS)
 
 bench-guard: deps ## the directory pool's quota guard: the window a pod's escaped subvolume has before it is counted (seconds to EDQUOT, MiB past the size) and one pass over 600 subvolumes (root; docs/security.md)
 	$(GO) test -count=1 -run '^$$' -bench 'BenchmarkGuard' -benchtime 5x ./internal/dirpool/

@@ -27,4 +27,8 @@ type config struct {
 	treeFiles           int           // tree delete: files in the directory volume deleted
 	treeWidth           int           // tree delete: files per directory
 	treeFS              string        // tree delete: directory pool filesystems, comma-separated
+	cbtGiB, cbtRefGiB   int           // changed-block tracking: filevol's volume, the reference's (0: the same)
+	cbtRounds           int           // changed-block tracking: rounds of both calls per driver
+	cbtFS, cbtChanges   string        // changed-block tracking: pool filesystems; shares changed, in %, comma-separated
+	cbtSame             float64       // changed-block tracking: share of the changed blocks rewritten with their own bytes
 }

@@ -55,7 +55,7 @@ func main() {
 		return nil
 	})
 	flag.DurationVar(&c.settle, "settle", recentlyFreedFor, "on ext4 without a journal, wait this long after the last run ended before measuring (its freed inodes slow every create meanwhile; 0: do not wait)")
-	flag.StringVar(&c.only, "only", "", "run one part only: control (create, lifecycle, memory, listing), datapath (fio, with the encryption A/B), encryption (fio on an encrypted and a plain ext4 volume, A B A B), reference (CreateVolume vs --reference-bin), scale (--scale-volumes on one node) or tree-delete (a directory volume of --tree-files files deleted while other calls run, on btrfs and ext4 directory pools); empty: control, datapath and reference (when --reference-bin is set)")
+	flag.StringVar(&c.only, "only", "", "run one part only: control (create, lifecycle, memory, listing), datapath (fio, with the encryption A/B), encryption (fio on an encrypted and a plain ext4 volume, A B A B), reference (CreateVolume vs --reference-bin), scale (--scale-volumes on one node), cbt (SnapshotMetadata on xfs and btrfs pools, against --reference-bin when set) or tree-delete (a directory volume of --tree-files files deleted while other calls run, on btrfs and ext4 directory pools); empty: control, datapath and reference (when --reference-bin is set)")
 	flag.IntVar(&c.fioRounds, "fio-rounds", 3, "data path: interleaved rounds of every fio workload on every target (0: skip the data path)")
 	flag.Int64Var(&c.fioSize, "fio-size", 512<<20, "data path: bytes of each target fio works on (written once before the rounds)")
 	flag.DurationVar(&c.fioRuntime, "fio-runtime", 4*time.Second, "data path: measured time of one fio job (after a 1 s ramp)")
@@ -67,15 +67,22 @@ func main() {
 	flag.IntVar(&c.treeFiles, "tree-files", 1000000, "tree delete: files written into the directory volume that is deleted")
 	flag.IntVar(&c.treeWidth, "tree-width", 1000, "tree delete: files per directory (--tree-files for one flat directory)")
 	flag.StringVar(&c.treeFS, "tree-fs", "btrfs,ext4", "tree delete: the directory pools' filesystems, comma-separated (btrfs, ext4)")
+	flag.IntVar(&c.cbtGiB, "cbt-gib", 64, "changed-block tracking: GiB of filevol's thin block volume")
+	flag.IntVar(&c.cbtRefGiB, "cbt-ref-gib", 0, "changed-block tracking: GiB of the reference's volume (0: --cbt-gib); it reads both snapshots whole")
+	flag.IntVar(&c.cbtRounds, "cbt-rounds", 3, "changed-block tracking: rounds of GetMetadataDelta and GetMetadataAllocated per driver and case")
+	flag.StringVar(&c.cbtFS, "cbt-fs", "xfs,btrfs", "changed-block tracking: the pools' filesystems, comma-separated (xfs, btrfs, ext4)")
+	flag.StringVar(&c.cbtChanges, "cbt-changes", "1,10", "changed-block tracking: the cases, % of the volume's 4 KiB blocks changed between two snapshots, comma-separated")
+	flag.Float64Var(&c.cbtSame, "cbt-same", 0.05, "changed-block tracking: share of the changed blocks rewritten with the bytes they held")
 	flag.BoolVar(&c.keep, "keep", false, "leave the run directory (pool, driver log) in place after the run")
 	flag.Parse()
 	if c.iterations < 1 || c.clients < 1 || c.concurrent < 1 || c.lifecycle < 1 || c.volumes < 1 || c.listIterations < 1 ||
-		c.fioRounds < 0 || c.fioSize < 1<<20 || c.fioRuntime < time.Second || c.refRounds < 1 || c.refBlock < 1 || c.scaleVolumes < 1 || c.treeFiles < 1 || c.treeWidth < 1 {
+		c.fioRounds < 0 || c.fioSize < 1<<20 || c.fioRuntime < time.Second || c.refRounds < 1 || c.refBlock < 1 || c.scaleVolumes < 1 || c.treeFiles < 1 || c.treeWidth < 1 ||
+		c.cbtGiB < 1 || c.cbtRefGiB < 0 || c.cbtRounds < 1 || c.cbtSame < 0 || c.cbtSame > 1 {
 		fmt.Fprintln(os.Stderr, "bench: every count must be at least 1 (--fio-rounds at least 0, --fio-size at least 1 MiB, --fio-runtime at least 1 s)")
 		os.Exit(2)
 	}
-	if !slices.Contains([]string{"", "control", "datapath", "encryption", "reference", "scale", "tree-delete"}, c.only) {
-		fmt.Fprintf(os.Stderr, "bench: --only %q: want control, datapath, encryption, reference, scale or tree-delete\n", c.only)
+	if !slices.Contains([]string{"", "control", "datapath", "encryption", "reference", "scale", "tree-delete", "cbt"}, c.only) {
+		fmt.Fprintf(os.Stderr, "bench: --only %q: want control, datapath, encryption, reference, scale, cbt or tree-delete\n", c.only)
 		os.Exit(2)
 	}
 	if !slices.Contains([]string{"", "scheduler", "read-ahead"}, c.fioAB) {
@@ -177,9 +184,10 @@ func run(c config) int {
 // well defined: latency on a small pool, then the filled pool for memory
 // and listing, then a restart on the filled pool, then cleanup.
 func (b *bench) all(ctx context.Context) error {
-	b.rep.settings = fmt.Sprintf("--only %q, %d serial creates, %d clients × %d creates, %d lifecycle iterations, %d volumes, %d listings, driver --v %d, --pool-fs %s, driver env %v, %d fio rounds of %s on %d MiB, reference %q (%d rounds × %d), %d scale volumes, %d files in the tree deleted (%d per directory, on %s)",
+	b.rep.settings = fmt.Sprintf("--only %q, %d serial creates, %d clients × %d creates, %d lifecycle iterations, %d volumes, %d listings, driver --v %d, --pool-fs %s, driver env %v, %d fio rounds of %s on %d MiB, reference %q (%d rounds × %d), %d scale volumes, %d files in the tree deleted (%d per directory, on %s), changed-block tracking %d GiB (reference %d GiB) on %s, %s %% changed, %d rounds, %.0f %% same-bytes rewrites",
 		b.cfg.only, b.cfg.iterations, b.cfg.clients, b.cfg.concurrent, b.cfg.lifecycle, b.cfg.volumes, b.cfg.listIterations, b.cfg.verbosity, b.cfg.poolFS, b.cfg.driverEnv,
-		b.cfg.fioRounds, b.cfg.fioRuntime, b.cfg.fioSize>>20, b.cfg.referenceBin, b.cfg.refRounds, b.cfg.refBlock, b.cfg.scaleVolumes, b.cfg.treeFiles, b.cfg.treeWidth, b.cfg.treeFS)
+		b.cfg.fioRounds, b.cfg.fioRuntime, b.cfg.fioSize>>20, b.cfg.referenceBin, b.cfg.refRounds, b.cfg.refBlock, b.cfg.scaleVolumes, b.cfg.treeFiles, b.cfg.treeWidth, b.cfg.treeFS,
+		b.cfg.cbtGiB, b.cbtRefGiB(), b.cfg.cbtFS, b.cfg.cbtChanges, b.cfg.cbtRounds, 100*b.cfg.cbtSame)
 	if b.cfg.only == "" || b.cfg.only == "control" {
 		b.fsyncProbe()
 	}
@@ -239,6 +247,8 @@ func (b *bench) phases() []func(context.Context) error {
 		return []func(context.Context) error{b.scale}
 	case "tree-delete":
 		return []func(context.Context) error{b.treeDelete}
+	case "cbt":
+		return []func(context.Context) error{b.cbt}
 	}
 	all := append([]func(context.Context) error{b.dataPath, b.dataPathCrypt}, control...)
 	if b.cfg.referenceBin != "" {
