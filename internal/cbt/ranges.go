@@ -29,17 +29,32 @@ const BlockSize = 4096
 // allocated in the CSI sense: nothing was written there.
 func hasData(e extents.Extent) bool { return e.Flags&extents.FlagUnwritten == 0 && e.Length > 0 }
 
-// Allocated returns the ranges of [0, size) that hold data by the map es:
-// merged where adjacent, in order.
-func Allocated(es []extents.Extent, size int64) []Range {
-	var out []Range
-	for _, e := range es {
+// Allocated passes to add, in order, the ranges of [0, size) that hold
+// data by the map src (adjacent ones may come apart: the Pager and
+// Collect merge them).
+func Allocated(src Source, size int64, add func(Range) error) error {
+	for {
+		e, ok, err := src.Next()
+		if err != nil || !ok {
+			return err
+		}
 		if !hasData(e) || e.Logical >= size {
 			continue
 		}
-		out = appendMerged(out, Range{e.Logical, min(e.End(), size) - e.Logical})
+		if err := add(Range{e.Logical, min(e.End(), size) - e.Logical}); err != nil {
+			return err
+		}
 	}
-	return out
+}
+
+// Collect returns an add function for Allocated or Delta that gathers
+// the ranges into *out, merged where adjacent: for the callers that need
+// them all at once (the data comparison's candidates, tests).
+func Collect(out *[]Range) func(Range) error {
+	return func(r Range) error {
+		*out = appendMerged(*out, r)
+		return nil
+	}
 }
 
 // appendMerged appends r to the ordered ranges out, extending the last

@@ -18,6 +18,47 @@ func ext(logical, physical, length int64, flags uint32) extents.Extent {
 
 func rg(off, n int64) Range { return Range{off * K, n * K} }
 
+// slice is a Source over a hand-made map.
+type slice struct {
+	es []extents.Extent
+	i  int
+}
+
+func (s *slice) Next() (extents.Extent, bool, error) {
+	if s.i == len(s.es) {
+		return extents.Extent{}, false, nil
+	}
+	s.i++
+	return s.es[s.i-1], true, nil
+}
+
+// delta and allocated gather Delta's and Allocated's ranges, merged.
+func delta(base, target []extents.Extent, baseSize, targetSize int64) []Range {
+	var out []Range
+	if err := Delta(&slice{es: base}, &slice{es: target}, baseSize, targetSize, Collect(&out)); err != nil {
+		panic(err)
+	}
+	return out
+}
+
+func allocated(es []extents.Extent, size int64) []Range {
+	var out []Range
+	if err := Allocated(&slice{es: es}, size, Collect(&out)); err != nil {
+		panic(err)
+	}
+	return out
+}
+
+// A map out of order is refused, never walked past: a cursor that went
+// back would miss what changed.
+func TestDeltaRefusesAMapOutOfOrder(t *testing.T) {
+	bad := &slice{es: []extents.Extent{ext(4, 4, 2, 0), ext(0, 0, 2, 0)}}
+	err := Delta(&slice{}, bad, 8*K, 8*K, func(Range) error { return nil })
+	if err == nil {
+		t.Fatal("a map out of order walked without an error")
+	}
+}
+
 func TestAllocated(t *testing.T) {
 	es := []extents.Extent{
 		ext(0, 100, 2, 0),
@@ -26,12 +67,12 @@ func TestAllocated(t *testing.T) {
 		ext(10, 10, 4, 0),
 		ext(16, 16, 8, extents.FlagLast), // past the size: cut
 	}
-	got := Allocated(es, 20*K)
+	got := allocated(es, 20*K)
 	want := []Range{rg(0, 5), rg(10, 4), rg(16, 4)}
 	if !slices.Equal(got, want) {
 		t.Errorf("Allocated = %v, want %v", got, want)
 	}
-	if got := Allocated(nil, 20*K); got != nil {
+	if got := allocated(nil, 20*K); got != nil {
 		t.Errorf("Allocated of a sparse file = %v, want none", got)
 	}
 }
@@ -50,19 +91,19 @@ func TestDelta(t *testing.T) {
 		ext(24, 800, 1, 0),                     // written where the base had a hole
 		ext(30, 30, 4, 0),                      // past the base's end (grown)
 	}
-	got := Delta(base, target, 28*K, 40*K)
+	got := delta(base, target, 28*K, 40*K)
 	want := []Range{rg(4, 2), rg(12, 2), rg(24, 1), rg(30, 4)}
 	if !slices.Equal(got, want) {
 		t.Errorf("Delta = %v, want %v", got, want)
 	}
-	if got := Delta(target, target, 40*K, 40*K); got != nil {
+	if got := delta(target, target, 40*K, 40*K); got != nil {
 		t.Errorf("Delta of a map with itself = %v, want none", got)
 	}
-	if got := Delta(nil, nil, 0, 40*K); got != nil {
+	if got := delta(nil, nil, 0, 40*K); got != nil {
 		t.Errorf("Delta of two sparse images = %v, want none", got)
 	}
 	// The same blocks at another logical offset are other bytes there.
-	if got := Delta([]extents.Extent{ext(0, 50, 2, 0)}, []extents.Extent{ext(1, 50, 2, 0)}, 4*K, 4*K); !slices.Equal(got, []Range{rg(0, 3)}) {
+	if got := delta([]extents.Extent{ext(0, 50, 2, 0)}, []extents.Extent{ext(1, 50, 2, 0)}, 4*K, 4*K); !slices.Equal(got, []Range{rg(0, 3)}) {
 		t.Errorf("Delta of a shifted extent = %v, want %v", got, []Range{rg(0, 3)})
 	}
 }
@@ -72,16 +113,16 @@ func TestDelta(t *testing.T) {
 func TestDeltaOpaque(t *testing.T) {
 	enc := uint32(extents.FlagEncoded)
 	same := []extents.Extent{ext(0, 70, 4, enc|extents.FlagShared)}
-	if got := Delta(same, []extents.Extent{ext(0, 70, 4, enc|extents.FlagShared|extents.FlagLast)}, 4*K, 4*K); got != nil {
+	if got := delta(same, []extents.Extent{ext(0, 70, 4, enc|extents.FlagShared|extents.FlagLast)}, 4*K, 4*K); got != nil {
 		t.Errorf("identical encoded extents differ: %v", got)
 	}
 	// Split by a write: the remaining parts report the same start.
 	split := []extents.Extent{ext(0, 70, 1, enc), ext(1, 900, 1, 0), ext(2, 70, 2, enc)}
-	got := Delta(same, split, 4*K, 4*K)
+	got := delta(same, split, 4*K, 4*K)
 	if !slices.Equal(got, []Range{rg(0, 4)}) {
 		t.Errorf("Delta of a split encoded extent = %v, want all of it", got)
 	}
-	if got := Delta([]extents.Extent{ext(0, 0, 4, extents.FlagDelalloc)}, []extents.Extent{ext(0, 0, 4, extents.FlagDelalloc)}, 4*K, 4*K); !slices.Equal(got, []Range{rg(0, 4)}) {
+	if got := delta([]extents.Extent{ext(0, 0, 4, extents.FlagDelalloc)}, []extents.Extent{ext(0, 0, 4, extents.FlagDelalloc)}, 4*K, 4*K); !slices.Equal(got, []Range{rg(0, 4)}) {
 		t.Errorf("delayed allocations compared equal: %v", got)
 	}
 }

@@ -57,55 +57,49 @@ func (s *ControllerService) openSnapshotImage(id string) (*snapshotImage, error)
 	return &snapshotImage{File: f, snap: snap, size: fi.Size()}, nil
 }
 
-// extents maps the image; ok false where the filesystem cannot.
-func (img *snapshotImage) extents() ([]extents.Extent, bool, error) {
-	es, err := extents.MapSynced(int(img.Fd()))
-	if errors.Is(err, extents.ErrUnsupported) {
-		return nil, false, nil
+// allocated passes the image's data ranges to add, walking its extent
+// map a batch at a time; where its extents cannot be known, all of it (a
+// backup then reads it whole, as it would anyway). The filesystem says
+// so at its first FIEMAP, before any range was passed.
+func (img *snapshotImage) allocated(add func(cbt.Range) error) error {
+	err := cbt.Allocated(extents.WalkSynced(int(img.Fd())), img.size, add)
+	switch {
+	case errors.Is(err, extents.ErrUnsupported):
+		return add(cbt.Range{Offset: 0, Length: img.size})
+	case err != nil:
+		return fmt.Errorf("map the extents of snapshot %s: %w", img.snap.ID, err)
 	}
-	if err != nil {
-		return nil, false, fmt.Errorf("map the extents of snapshot %s: %w", img.snap.ID, err)
-	}
-	return es, true, nil
+	return nil
 }
 
-// allocated is the image's data ranges; where its extents cannot be
-// known, all of it (a backup then reads it whole, as it would anyway).
-func (img *snapshotImage) allocated() ([]cbt.Range, error) {
-	es, ok, err := img.extents()
-	if err != nil || !ok {
-		return []cbt.Range{{Offset: 0, Length: img.size}}, err
-	}
-	return cbt.Allocated(es, img.size), nil
-}
-
-// mapDelta is the delta from the extent maps, when both images are
-// reflinks (ok false: compare the data). A copy shares nothing with its
-// source, so its map would report every data block as changed.
-func mapDelta(base, target *snapshotImage) ([]cbt.Range, bool, error) {
+// mapDelta passes the delta from the extent maps to add, when both images
+// are reflinks (ok false: compare the data, nothing was passed). A copy
+// shares nothing with its source, so its map would report every data
+// block as changed. Both maps are walked side by side, a batch at a
+// time: memory does not grow with the number of extents.
+func mapDelta(base, target *snapshotImage, add func(cbt.Range) error) (bool, error) {
 	if base.snap.Engine != volume.EngineReflink || target.snap.Engine != volume.EngineReflink {
-		return nil, false, nil
+		return false, nil
 	}
-	be, ok, err := base.extents()
-	if err != nil || !ok {
-		return nil, false, err
+	err := cbt.Delta(extents.WalkSynced(int(base.Fd())), extents.WalkSynced(int(target.Fd())), base.size, target.size, add)
+	switch {
+	case errors.Is(err, extents.ErrUnsupported):
+		// Both maps are first asked for at offset 0, before any range.
+		return false, nil
+	case err != nil:
+		return true, fmt.Errorf("compare the extents of snapshots %s and %s: %w", base.snap.ID, target.snap.ID, err)
 	}
-	te, ok, err := target.extents()
-	if err != nil || !ok {
-		return nil, false, err
-	}
-	return cbt.Delta(be, te, base.size, target.size), true, nil
+	return true, nil
 }
 
 // dataCandidates is where a data comparison must look: where either
 // image holds data (holes in both read as zeros in both).
 func dataCandidates(base, target *snapshotImage) ([]cbt.Range, error) {
-	b, err := base.allocated()
-	if err != nil {
+	var b, t []cbt.Range
+	if err := base.allocated(cbt.Collect(&b)); err != nil {
 		return nil, err
 	}
-	t, err := target.allocated()
-	if err != nil {
+	if err := target.allocated(cbt.Collect(&t)); err != nil {
 		return nil, err
 	}
 	return cbt.Union(b, t), nil

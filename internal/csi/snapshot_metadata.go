@@ -40,15 +40,14 @@ func (s *SnapshotMetadataService) GetMetadataAllocated(req *csipb.GetMetadataAll
 	if err := checkOffset(req.GetStartingOffset(), img); err != nil {
 		return err
 	}
-	ranges, err := img.allocated()
-	if err != nil {
-		return err
-	}
 	pager := &cbt.Pager{From: req.GetStartingOffset(), Max: int(req.GetMaxResults()), Send: func(rs []cbt.Range) error {
 		return stream.Send(&csipb.GetMetadataAllocatedResponse{BlockMetadataType: csipb.BlockMetadataType_VARIABLE_LENGTH,
 			VolumeCapacityBytes: img.size, BlockMetadata: blockMetadata(rs)})
 	}}
-	return sendAll(pager, ranges)
+	if err := img.allocated(pager.Add); err != nil {
+		return err
+	}
+	return pager.Close()
 }
 
 // GetMetadataDelta streams the ranges where the target snapshot may hold
@@ -81,10 +80,10 @@ func (s *SnapshotMetadataService) GetMetadataDelta(req *csipb.GetMetadataDeltaRe
 		return stream.Send(&csipb.GetMetadataDeltaResponse{BlockMetadataType: csipb.BlockMetadataType_VARIABLE_LENGTH,
 			VolumeCapacityBytes: target.size, BlockMetadata: blockMetadata(rs)})
 	}}
-	if ranges, ok, err := mapDelta(base, target); err != nil {
+	if ok, err := mapDelta(base, target, pager.Add); err != nil {
 		return err
 	} else if ok {
-		return sendAll(pager, ranges)
+		return pager.Close()
 	}
 	// Copies share no extent: only their bytes tell.
 	candidates, err := dataCandidates(base, target)
@@ -134,15 +133,6 @@ func checkPair(base, target *snapshotImage) error {
 			base.snap.ID, base.snap.CreatedAt.Format("2006-01-02T15:04:05.000Z07:00"), target.snap.ID, target.snap.CreatedAt.Format("2006-01-02T15:04:05.000Z07:00"))
 	}
 	return nil
-}
-
-func sendAll(p *cbt.Pager, ranges []cbt.Range) error {
-	for _, r := range ranges {
-		if err := p.Add(r); err != nil {
-			return err
-		}
-	}
-	return p.Close()
 }
 
 func blockMetadata(rs []cbt.Range) []*csipb.BlockMetadata {

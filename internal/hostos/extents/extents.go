@@ -81,44 +81,86 @@ type buffer struct {
 // a range no extent covers. Data not written out yet may be reported as
 // FlagDelalloc, without an address. ErrUnsupported where the filesystem
 // cannot tell.
-func Map(fd int) ([]Extent, error) { return fiemap(fd, 0) }
+func Map(fd int) ([]Extent, error) { return collect(Walk(fd)) }
 
 // MapSynced is Map after the file's dirty data is written out
 // (FIEMAP_FLAG_SYNC), so that every range has its address: what a
 // comparison of two files' maps needs. On a clean file it costs nothing
 // more; on a busy one it is a flush, which is why Map does not.
-func MapSynced(fd int) ([]Extent, error) { return fiemap(fd, fiemapSync) }
+func MapSynced(fd int) ([]Extent, error) { return collect(WalkSynced(fd)) }
 
-func fiemap(fd int, flags uint32) ([]Extent, error) {
-	var (
-		buf   buffer
-		out   []Extent
-		start uint64
-	)
+func collect(w *Walker) ([]Extent, error) {
+	var out []Extent
 	for {
-		buf.hdr = header{Start: start, Length: ^uint64(0) - start, Flags: flags, ExtentCount: batch}
-		if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), iocFiemap, uintptr(unsafe.Pointer(&buf))); e != 0 {
-			if e == unix.EOPNOTSUPP || e == unix.ENOTTY {
-				return nil, ErrUnsupported
-			}
-			if e == unix.EINTR {
-				continue
-			}
-			return nil, e
+		e, ok, err := w.Next()
+		if err != nil || !ok {
+			return sorted(out), err
 		}
-		n := int(buf.hdr.MappedExtents)
-		if n == 0 {
-			return sorted(out), nil
+		out = append(out, e)
+	}
+}
+
+// Walker reads a file's extent map a batch of FIEMAP at a time, in the
+// order FIEMAP reports it (logical): a caller that walks a map of millions
+// of extents (a large volume's snapshot, changed at random places) holds
+// one batch of them, not the whole map.
+type Walker struct {
+	fd    int
+	flags uint32
+	buf   buffer
+	n, i  int    // extents in buf, and the next to return
+	start uint64 // where the next batch starts
+	done  bool
+}
+
+// Walk walks the extents of the open file fd (as Map).
+func Walk(fd int) *Walker { return &Walker{fd: fd} }
+
+// WalkSynced walks them after the file's dirty data is written out (as
+// MapSynced).
+func WalkSynced(fd int) *Walker { return &Walker{fd: fd, flags: fiemapSync} }
+
+// Next returns the next extent, or ok false past the last. ErrUnsupported
+// comes from the first call, where the filesystem cannot tell.
+func (w *Walker) Next() (Extent, bool, error) {
+	if w.i == w.n {
+		if w.done {
+			return Extent{}, false, nil
 		}
-		for _, r := range buf.extents[:n] {
-			out = append(out, Extent{Logical: int64(r.Logical), Physical: int64(r.Physical),
-				Length: int64(min(r.Length, uint64(maxFileOffset))), Flags: r.Flags})
-			if r.Flags&FlagLast != 0 {
-				return sorted(out), nil
-			}
+		if err := w.fill(); err != nil || w.n == 0 {
+			return Extent{}, false, err
 		}
-		last := buf.extents[n-1]
-		start = last.Logical + last.Length
+	}
+	r := w.buf.extents[w.i]
+	w.i++
+	if r.Flags&FlagLast != 0 {
+		w.done = true
+	}
+	return Extent{Logical: int64(r.Logical), Physical: int64(r.Physical),
+		Length: int64(min(r.Length, uint64(maxFileOffset))), Flags: r.Flags}, true, nil
+}
+
+// fill asks FIEMAP for the next batch.
+func (w *Walker) fill() error {
+	for {
+		w.buf.hdr = header{Start: w.start, Length: ^uint64(0) - w.start, Flags: w.flags, ExtentCount: batch}
+		_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(w.fd), iocFiemap, uintptr(unsafe.Pointer(&w.buf)))
+		switch {
+		case e == unix.EINTR:
+			continue
+		case e == unix.EOPNOTSUPP || e == unix.ENOTTY:
+			return ErrUnsupported
+		case e != 0:
+			return e
+		}
+		w.n, w.i = int(w.buf.hdr.MappedExtents), 0
+		if w.n == 0 {
+			w.done = true
+			return nil
+		}
+		last := w.buf.extents[w.n-1]
+		w.start = last.Logical + last.Length
+		return nil
 	}
 }
 

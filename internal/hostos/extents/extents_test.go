@@ -60,3 +60,47 @@ func TestMapDataAndHoles(t *testing.T) {
 		t.Errorf("last extent not flagged last: %+v", es)
 	}
 }
+
+// TestWalkAcrossBatches walks a map longer than one FIEMAP batch: every
+// other 4 KiB block written, so each is an extent of its own.
+func TestWalkAcrossBatches(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	const blocks = 3*batch + 17
+	block := make([]byte, 4096)
+	for i := range blocks {
+		block[0] = byte(i + 1)
+		if _, err := f.WriteAt(block, int64(2*i)*4096); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := WalkSynced(int(f.Fd()))
+	var n int
+	var prevEnd int64
+	for {
+		e, ok, err := w.Next()
+		if errors.Is(err, ErrUnsupported) {
+			t.Skip("no FIEMAP here")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		if e.Logical < prevEnd {
+			t.Fatalf("extent %d at %d before the previous end %d", n, e.Logical, prevEnd)
+		}
+		prevEnd = e.End()
+		n++
+	}
+	if n != blocks {
+		t.Errorf("walked %d extents, want %d (one per written block)", n, blocks)
+	}
+	if _, ok, err := w.Next(); ok || err != nil {
+		t.Errorf("Next after the end: %v, %v", ok, err)
+	}
+}
