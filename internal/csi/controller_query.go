@@ -3,6 +3,7 @@ package csi
 import (
 	"context"
 	"maps"
+	"strings"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 
@@ -137,4 +138,23 @@ func (s *ControllerService) GetCapacity(ctx context.Context, req *csipb.GetCapac
 		MaximumVolumeSize: wrapperspb.Int64(avail),
 		MinimumVolumeSize: wrapperspb.Int64(minimum),
 	}, nil
+}
+
+// withoutSecretRefs is params without the keys by which a StorageClass
+// names the Secrets of each call (csi.storage.k8s.io/<call>-secret-name
+// and -namespace). The sidecars resolve those and pass the Secrets in the
+// request's secrets; csi-provisioner removes the keys from CreateVolume's
+// parameters, but its capacity tracking sends a class's parameters as they
+// are to GetCapacity, where refusing them would leave every claim of an
+// encrypted class unschedulable (no CSIStorageCapacity, ever).
+func withoutSecretRefs(params map[string]string) map[string]string {
+	out := make(map[string]string, len(params))
+	for k, v := range params {
+		if rest, ok := strings.CutPrefix(k, kubernetesMetaPrefix); ok &&
+			(strings.HasSuffix(rest, "-secret-name") || strings.HasSuffix(rest, "-secret-namespace")) {
+			continue
+		}
+		out[k] = v
+	}
+	return out
 }

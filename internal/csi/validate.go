@@ -101,25 +101,6 @@ func parseParameters(params map[string]string) (createParams, error) {
 	return p, nil
 }
 
-// withoutSecretRefs is params without the keys by which a StorageClass
-// names the Secrets of each call (csi.storage.k8s.io/<call>-secret-name
-// and -namespace). The sidecars resolve those and pass the Secrets in the
-// request's secrets; csi-provisioner removes the keys from CreateVolume's
-// parameters, but its capacity tracking sends a class's parameters as they
-// are to GetCapacity, where refusing them would leave every claim of an
-// encrypted class unschedulable (no CSIStorageCapacity, ever).
-func withoutSecretRefs(params map[string]string) map[string]string {
-	out := make(map[string]string, len(params))
-	for k, v := range params {
-		if rest, ok := strings.CutPrefix(k, kubernetesMetaPrefix); ok &&
-			(strings.HasSuffix(rest, "-secret-name") || strings.HasSuffix(rest, "-secret-namespace")) {
-			continue
-		}
-		out[k] = v
-	}
-	return out
-}
-
 func supportedFS(t string) bool {
 	return slices.Contains(fs.Types, t)
 }
