@@ -65,15 +65,11 @@ func (b *bench) cbtRefGiB() int {
 }
 
 func (b *bench) cbtOn(ctx context.Context, fsType string) (err error) {
-	img := filepath.Join(b.runDir, "cbt-"+fsType+".img")
-	mnt := filepath.Join(b.runDir, "cbt-"+fsType)
-	if err := os.MkdirAll(mnt, 0o700); err != nil {
+	mnt, done, err := b.runFS(ctx, "cbt-"+fsType, fsType, cbtPoolFSSize)
+	if err != nil {
 		return err
 	}
-	if err := makeLoopFS(ctx, img, mnt, fsType, cbtPoolFSSize); err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, unmountAndDetach(mnt, img)) }()
+	defer func() { err = errors.Join(err, done()) }()
 	m, err := mountOf(mnt)
 	if err != nil {
 		return err

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -67,15 +65,11 @@ type treeRemoval struct {
 }
 
 func (b *bench) treeDeleteOn(ctx context.Context, fsType string) (err error) {
-	img := filepath.Join(b.runDir, "tree-"+fsType+".img")
-	mnt := filepath.Join(b.runDir, "tree-"+fsType)
-	if err := os.MkdirAll(mnt, 0o700); err != nil {
+	mnt, done, err := b.runFS(ctx, "tree-"+fsType, fsType, treeFSSize)
+	if err != nil {
 		return err
 	}
-	if err := makeLoopFS(ctx, img, mnt, fsType, treeFSSize); err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, unmountAndDetach(mnt, img)) }()
+	defer func() { err = errors.Join(err, done()) }()
 	b.driverArgs = []string{"--dir-pool-dir", mnt}
 	if err := b.start(ctx); err != nil {
 		return err

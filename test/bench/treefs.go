@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -61,4 +62,19 @@ func unmountAndDetach(mnt, img string) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return err
+}
+
+// runFS makes a fsType filesystem of size bytes named name under the run
+// directory (makeLoopFS), mounted at runDir/name, and returns where, with
+// what undoes it.
+func (b *bench) runFS(ctx context.Context, name, fsType string, size int64) (string, func() error, error) {
+	img := filepath.Join(b.runDir, name+".img")
+	mnt := filepath.Join(b.runDir, name)
+	if err := os.MkdirAll(mnt, 0o700); err != nil {
+		return "", nil, err
+	}
+	if err := makeLoopFS(ctx, img, mnt, fsType, size); err != nil {
+		return "", nil, err
+	}
+	return mnt, func() error { return unmountAndDetach(mnt, img) }, nil
 }
