@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
 )
 
 // What else a volume does works on an encrypted one: its health and stats,
@@ -118,4 +119,26 @@ func snapshotIDs(g *csipb.VolumeGroupSnapshot) []string {
 		ids = append(ids, s.GetSnapshotId())
 	}
 	return ids
+}
+
+// A restore carries its source's wrapped key: staged with a Secret that
+// holds another key it is refused, naming the field, and nothing is
+// formatted; with the source's key it opens.
+func TestRestoreWithAnotherSecretRefused(t *testing.T) {
+	e := start(t)
+	id := e.mustCreate("other-src", encParams, nil)
+	m := marker(t)
+	if err := os.WriteFile(filepath.Join(e.up(id, oldKey), "m"), []byte(m), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.down(id)
+	restored := e.mustCreate("other-restored", encParams, snapshotSource(e.snapshot("other-snap", id)))
+	wantCode(t, "a restore staged with another Secret", e.stage(restored, newKey), codes.FailedPrecondition, "encryptionKey")
+	if sig := e.signature(restored); sig != "ext4" {
+		t.Errorf("after the refusal the restored image holds %q, want its ext4 untouched", sig)
+	}
+	if got, err := os.ReadFile(filepath.Join(e.up(restored, oldKey), "m")); err != nil || string(got) != m {
+		t.Errorf("the restore with its source's key: %q, %v", got, err)
+	}
+	e.down(restored)
 }
