@@ -241,30 +241,22 @@ log "sidecar images from the e2e cluster's cached binaries"
 # shellcheck source=/dev/null
 source "$ROOT/test/e2e/cluster/versions.env"
 bin=$("$ROOT/test/e2e/cluster/build.sh" --print-bin-dir)
-for s in "csi-provisioner $CSI_PROVISIONER_VERSION" "csi-resizer $CSI_RESIZER_VERSION" \
-         "csi-snapshotter $CSI_SNAPSHOTTER_VERSION" "csi-attacher $CSI_ATTACHER_VERSION"; do
-  set -- $s
-  [ -x "$bin/$1" ] || die "$bin/$1 missing: run make e2e-tools (test/e2e/cluster/build.sh) first"
-  got=$("$bin/$1" --version | awk '{print $NF}')
-  [ "$got" = "$2" ] || die "$bin/$1 says $got, versions.env says $2"
-  readelf -l "$bin/$1" | grep -q INTERP && die "$bin/$1 is not static"
-  rm -rf "$W/s" && install -D -m 0755 "$bin/$1" "$W/s/$1"
+# csi-snapshot-metadata is built apart from the cluster's binaries (its source is not on
+# the module proxy), by test/e2e/cluster/snapshot-metadata.sh.
+smbin=$("$ROOT/test/e2e/cluster/snapshot-metadata.sh" --print-dir)/bin
+for s in "csi-provisioner $CSI_PROVISIONER_VERSION $bin build.sh" "csi-resizer $CSI_RESIZER_VERSION $bin build.sh" \
+         "csi-snapshotter $CSI_SNAPSHOTTER_VERSION $bin build.sh" "csi-attacher $CSI_ATTACHER_VERSION $bin build.sh" \
+         "csi-snapshot-metadata $SNAPSHOT_METADATA_VERSION $smbin snapshot-metadata.sh"; do
+  set -- $s   # name version directory builder
+  [ -x "$3/$1" ] || die "$3/$1 missing: run make e2e-tools (test/e2e/cluster/$4) first"
+  got=$("$3/$1" --version | awk '{print $NF}')
+  [ "$got" = "$2" ] || die "$3/$1 says $got, versions.env says $2"
+  readelf -l "$3/$1" | grep -q INTERP && die "$3/$1 is not static"
+  rm -rf "$W/s" && install -D -m 0755 "$3/$1" "$W/s/$1"
   "${TAR[@]}" -C "$W/s" -cf "$W/$1.layer.tar" .
   "$W/ociimage" -o "$OUT/$1.tar" -layer "$W/$1.layer.tar" -entrypoint "[\"/$1\"]" \
     -label "org.opencontainers.image.version=$2" -tag "registry.k8s.io/sig-storage/$1:$2"
   echo "$1.tar registry.k8s.io/sig-storage/$1:$2" >> "$OUT/images.txt"
 done
-# csi-snapshot-metadata: built apart from the cluster's binaries (its source is not on the
-# module proxy), by test/e2e/cluster/snapshot-metadata.sh.
-sm=$("$ROOT/test/e2e/cluster/snapshot-metadata.sh" --print-dir)/bin/csi-snapshot-metadata
-[ -x "$sm" ] || die "$sm missing: run make e2e-tools (test/e2e/cluster/snapshot-metadata.sh) first"
-got=$("$sm" --version | awk '{print $NF}')
-[ "$got" = "$SNAPSHOT_METADATA_VERSION" ] || die "$sm says $got, versions.env says $SNAPSHOT_METADATA_VERSION"
-rm -rf "$W/s" && install -D -m 0755 "$sm" "$W/s/csi-snapshot-metadata"
-"${TAR[@]}" -C "$W/s" -cf "$W/csi-snapshot-metadata.layer.tar" .
-"$W/ociimage" -o "$OUT/csi-snapshot-metadata.tar" -layer "$W/csi-snapshot-metadata.layer.tar" \
-  -entrypoint '["/csi-snapshot-metadata"]' -label "org.opencontainers.image.version=$SNAPSHOT_METADATA_VERSION" \
-  -tag "registry.k8s.io/sig-storage/csi-snapshot-metadata:$SNAPSHOT_METADATA_VERSION"
-echo "csi-snapshot-metadata.tar registry.k8s.io/sig-storage/csi-snapshot-metadata:$SNAPSHOT_METADATA_VERSION" >> "$OUT/images.txt"
 log "done: $OUT"
 ls -l "$OUT"/*.tar | awk '{printf "  %-22s %6.1f MB\n", $NF, $5/1e6}' | sed "s|$OUT/||"

@@ -17,9 +17,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // Changed-block tracking as a backup tool sees it: through the chart's
@@ -166,46 +164,6 @@ func backupAccount(t *testing.T, ns string) string {
 		_ = cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), crb.Name, metav1.DeleteOptions{})
 	})
 	return "backup"
-}
-
-// snapshotOf snapshots a claim and waits until it is ready. modeChange:
-// its content may be restored as a block claim (the snapshot-controller's
-// guard against a mode change, lifted as an administrator does).
-func snapshotOf(t *testing.T, ns, name, claimName string, modeChange bool) {
-	t.Helper()
-	snap := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "snapshot.storage.k8s.io/v1",
-		"kind":       "VolumeSnapshot",
-		"metadata":   map[string]any{"name": name},
-		"spec": map[string]any{
-			"volumeSnapshotClassName": snapClass,
-			"source":                  map[string]any{"persistentVolumeClaimName": claimName},
-		},
-	}}
-	if _, err := dyn.Resource(snapshotGVR).Namespace(ns).Create(t.Context(), snap, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create snapshot %s: %v", name, err)
-	}
-	var content string
-	eventually(t, 2*time.Minute, "snapshot "+name+" ready", func() (bool, error) {
-		s, err := dyn.Resource(snapshotGVR).Namespace(ns).Get(t.Context(), name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		if msg, _, _ := unstructured.NestedString(s.Object, "status", "error", "message"); msg != "" {
-			return false, fmt.Errorf("snapshot error: %s", msg)
-		}
-		content, _, _ = unstructured.NestedString(s.Object, "status", "boundVolumeSnapshotContentName")
-		ready, _, _ := unstructured.NestedBool(s.Object, "status", "readyToUse")
-		return ready, nil
-	})
-	if !modeChange {
-		return
-	}
-	patch := []byte(`{"metadata":{"annotations":{"snapshot.storage.kubernetes.io/allow-volume-mode-change":"true"}}}`)
-	contents := schema.GroupVersionResource{Group: "snapshot.storage.k8s.io", Version: "v1", Resource: "volumesnapshotcontents"}
-	if _, err := dyn.Resource(contents).Patch(t.Context(), content, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		t.Fatalf("annotate %s: %v", content, err)
-	}
 }
 
 // holdDevices runs a pod holding the block claims, and returns where

@@ -3,7 +3,6 @@
 package stories
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -35,29 +33,7 @@ func TestSnapshotRestore(t *testing.T) {
 	claim(t, ns, "src", claimOpts{})
 	sum := lastLine(runPod(t, ns, "writer", "src", false, writeScript))
 
-	snap := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "snapshot.storage.k8s.io/v1",
-		"kind":       "VolumeSnapshot",
-		"metadata":   map[string]any{"name": "snap"},
-		"spec": map[string]any{
-			"volumeSnapshotClassName": snapClass,
-			"source":                  map[string]any{"persistentVolumeClaimName": "src"},
-		},
-	}}
-	if _, err := dyn.Resource(snapshotGVR).Namespace(ns).Create(t.Context(), snap, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create snapshot: %v", err)
-	}
-	eventually(t, 2*time.Minute, "snapshot ready", func() (bool, error) {
-		s, err := dyn.Resource(snapshotGVR).Namespace(ns).Get(t.Context(), "snap", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		if msg, _, _ := unstructured.NestedString(s.Object, "status", "error", "message"); msg != "" {
-			return false, fmt.Errorf("snapshot error: %s", msg)
-		}
-		ready, _, _ := unstructured.NestedBool(s.Object, "status", "readyToUse")
-		return ready, nil
-	})
+	snapshotOf(t, ns, "snap", "src", false)
 	// The source changes after the snapshot; the restore must not see it.
 	runPod(t, ns, "overwriter", "src", false, `echo changed > /data/note; rm /data/blob; sync`)
 

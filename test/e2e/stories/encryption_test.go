@@ -90,22 +90,11 @@ func TestEncryptedClaimRotatedAndRestored(t *testing.T) {
 	// names the Secret's field, never its value.
 	setKeys(t, ns, map[string]string{"encryptionKey": oldKey})
 	newPod(t, ns, "old-key-reader", "enc", false, read)
-	eventually(t, 2*time.Minute, "a FailedMount event naming the Secret's key", func() (bool, error) {
-		evs, err := cs.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=old-key-reader"})
-		if err != nil {
-			return false, err
-		}
-		for _, e := range evs.Items {
-			if e.Reason == "FailedMount" && strings.Contains(e.Message, "encryptionKey") {
-				if strings.Contains(e.Message, oldKey) || strings.Contains(e.Message, newKey) {
-					t.Fatalf("the event shows key material: %s", e.Message)
-				}
-				t.Logf("refused: %s", e.Message)
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	msg := failedMount(t, ns, "old-key-reader", "encryptionKey")
+	if strings.Contains(msg, oldKey) || strings.Contains(msg, newKey) {
+		t.Fatalf("the event shows key material: %s", msg)
+	}
+	t.Logf("refused: %s", msg)
 	if p, err := cs.CoreV1().Pods(ns).Get(t.Context(), "old-key-reader", metav1.GetOptions{}); err != nil || p.Status.Phase != v1.PodPending {
 		t.Fatalf("the pod with a wrong key: %v, phase %v; want Pending", err, p.Status.Phase)
 	}
@@ -117,20 +106,38 @@ func TestEncryptedClaimRotatedAndRestored(t *testing.T) {
 	other := namespace(t)
 	claim(t, other, "enc", claimOpts{class: class, size: "64Mi"})
 	newPod(t, other, "no-key", "enc", false, read)
-	eventually(t, 2*time.Minute, "a FailedMount event for the other namespace's missing Secret", func() (bool, error) {
-		evs, err := cs.CoreV1().Events(other).List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=no-key"})
+	t.Logf("the other tenant's pod: %s", failedMount(t, other, "no-key", "volume-key", "not found"))
+	deletePod(t, other, "no-key")
+}
+
+// failedMount waits for a FailedMount event of the pod whose message says
+// every one of says, and returns the message.
+func failedMount(t *testing.T, ns, pod string, says ...string) string {
+	t.Helper()
+	var msg string
+	eventually(t, 2*time.Minute, "a FailedMount event of pod "+pod+" saying "+strings.Join(says, ", "), func() (bool, error) {
+		evs, err := cs.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
 		if err != nil {
 			return false, err
 		}
 		for _, e := range evs.Items {
-			if e.Reason == "FailedMount" && strings.Contains(e.Message, "volume-key") && strings.Contains(e.Message, "not found") {
-				t.Logf("the other tenant's pod: %s", e.Message)
+			if e.Reason == "FailedMount" && containsAll(e.Message, says) {
+				msg = e.Message
 				return true, nil
 			}
 		}
 		return false, nil
 	})
-	deletePod(t, other, "no-key")
+	return msg
+}
+
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
 }
 
 // randomKey is 64 hex characters of fresh randomness: a Secret's key.

@@ -19,7 +19,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -444,4 +446,44 @@ func shell(t *testing.T, line string) {
 		t.Fatalf("%s: %v\n%s", line, err, out)
 	}
 	t.Logf("%s:\n%s", line, strings.TrimSpace(string(out)))
+}
+
+// snapshotOf snapshots a claim and waits until it is ready. modeChange:
+// its content may be restored as a block claim (the snapshot-controller's
+// guard against a mode change, lifted as an administrator does).
+func snapshotOf(t *testing.T, ns, name, claimName string, modeChange bool) {
+	t.Helper()
+	snap := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "snapshot.storage.k8s.io/v1",
+		"kind":       "VolumeSnapshot",
+		"metadata":   map[string]any{"name": name},
+		"spec": map[string]any{
+			"volumeSnapshotClassName": snapClass,
+			"source":                  map[string]any{"persistentVolumeClaimName": claimName},
+		},
+	}}
+	if _, err := dyn.Resource(snapshotGVR).Namespace(ns).Create(t.Context(), snap, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create snapshot %s: %v", name, err)
+	}
+	var content string
+	eventually(t, 2*time.Minute, "snapshot "+name+" ready", func() (bool, error) {
+		s, err := dyn.Resource(snapshotGVR).Namespace(ns).Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if msg, _, _ := unstructured.NestedString(s.Object, "status", "error", "message"); msg != "" {
+			return false, fmt.Errorf("snapshot error: %s", msg)
+		}
+		content, _, _ = unstructured.NestedString(s.Object, "status", "boundVolumeSnapshotContentName")
+		ready, _, _ := unstructured.NestedBool(s.Object, "status", "readyToUse")
+		return ready, nil
+	})
+	if !modeChange {
+		return
+	}
+	patch := []byte(`{"metadata":{"annotations":{"snapshot.storage.kubernetes.io/allow-volume-mode-change":"true"}}}`)
+	contents := schema.GroupVersionResource{Group: "snapshot.storage.k8s.io", Version: "v1", Resource: "volumesnapshotcontents"}
+	if _, err := dyn.Resource(contents).Patch(t.Context(), content, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatalf("annotate %s: %v", content, err)
+	}
 }
