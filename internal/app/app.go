@@ -14,6 +14,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/filevol/filevol/internal/clienttls"
 	"github.com/filevol/filevol/internal/csi"
 	"github.com/filevol/filevol/internal/dirpool"
 	"github.com/filevol/filevol/internal/dirpool/dirnode"
@@ -35,12 +36,18 @@ import (
 // kubelet's own CSI timeouts are longer, and it retries.
 const shutdownGrace = 30 * time.Second
 
+// tlsResync is how often a shared pool's TLS files are installed again
+// from their Secret: kubelet itself updates a mounted Secret about once a
+// minute.
+const tlsResync = 30 * time.Second
+
 // Run serves until ctx is cancelled, then stops accepting, finishes
 // in-flight calls and removes the socket.
 //
 // A shared pool is opened only on a filesystem that meets its kind's
 // requirements (checkSharedFS), or whose missing ones
-// --shared-pool-unsafe-allow names.
+// --shared-pool-unsafe-allow names; its client's TLS files are installed
+// from their Secret first, since the node's mount may wait for them.
 func Run(ctx context.Context, o options.Options) error {
 	var risks sharedRisks
 	if o.PoolShared {
@@ -48,7 +55,13 @@ func Run(ctx context.Context, o options.Options) error {
 		check := func(dir string) (sharedfs.Report, error) {
 			return sharedfs.CheckWith(dir, sharedfs.Options{CephSocketDirs: o.CephAdminSocketDirs})
 		}
-		if risks, err = checkSharedFS(o, check); err != nil {
+		if o.SharedPoolTLSSecretDir != "" {
+			if err := clienttls.InstallFrom(o.SharedPoolTLSSecretDir, o.SharedPoolTLSDir); err != nil {
+				return fmt.Errorf("shared pool TLS files (--shared-pool-tls-secret-dir %s): %w", o.SharedPoolTLSSecretDir, err)
+			}
+			go clienttls.Keep(ctx, o.SharedPoolTLSSecretDir, o.SharedPoolTLSDir, tlsResync)
+		}
+		if risks, err = waitSharedFS(ctx, o, check); err != nil {
 			return err
 		}
 	}

@@ -1,9 +1,11 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/klog/v2"
 
@@ -19,6 +21,32 @@ type sharedRisks struct {
 	// allowed is one line for every attach's warning; empty when nothing
 	// was allowed.
 	allowed string
+}
+
+// waitSharedFS runs checkSharedFS until it passes or --shared-pool-wait
+// has passed: the node's mount of the shared filesystem may come up after
+// filevol (one waiting for the TLS files filevol installs does), and a
+// pool directory not mounted yet fails the check (with
+// --shared-pool-require=tls it is not GlusterFS). What the last check
+// said is the error.
+func waitSharedFS(ctx context.Context, o options.Options, check func(string) (sharedfs.Report, error)) (sharedRisks, error) {
+	deadline := time.Now().Add(o.SharedPoolWait)
+	var logged time.Time
+	for {
+		risks, err := checkSharedFS(o, check)
+		if err == nil || !time.Now().Before(deadline) {
+			return risks, err
+		}
+		if time.Since(logged) >= 15*time.Second {
+			klog.InfoS("waiting for the shared pool's filesystem to pass its checks", "left", time.Until(deadline).Round(time.Second), "err", err)
+			logged = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return risks, fmt.Errorf("stopped while waiting for the shared pool's filesystem: %w", err)
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // checkSharedFS checks the filesystem of every directory of a shared pool

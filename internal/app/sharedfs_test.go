@@ -1,10 +1,12 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/filevol/filevol/internal/options"
 	"github.com/filevol/filevol/internal/sharedfs"
@@ -108,5 +110,45 @@ func TestCheckSharedFSRequireTLS(t *testing.T) {
 func TestSharedRequirements(t *testing.T) {
 	if !slices.Equal(options.SharedRequirements, []string{sharedfs.RequireTLS}) {
 		t.Errorf("options.SharedRequirements %v", options.SharedRequirements)
+	}
+}
+
+// --shared-pool-wait: the start waits while the check fails (a pool
+// directory whose GlusterFS mount comes up later), serves once it passes,
+// gives the last refusal when the wait ends, and stops with its context.
+func TestWaitSharedFS(t *testing.T) {
+	o := options.Options{PoolShared: true, PoolDir: "/mnt/shared/pool", SharedPoolRequire: []string{"tls"}, SharedPoolWait: time.Minute}
+	calls := 0
+	mountedOnThird := func(dir string) (sharedfs.Report, error) {
+		calls++
+		if calls < 3 {
+			return sharedfs.Report{Dir: dir, Kind: sharedfs.KindLocal, FSType: "ext4", Source: "/dev/root", MountPoint: "/"}, nil
+		}
+		return sharedfs.Report{Dir: dir, Kind: sharedfs.KindGlusterFS, FSType: "fuse.glusterfs", Source: "srv:vol", MountPoint: "/mnt/shared",
+			Volume: "vol", Transport: sharedfs.TransportTLS}, nil
+	}
+	if _, err := waitSharedFS(context.Background(), o, mountedOnThird); err != nil || calls != 3 {
+		t.Fatalf("mounted at the third check: %v after %d checks", err, calls)
+	}
+
+	o.SharedPoolWait = 0
+	calls = 0
+	_, err := waitSharedFS(context.Background(), o, mountedOnThird)
+	if err == nil || calls != 1 || !strings.Contains(err.Error(), "--shared-pool-require=tls; not started") {
+		t.Fatalf("no wait: %v after %d checks, want the refusal at once", err, calls)
+	}
+
+	o.SharedPoolWait = time.Hour
+	ctx, cancel := context.WithCancel(context.Background())
+	calls = 0
+	never := func(dir string) (sharedfs.Report, error) {
+		if calls++; calls == 2 {
+			cancel()
+		}
+		return sharedfs.Report{Dir: dir, Kind: sharedfs.KindLocal}, nil
+	}
+	_, err = waitSharedFS(ctx, o, never)
+	if err == nil || !strings.Contains(err.Error(), "stopped while waiting") || !strings.Contains(err.Error(), "not started") {
+		t.Fatalf("cancelled: %v", err)
 	}
 }

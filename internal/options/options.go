@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 )
@@ -80,6 +79,18 @@ type Options struct {
 	// fuse_disable_pagecache as the client runs it. Empty: Ceph's default
 	// place, /run/ceph and /var/run/ceph (internal/sharedfs).
 	CephAdminSocketDirs []string
+	// SharedPoolTLSSecretDir is a mounted Secret (tls.crt, tls.key,
+	// ca.crt) whose files are installed into SharedPoolTLSDir, on the
+	// host, for the shared filesystem's client (internal/clienttls).
+	// Empty: none.
+	SharedPoolTLSSecretDir string
+	// SharedPoolTLSDir is the host directory the client reads them from
+	// (the volume's ssl.own-cert, ssl.private-key, ssl.ca-list).
+	SharedPoolTLSDir string
+	// SharedPoolWait is how long the start waits for the shared pool's
+	// filesystem to meet its checks (a mount that comes up after the
+	// pod, as one waiting for the files above does); 0 refuses at once.
+	SharedPoolWait time.Duration
 	// PoolName names a shared pool in its volumes' topology
 	// (topology.filevol.csi.io/pool=<name>): every node and the
 	// controller of one pool give the same. Empty: the pool's ID.
@@ -149,9 +160,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Mode, "mode", ModeAll, "services to serve: all, controller or node")
 	fs.StringVar(&o.DirPoolDir, "dir-pool-dir", "", "a directory to serve as a directory pool (provisioningMode: directory): on btrfs a subvolume with a quota per volume, elsewhere plain directories whose size is not enforced; with --pool-shared it is shared too, mounted by every node at this path (default: none)")
 	fs.BoolVar(&o.PoolShared, "pool-shared", false, "the pool directory is shared by several hosts: each process repairs, collects and thaws only what it made (default: node-local)")
-	fs.Var((*pathList)(&o.SharedPoolUnsafeAllow), "shared-pool-unsafe-allow", "with --pool-shared: comma-separated settings the shared filesystem may lack, each a risk accepted ("+strings.Join(UnsafeSharedSettings, ", ")+"; default: none, a shared pool lacking one is refused at start)")
-	fs.Var((*pathList)(&o.SharedPoolRequire), "shared-pool-require", "with --pool-shared: comma-separated guarantees the shared filesystem's client must show, else the pool is refused at start ("+strings.Join(SharedRequirements, ", ")+": the GlusterFS client's I/O path in TLS; default: none)")
-	fs.Var((*pathList)(&o.CephAdminSocketDirs), "ceph-admin-socket-dir", "with --pool-shared on a ceph-fuse mount: comma-separated directories holding the client's admin socket, where fuse_disable_pagecache is read (default: /run/ceph,/var/run/ceph)")
+	o.addSharedFlags(fs)
 	fs.StringVar(&o.PoolName, "pool-name", "", "with --pool-shared: the pool's name in its volumes' topology, topology.filevol.csi.io/pool=<name>, the same on every node (default: the pool's ID)")
 	fs.StringVar(&o.ControllerID, "controller-id", "controller", "with --mode controller on a shared pool: this controller's name among the pool's owners, the same for every replica")
 	fs.Int64Var(&o.MaxVolumesPerNode, "max-volumes-per-node", 0, "maximum volumes per node reported to the CO (0: no limit)")
@@ -215,24 +224,8 @@ func (o *Options) Validate() error {
 	if o.PoolName != "" && !o.PoolShared {
 		return fmt.Errorf("--pool-name %q names a shared pool's topology: it needs --pool-shared", o.PoolName)
 	}
-	for _, a := range o.SharedPoolUnsafeAllow {
-		if !slices.Contains(UnsafeSharedSettings, a) {
-			return fmt.Errorf("--shared-pool-unsafe-allow: %q is none of %s", a, strings.Join(UnsafeSharedSettings, ", "))
-		}
-	}
-	for _, r := range o.SharedPoolRequire {
-		if !slices.Contains(SharedRequirements, r) {
-			return fmt.Errorf("--shared-pool-require: %q is none of %s", r, strings.Join(SharedRequirements, ", "))
-		}
-	}
-	if len(o.SharedPoolRequire) > 0 && !o.PoolShared {
-		return fmt.Errorf("--shared-pool-require is about a shared pool's filesystem: it needs --pool-shared")
-	}
-	if len(o.SharedPoolUnsafeAllow) > 0 && !o.PoolShared {
-		return fmt.Errorf("--shared-pool-unsafe-allow accepts risks of a shared pool: it needs --pool-shared")
-	}
-	if len(o.CephAdminSocketDirs) > 0 && !o.PoolShared {
-		return fmt.Errorf("--ceph-admin-socket-dir tells the check of a shared pool on CephFS where to look: it needs --pool-shared")
+	if err := o.validateShared(); err != nil {
+		return err
 	}
 	if strings.TrimSpace(o.ControllerID) == "" || len(o.ControllerID) > 253 {
 		return fmt.Errorf("--controller-id %q must be 1 to 253 characters", o.ControllerID)

@@ -1,17 +1,12 @@
 package gluster
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/filevol/filevol/internal/testutil/testpki"
 )
 
 // TLS on the I/O path (Options.TLS). GlusterFS reads its certificate, key
@@ -45,39 +40,20 @@ func makeTLS(dir string) (tlsFiles, error) {
 		return tlsFiles{}, err
 	}
 	f := tlsFiles{Cert: filepath.Join(sslDir, "glusterfs.pem"), Key: filepath.Join(sslDir, "glusterfs.key"), CA: filepath.Join(sslDir, "glusterfs.ca")}
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return f, err
-	}
 	now := time.Now()
-	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "fvgl-test-ca"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	ca, err := testpki.NewCA("fvgl-test-ca", now.Add(-time.Hour), now.Add(24*time.Hour))
 	if err != nil {
 		return f, err
 	}
-	peerKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return f, err
-	}
-	peer := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: CertCN},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
-	peerDER, err := x509.CreateCertificate(rand.Reader, peer, ca, &peerKey.PublicKey, caKey)
-	if err != nil {
-		return f, err
-	}
-	keyDER, err := x509.MarshalECPrivateKey(peerKey)
+	cert, key, err := ca.Issue(CertCN, now.Add(-time.Hour), now.Add(24*time.Hour))
 	if err != nil {
 		return f, err
 	}
 	for _, w := range []struct {
-		path, typ string
-		der       []byte
-		mode      os.FileMode
-	}{{f.CA, "CERTIFICATE", caDER, 0o644}, {f.Cert, "CERTIFICATE", peerDER, 0o644}, {f.Key, "EC PRIVATE KEY", keyDER, 0o600}} {
-		if err := os.WriteFile(w.path, pem.EncodeToMemory(&pem.Block{Type: w.typ, Bytes: w.der}), w.mode); err != nil {
+		path string
+		data []byte
+	}{{f.CA, ca.PEM}, {f.Cert, cert}, {f.Key, key}} {
+		if err := os.WriteFile(w.path, w.data, 0o600); err != nil {
 			return f, fmt.Errorf("tls: %w", err)
 		}
 	}

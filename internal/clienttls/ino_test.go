@@ -1,0 +1,8 @@
+package clienttls
+
+import (
+	"os"
+	"syscall"
+)
+
+func sysIno(fi os.FileInfo) uint64 { return fi.Sys().(*syscall.Stat_t).Ino }
