@@ -129,8 +129,7 @@ func TestCephAdminSockets(t *testing.T) {
 
 // sharedPool.requireTLS puts --shared-pool-require=tls on the shared
 // driver's filevols (controller and node), never on the node-local one,
-// and nothing when off. The chart mounts no certificates: the GlusterFS
-// client that reads them is the node's.
+// and nothing when off.
 func TestSharedPoolRequireTLS(t *testing.T) {
 	r := render(t, "sharedPool: {enabled: true, requireTLS: true}\n")
 	ctrl := &sharedDeployment(t, r).Spec.Template.Spec

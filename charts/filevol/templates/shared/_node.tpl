@@ -32,6 +32,11 @@ Deployment creates and attaches the shared pool's volumes.
     {{- if $sp.requireTLS }}
     - --shared-pool-require=tls
     {{- end }}
+    {{- if $sp.clientTLS.secretName }}
+    - --shared-pool-tls-secret-dir=/etc/filevol/shared-pool-tls
+    - --shared-pool-tls-dir={{ $sp.clientTLS.hostDir }}
+    {{- end }}
+    - --shared-pool-wait={{ $sp.mountWaitSeconds }}s
     {{- if $sp.dirPool.enabled }}
     - --dir-pool-dir={{ $sp.dirPool.hostPath }}
     {{- end }}
@@ -58,6 +63,7 @@ Deployment creates and attaches the shared pool's volumes.
     - name: http-shared
       containerPort: {{ $ports.http }}
       protocol: TCP
+  {{- include "filevol.sharedStartupProbe" (dict "port" $probePort "hostNetwork" .Values.node.hostNetwork "wait" $sp.mountWaitSeconds) | nindent 2 }}
   livenessProbe:
     httpGet:
       path: /healthz
@@ -98,6 +104,14 @@ Deployment creates and attaches the shared pool's volumes.
     - name: ceph-admin-sockets
       mountPath: /run/ceph
       readOnly: true
+    {{- end }}
+    {{- if $sp.clientTLS.secretName }}
+    - name: shared-pool-tls-secret
+      mountPath: /etc/filevol/shared-pool-tls
+      readOnly: true
+    # Where the node's GlusterFS client reads them (clientTLS.hostDir).
+    - name: shared-pool-tls
+      mountPath: {{ $sp.clientTLS.hostDir }}
     {{- end }}
     - name: dev
       mountPath: /dev
@@ -182,6 +196,37 @@ Deployment creates and attaches the shared pool's volumes.
     type: Directory
 {{- end }}
 {{- include "filevol.cephAdminSocketVolume" . }}
+{{- with .Values.sharedPool.clientTLS }}
+{{- if .secretName }}
+# The GlusterFS client's TLS files (sharedPool.clientTLS): the Secret, and
+# the host directory the node's client reads them from.
+- name: shared-pool-tls-secret
+  secret:
+    secretName: {{ .secretName }}
+    defaultMode: 0400
+- name: shared-pool-tls
+  hostPath:
+    path: {{ .hostDir }}
+    type: DirectoryOrCreate
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* filevol.sharedStartupProbe: the shared driver's filevol may wait
+sharedPool.mountWaitSeconds at start for its pool's mount
+(--shared-pool-wait); the liveness probe counts only after this one has
+passed. Keys: port, hostNetwork, wait. */}}
+{{- define "filevol.sharedStartupProbe" -}}
+startupProbe:
+  httpGet:
+    path: /healthz
+    port: {{ .port }}
+    {{- if .hostNetwork }}
+    host: 127.0.0.1
+    {{- end }}
+  periodSeconds: 5
+  timeoutSeconds: 3
+  failureThreshold: {{ add 12 (div (int .wait) 5) }}
 {{- end }}
 
 {{/* filevol.cephAdminSocketVolume: the ceph-fuse clients' admin sockets
