@@ -56,4 +56,11 @@ func TestMultinodeValues(t *testing.T) {
 	if !found {
 		t.Error("the node DaemonSet's filevol-shared has no --dir-pool-dir=/var/lib/filevol-e2e/dir-pool")
 	}
+	// The GlusterFS volume is on TLS: required, and its files installed from the Secret.
+	shared := container(t, &daemonSet(t, r).Spec.Template.Spec, "filevol-shared")
+	wantArg(t, shared, "--shared-pool-require", "tls")
+	wantArg(t, shared, "--shared-pool-tls-secret-dir", "/etc/filevol/shared-pool-tls")
+	if v := volume(&daemonSet(t, r).Spec.Template.Spec, "shared-pool-tls-secret"); v == nil || v.Secret == nil || v.Secret.SecretName != "fvmn-gluster-tls" {
+		t.Errorf("the multi-node values' TLS Secret volume: %+v", v)
+	}
 }

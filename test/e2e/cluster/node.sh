@@ -30,9 +30,10 @@
 #   net-up         the bridge and the host forwarder (before the first node)
 #   net-down       the host forwarder and the bridge (after the last node)
 #   exec NAME CMD...  run CMD inside the node's namespaces
-#   pool-client NAME SERVER VOLUME MOUNTPOINT  mount the GlusterFS volume SERVER:VOLUME at
-#                  MOUNTPOINT in the node's namespaces, by a client that is one of the
-#                  node's processes (killed by `kill`, started again by `revive`)
+#   pool-client NAME SERVER VOLUME MOUNTPOINT [WAIT_FILE]  mount the GlusterFS volume
+#                  SERVER:VOLUME at MOUNTPOINT in the node's namespaces, by a client that is
+#                  one of the node's processes (killed by `kill`, started again by
+#                  `revive`); with WAIT_FILE, once that file is there in the node's view
 #   names          the nodes that have a state directory
 #   mount NAME SOURCE MOUNTPOINT TYPE  mount SOURCE in the node's mount namespace (a
 #                  filesystem the host has mounted too: the same superblock, one kernel)
@@ -299,7 +300,13 @@ start_procs() {
 # dead), its veth cut cuts it off the server, `revive` mounts again (a dead client's
 # mount is lazily unmounted first: its FUSE connection is gone for good).
 start_pool_client() {
-  local n=$1 d server vol mnt i; d=$(nd "$n"); read -r server vol mnt < "$d/pool-client.env"
+  local n=$1 d server vol mnt wait_file i; d=$(nd "$n"); read -r server vol mnt wait_file < "$d/pool-client.env"
+  # A volume on TLS: its files, which filevol's node plugin installs from the chart's Secret,
+  # must be there first (as a node's mount unit would wait for them).
+  if [ -n "$wait_file" ]; then
+    for ((i = 0; i < 1200; i++)); do nsx "$n" test -s "$wait_file" && break; sleep 0.25; done
+    nsx "$n" test -s "$wait_file" || die "$n: $wait_file did not appear in 300 s (filevol's shared node plugin installs it from the Secret)"
+  fi
   # A client killed with the node leaves its mount dead (its FUSE connection is gone for
   # good): unmounted lazily, as loop devices the node attached on its files may hold it.
   if nsx "$n" findmnt -n -t fuse.glusterfs "$mnt" >/dev/null 2>&1; then nsx "$n" umount -l "$mnt"; fi
@@ -445,12 +452,12 @@ case $cmd in
   net-up) net_up ;;
   net-down) net_down ;;
   exec) n=$1; shift; valid_name "$n"; nsx "$n" "$@" ;;
-  pool-client) [ $# = 4 ] || die "usage: node.sh pool-client NAME SERVER VOLUME MOUNTPOINT"
-    valid_name "$1"; echo "$2 $3 $4" > "$(nd "$1")/pool-client.env"; start_pool_client "$1" ;;
+  pool-client) [ $# = 4 ] || [ $# = 5 ] || die "usage: node.sh pool-client NAME SERVER VOLUME MOUNTPOINT [WAIT_FILE]"
+    valid_name "$1"; echo "$2 $3 $4 ${5:-}" > "$(nd "$1")/pool-client.env"; start_pool_client "$1" ;;
   names) owned node ;;
   mount) [ $# = 4 ] || die "usage: node.sh mount NAME SOURCE MOUNTPOINT TYPE"
     valid_name "$1"; nsx "$1" mkdir -p "$3"; nsx "$1" mount -t "$4" "$2" "$3" ;;
   ctr) n=$1; shift; valid_name "$n"; ctrx "$n" "$@" ;;
   kubelet) [ $# = 2 ] || die "usage: node.sh kubelet stop|start|is-active NAME"; kubelet_ctl "$1" "$2" ;;
-  *) sed -n '2,47p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,48p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

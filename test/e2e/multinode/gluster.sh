@@ -7,9 +7,18 @@
 #             (its /run, /var/lib/glusterd and /var/log/glusterfs are $GL's
 #             directories), so it shares nothing with a glusterd of the host and its
 #             brick dies with it.
-#   mount-vm  the FUSE client of node vm: vm is the host (its kubelet runs in the host's
-#             namespaces), so its client runs in the host's network and mount
-#             namespaces and reaches the server over the bridge's host address.
+#   mount-vm [FILE]  the FUSE client of node vm: vm is the host (its kubelet runs in the
+#             host's namespaces), so its client runs in the host's network and mount
+#             namespaces and reaches the server over the bridge's host address. With FILE,
+#             it first waits for FILE (the TLS files filevol installs from the chart's
+#             Secret), as a node's mount unit would.
+#
+# TLS on the I/O path (docs/shared-pools-glusterfs.md, "Certificates from a Secret"): up
+# makes a CA and one peer certificate ($GL/ssl, also the Secret's files: tls.crt, tls.key,
+# ca.crt), and the volume's ssl.own-cert, ssl.private-key and ssl.ca-list name
+# $GL_TLS_DIR/glusterfs.{pem,key,ca}: on the nodes, the host directory the chart's
+# sharedPool.clientTLS fills from the Secret; in the server's mount namespace, $GL/ssl
+# bound there (a server host's own copy at the same path).
 #
 # The extra nodes mount the volume through `node.sh pool-client`: their clients run in
 # their own namespaces and cgroups, so `node.sh kill` kills a node's client and cutting
@@ -37,6 +46,24 @@ GL_BRIDGE=${GL_BRIDGE:-fve2e-nodes}  # node.sh's bridge (the knob: a test of thi
 # values.yaml's sharedPool.hostPath.
 SHARED_POOL=$STATE_DIR/shared-pool
 CLIENT_OPTS=(--entry-timeout=0 --attribute-timeout=0)
+GL_TLS_DIR=${GL_TLS_DIR:-$STATE_DIR/shared-pool-tls}
+GL_TLS_CN=fvmn-peer
+
+# make_tls DIR: a CA and one peer certificate signed by it (EC P-256, two days), as
+# glusterfs.{ca,pem,key} and as a kubernetes.io/tls Secret's tls.crt, tls.key, ca.crt.
+make_tls() {
+  local d=$1
+  mkdir -p "$d" && chmod 700 "$d"
+  openssl ecparam -name prime256v1 -genkey -noout -out "$d/ca.key" 2>/dev/null
+  openssl req -x509 -new -key "$d/ca.key" -subj "/CN=fvmn-test-ca" -days 2 -out "$d/glusterfs.ca" 2>/dev/null
+  openssl ecparam -name prime256v1 -genkey -noout -out "$d/glusterfs.key" 2>/dev/null
+  openssl req -new -key "$d/glusterfs.key" -subj "/CN=$GL_TLS_CN" -out "$d/peer.csr" 2>/dev/null
+  openssl x509 -req -in "$d/peer.csr" -CA "$d/glusterfs.ca" -CAkey "$d/ca.key" -CAcreateserial -CAserial "$d/ca.srl" \
+    -days 2 -out "$d/glusterfs.pem" 2>/dev/null
+  rm -f "$d/ca.key" "$d/peer.csr" "$d/ca.srl"
+  ln -sf glusterfs.pem "$d/tls.crt"; ln -sf glusterfs.key "$d/tls.key"; ln -sf glusterfs.ca "$d/ca.crt"
+  chmod 600 "$d"/glusterfs.*
+}
 
 cli() { # gluster CLI in the server's namespaces (its /run holds glusterd's socket)
   # The recorded process is the PID namespace's init, in glusterd's mount namespace.
@@ -47,8 +74,10 @@ cli() { # gluster CLI in the server's namespaces (its /run holds glusterd's sock
 up() {
   command -v glusterd >/dev/null || die "glusterd missing (hack/install-deps.sh)"
   ip link show "$GL_BRIDGE" >/dev/null 2>&1 || die "no node bridge: node.sh net-up first"
+  command -v openssl >/dev/null || die "openssl missing (test/e2e/cluster/install-packages.sh)"
   rm -rf "$GL"
-  mkdir -p "$GL"/{ns,run,lib,log,brick} /var/lib/glusterd /var/log/glusterfs "$SHARED_POOL"
+  mkdir -p "$GL"/{ns,run,lib,log,brick} /var/lib/glusterd /var/log/glusterfs "$SHARED_POOL" "$GL_TLS_DIR"
+  make_tls "$GL/ssl"
   mount --bind "$GL/ns" "$GL/ns"
   mount --make-private "$GL/ns"
   touch "$GL/ns/net"
@@ -88,11 +117,12 @@ done
 mount --bind "$0/run" /run
 mount --bind "$0/lib" /var/lib/glusterd
 mount --bind "$0/log" /var/log/glusterfs
+mount --bind "$0/ssl" "$1"
 libexec=$(glusterfs --print-libexecdir)
 if [ -e "$libexec/gsyncd" ]; then mount --bind "$0/no-gsyncd" "$libexec/gsyncd"; fi
 trap "exit 0" TERM
 glusterd -N -f "$0/glusterd.vol" -l /var/log/glusterfs/glusterd.log -p /run/glusterd.pid &
-wait $!' "$GL" > "$GL/log/server.out" 2>&1 < /dev/null 8>&- &
+wait $!' "$GL" "$GL_TLS_DIR" > "$GL/log/server.out" 2>&1 < /dev/null 8>&- &
   # Recorded: the PID namespace's init (the shell), not unshare, which ignores SIGTERM
   # while it waits. The init's trap ends it on SIGTERM (down.sh's first signal; without a
   # handler a namespace's init ignores it), and the namespace's every process with it.
@@ -112,7 +142,9 @@ wait $!' "$GL" > "$GL/log/server.out" 2>&1 < /dev/null 8>&- &
   local kv
   for kv in client.strict-locks=on performance.stat-prefetch=off performance.quick-read=off \
     network.ping-timeout=5 server.keepalive-time=2 server.keepalive-interval=1 server.keepalive-count=3 \
-    server.tcp-user-timeout=5; do
+    server.tcp-user-timeout=5 \
+    ssl.own-cert="$GL_TLS_DIR/glusterfs.pem" ssl.private-key="$GL_TLS_DIR/glusterfs.key" ssl.ca-list="$GL_TLS_DIR/glusterfs.ca" \
+    ssl.certificate-depth=1 auth.ssl-allow="$GL_TLS_CN" client.ssl=on server.ssl=on; do
     cli volume set "$GL_VOL" "${kv%%=*}" "${kv#*=}" >/dev/null
   done
   cli volume start "$GL_VOL" >/dev/null
@@ -120,16 +152,20 @@ wait $!' "$GL" > "$GL/log/server.out" 2>&1 < /dev/null 8>&- &
     cli volume status "$GL_VOL" --xml 2>/dev/null | sed -n '/<node>/,$p' | grep -q '<status>1</status>' && break
     sleep 0.25
   done
-  log "gluster: volume $GL_VOL served at $GL_IP (brick $GL/brick)"
+  log "gluster: volume $GL_VOL served at $GL_IP over TLS (brick $GL/brick; the Secret's files in $GL/ssl)"
 }
 
 mount_vm() {
   mountpoint -q "$SHARED_POOL" && die "$SHARED_POOL is already a mount point"
+  local wait_file=${1:-} i
+  if [ -n "$wait_file" ]; then
+    for ((i = 0; i < 1200; i++)); do [ -s "$wait_file" ] && break; sleep 0.25; done
+    [ -s "$wait_file" ] || die "vm: $wait_file did not appear in 300 s (filevol's shared node plugin installs it from the Secret)"
+  fi
   setsid glusterfs -N --process-name fuse --volfile-server="$GL_IP" --volfile-id="$GL_VOL" \
     "${CLIENT_OPTS[@]}" --log-file="$LOG_DIR/cluster/gluster-client-vm.log" "$SHARED_POOL" \
     > /dev/null 2>&1 < /dev/null 8>&- &
   record_pid gluster-client-vm $!
-  local i
   for ((i = 0; i < 240; i++)); do
     [ "$(stat -f -c %T "$SHARED_POOL" 2>/dev/null)" = fuseblk ] && break
     findmnt -n -t fuse.glusterfs "$SHARED_POOL" >/dev/null && break
@@ -141,7 +177,7 @@ mount_vm() {
 
 case ${1:-} in
   up) up ;;
-  mount-vm) mount_vm ;;
+  mount-vm) mount_vm "${2:-}" ;;
   cli) shift; cli "$@" ;;
-  *) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -2,10 +2,11 @@
 # killed-run.sh: `make e2e-multinode` killed half-way, and the next run's clean-up proved
 # complete (make e2e-multinode-killed; root).
 #
-#   1. run.sh (MN_SKIP_BUILD=1: the last build's binaries; MN_STOP_AFTER=dir-pool; logs in
+#   1. run.sh (MN_SKIP_BUILD=1: the last build's binaries; MN_STOP_AFTER=install; logs in
 #      _output/e2e-multinode-killed) in a session and process group of its own;
-#   2. once it says the extra nodes, the GlusterFS server and clients and the directory
-#      pool's btrfs are up, SIGKILL to its whole process group: run.sh and its children
+#   2. once it says the extra nodes, the GlusterFS server and clients (over TLS, mounted
+#      once filevol installed their certificates), the directory pool's btrfs and filevol
+#      are up, SIGKILL to its whole process group: run.sh and its children
 #      die with no trap run; what they started in sessions of their own (the nodes'
 #      holders, kubelets, containerds, forwarders, glusterd, the control plane) lives on,
 #      with every mount, namespace, veth, cgroup and loop device;
@@ -33,15 +34,15 @@ T0=$(date +%s)
 
 # ---- 1, 2: the run, killed once everything it makes outside the cluster is up -------------
 : > "$OUT/run.log"
-setsid env MN_SKIP_BUILD=1 MN_STOP_AFTER=dir-pool MN_OUT="$OUT/run" FILEVOL_E2E_LOCK_HELD=1 \
+setsid env MN_SKIP_BUILD=1 MN_STOP_AFTER=install MN_OUT="$OUT/run" FILEVOL_E2E_LOCK_HELD=1 \
   "$HERE/run.sh" > "$OUT/run.log" 2>&1 < /dev/null 8>&- &
 pg=$!
-for ((i = 0; i < 300; i++)); do
-  grep -q 'MN_STOP_AFTER=dir-pool' "$OUT/run.log" && break
+for ((i = 0; i < 600; i++)); do
+  grep -q 'MN_STOP_AFTER=install' "$OUT/run.log" && break
   kill -0 "$pg" 2>/dev/null || die "run.sh ended before it was killed: $(tail -20 "$OUT/run.log")"
   sleep 1
 done
-grep -q 'MN_STOP_AFTER=dir-pool' "$OUT/run.log" || { kill -KILL -- "-$pg"; die "run.sh not up after 300 s: $(tail -20 "$OUT/run.log")"; }
+grep -q 'MN_STOP_AFTER=install' "$OUT/run.log" || { kill -KILL -- "-$pg"; die "run.sh not up after 600 s: $(tail -20 "$OUT/run.log")"; }
 up=$(( $(date +%s) - T0 ))
 kill -KILL -- "-$pg"
 wait "$pg" 2>/dev/null || true
@@ -81,7 +82,7 @@ for m in $(mounts_under "$STATE_DIR") $(mounts_under "$KUBELET_ROOT"); do leak "
 while read -r dev back; do
   case "$back" in "$STATE_DIR"/*) leak "loop device $dev on $back" ;; esac
 done < <(losetup -n -O NAME,BACK-FILE 2>/dev/null || true)
-for d in nodes gluster shared-pool pool dir-pool dir-pool.img etcd containerd kubelet cni pids; do
+for d in nodes gluster shared-pool shared-pool-tls pool dir-pool dir-pool.img etcd containerd kubelet cni pids; do
   [ -e "$STATE_DIR/$d" ] && leak "$STATE_DIR/$d"
 done
 log "killed-run: up ${up}s, clean-up ${clean}s, total $(( $(date +%s) - T0 ))s; ${#leaks[@]} left"

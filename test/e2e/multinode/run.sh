@@ -24,7 +24,8 @@
 # under one `flock $STATE_DIR/run.lock`); MN_HOLD=FILE (debugging: keep the cluster and the lock
 # until FILE exists, then tear down); MN_KEEP=1 (leave the cluster up; make cluster-down);
 # MN_KILLED_RUN=1 (step 1b); MN_OUT=DIR (logs elsewhere than _output/e2e-multinode: killed-run.sh's run); MN_STOP_AFTER=dir-pool
-# (stop once the directory pool is mounted on every node, before the install: killed-run.sh).
+# (stop once the directory pool is mounted on every node, before the install) or install (once
+# filevol is installed and the GlusterFS clients mounted: killed-run.sh).
 # MN_SUITE=default (CI: topology of the node-local driver, volumes moving between nodes on
 # the shared one), full (also [Disruptive] on both drivers, one at a time, over the
 # nodes' sshds; MN_DISRUPTIVE=local or shared: one driver's only), none (no suite);
@@ -41,7 +42,8 @@ MN_POOL_VM=${MN_POOL_VM:-1536} MN_POOL_N2=${MN_POOL_N2:-512} MN_POOL_N3=${MN_POO
 NODES=("n2 10.89.1.2 zone-b $MN_POOL_N2" "n3 10.89.1.3 zone-c $MN_POOL_N3")
 POOL=$STATE_DIR/pool
 # gluster.sh's server address and volume, and where every node mounts it (values.yaml).
-GL_IP=10.89.1.250 GL_VOL=fvmn SHARED_POOL=$STATE_DIR/shared-pool
+GL_IP=10.89.1.250 GL_VOL=fvmn SHARED_POOL=$STATE_DIR/shared-pool GL_TLS_DIR=$STATE_DIR/shared-pool-tls
+MOUNTS=
 # The directory pool (values.yaml sharedPool.dirPool): a btrfs in this file, mounted here.
 DIR_POOL=$STATE_DIR/dir-pool
 K=("$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG")
@@ -62,6 +64,8 @@ finish() {
   trap - EXIT INT TERM
   declare -F suite_stop >/dev/null && suite_stop
   if [ -n "$CHILD" ] && kill -0 "$CHILD" 2>/dev/null; then kill -TERM "$CHILD"; wait "$CHILD"; fi
+  # The shared pool's mounts, if still waiting: before the clean-up, or they would mount after it.
+  if [ -n "$MOUNTS" ]; then pkill -TERM -P "$MOUNTS" 2>/dev/null; kill -TERM "$MOUNTS" 2>/dev/null; wait "$MOUNTS" 2>/dev/null; fi
   # Before the lock (the builds), the cluster on this state dir is someone else's: touch nothing.
   if [ -z "${TL:-}" ]; then
     note "total: $(since)s, exit $rc (before the cluster)"
@@ -154,12 +158,9 @@ for spec in "${NODES[@]}"; do
   # shellcheck disable=SC2086
   fg "$CLUSTER_DIR/node.sh" up $spec
 done
-# The shared pool: one GlusterFS volume (gluster.sh), mounted by every node's own client.
+# The shared pool: one GlusterFS volume over TLS (gluster.sh); every node's own client mounts
+# it once filevol has installed the certificates from the chart's Secret (step 3).
 fg "$HERE/gluster.sh" up
-fg "$HERE/gluster.sh" mount-vm
-for spec in "${NODES[@]}"; do
-  fg "$CLUSTER_DIR/node.sh" pool-client "${spec%% *}" "$GL_IP" "$GL_VOL" "$SHARED_POOL"
-done
 # The directory pool: directory volumes (ReadWriteMany) enforce their size with btrfs
 # qgroups, and GlusterFS has none. One btrfs (a sparse file, loop-mounted here: vm) mounted
 # from the same device in n2's and n3's mount namespaces (their copies of the host's mounts
@@ -188,9 +189,32 @@ note "cluster-up (3 nodes Ready): $(( $(date +%s) - t ))s"
 # ---- 3. filevol ----------------------------------------------------------------------------
 t=$(date +%s)
 CHART_SH=$REPO_ROOT/hack/tools/e2e/chart.sh
+# The shared pool's TLS (values.yaml sharedPool.clientTLS): the Secret holds gluster.sh's
+# certificate, key and CA; each node's filevol-shared installs them in $GL_TLS_DIR, where
+# that node's GlusterFS client, waiting for them, reads them and mounts (MOUNTS, beside the
+# install: until it has, filevol-shared refuses the pool, not GlusterFS, and kubelet
+# restarts it: the nodes' mounts are private here, mountPropagation None).
+"${K[@]}" create namespace filevol --dry-run=client -o yaml | "${K[@]}" apply -f - >/dev/null
+"${K[@]}" -n filevol create secret generic fvmn-gluster-tls --from-file="$STATE_DIR/gluster/ssl/tls.crt" \
+  --from-file="$STATE_DIR/gluster/ssl/tls.key" --from-file="$STATE_DIR/gluster/ssl/ca.crt" --dry-run=client -o yaml |
+  "${K[@]}" apply -f - >/dev/null
+{
+  "$HERE/gluster.sh" mount-vm "$GL_TLS_DIR/glusterfs.ca"
+  for spec in "${NODES[@]}"; do
+    "$CLUSTER_DIR/node.sh" pool-client "${spec%% *}" "$GL_IP" "$GL_VOL" "$SHARED_POOL" "$GL_TLS_DIR/glusterfs.ca"
+  done
+} > "$OUT/mounts.log" 2>&1 &
+MOUNTS=$!
 fg "$CHART_SH" helm upgrade --install filevol "$REPO_ROOT/charts/filevol" --namespace filevol --create-namespace \
-  -f "$REPO_ROOT/hack/tools/e2e/values-e2e.yaml" -f "$HERE/values.yaml" --wait --timeout 5m > "$OUT/install.log" 2>&1 ||
-  die "helm install failed: $(tail -n 30 "$OUT/install.log")"
+  -f "$REPO_ROOT/hack/tools/e2e/values-e2e.yaml" -f "$HERE/values.yaml" --set sharedPool.clientTLS.hostDir="$GL_TLS_DIR" \
+  --wait --timeout 5m > "$OUT/install.log" 2>&1 ||
+  die "helm install failed: $(tail -n 30 "$OUT/install.log"; tail -n 5 "$OUT/mounts.log")"
+wait "$MOUNTS" || die "the shared pool's clients did not mount: $(tail -n 10 "$OUT/mounts.log")"
+MOUNTS=
+if [ "${MN_STOP_AFTER:-}" = install ]; then
+  log "MN_STOP_AFTER=install: filevol installed, the GlusterFS clients mounted over TLS"
+  sleep infinity & wait $!
+fi
 for i in $(seq 120); do
   regs=$("${K[@]}" get csinode -o jsonpath='{range .items[*]}{.metadata.name}={.spec.drivers[*].name}{"\n"}{end}' | grep -c 'filevol.csi.io.*shared.filevol.csi.io\|shared.filevol.csi.io.*filevol.csi.io' || true)
   [ "$regs" = 3 ] && break
