@@ -77,7 +77,7 @@ e2e-podtime: build ## only the time to a running pod, filevol against local-path
 e2e-multinode: build ## three nodes on this machine (vm + n2, n3 in namespaces of their own), helm install, the multi-node stories, down (root; test/e2e/cluster/README.md "Extra nodes")
 	./test/e2e/multinode/run.sh
 
-e2e-multinode-killed: build ## make e2e-multinode SIGKILLed half-way (nodes, GlusterFS, dir pool up), then the next run's clean-up proved to leave nothing (root; after one e2e-multinode build)
+e2e-multinode-killed: build ## make e2e-multinode SIGKILLed half-way (nodes, GlusterFS over TLS, dir pool, filevol up), then the next run's clean-up proved to leave nothing (root; after one e2e-multinode build)
 	./test/e2e/multinode/killed-run.sh
 
 e2e-doctor: ## kubectl filevol doctor proofs on a running cluster (FILEVOL_E2E_KUBECONFIG, FILEVOL_E2E_POOL, FILEVOL_E2E_DRIVER_URL)
