@@ -36,13 +36,13 @@ func InstallFrom(from, to string) error {
 // minute), and the client reads the files at its next connection. A
 // failed read or install keeps the files installed before, and is logged.
 func Keep(ctx context.Context, from, to string, period time.Duration) {
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
+	for ctx.Err() == nil {
 		select {
 		case <-ctx.Done():
+		case <-time.After(period):
+		}
+		if ctx.Err() != nil {
 			return
-		case <-t.C:
 		}
 		if err := InstallFrom(from, to); err != nil {
 			klog.ErrorS(err, "shared filesystem client TLS files not updated; the installed ones are kept", "from", from, "dir", to)
