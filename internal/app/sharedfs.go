@@ -56,13 +56,18 @@ func waitSharedFS(ctx context.Context, o options.Options, check func(string) (sh
 // setting and its fix. What it names, and a filesystem filevol does not
 // know, are warnings, logged here.
 func checkSharedFS(o options.Options, check func(string) (sharedfs.Report, error)) (sharedRisks, error) {
-	dirs := [][2]string{{"--pool-dir", o.PoolDir}}
+	type dir struct {
+		flag, path string
+		require    []string
+	}
+	dirs := []dir{{"--pool-dir", o.PoolDir, o.SharedPoolRequire}}
 	if o.DirPoolDir != "" {
-		dirs = append(dirs, [2]string{"--dir-pool-dir", o.DirPoolDir})
+		dirs = append(dirs, dir{"--dir-pool-dir", o.DirPoolDir, o.DirPoolRequirements()})
 	}
 	var risks sharedRisks
 	var allowed []string
-	for _, d := range dirs {
+	for _, dd := range dirs {
+		d := [2]string{dd.flag, dd.path}
 		r, err := check(d[1])
 		ok, err := sharedfs.Allow(err, o.SharedPoolUnsafeAllow)
 		if err != nil {
@@ -72,9 +77,13 @@ func checkSharedFS(o options.Options, check func(string) (sharedfs.Report, error
 			return risks, fmt.Errorf("shared pool %s (%s) is on %s, which lacks what a shared pool's fencing and coherence need (docs/shared-pools-glusterfs.md); not started:\n%w",
 				d[1], d[0], where(r), err)
 		}
-		if slices.Contains(o.SharedPoolRequire, sharedfs.RequireTLS) {
+		if slices.Contains(dd.require, sharedfs.RequireTLS) {
 			if u := sharedfs.TLSUnmet(r); u != nil {
-				return risks, fmt.Errorf("shared pool %s (%s) is on %s, and --shared-pool-require=tls; not started: %s", d[1], d[0], where(r), u.Describe())
+				flag := "--shared-pool-require"
+				if dd.flag == "--dir-pool-dir" && o.DirPoolRequire != nil {
+					flag = "--dir-pool-require"
+				}
+				return risks, fmt.Errorf("shared pool %s (%s) is on %s, and %s=tls; not started: %s", d[1], d[0], where(r), flag, u.Describe())
 			}
 		}
 		klog.InfoS("shared pool filesystem checked", "flag", d[0], "dir", d[1], "kind", r.Kind, "report", r.String(),

@@ -104,6 +104,27 @@ func TestCheckSharedFSRequireTLS(t *testing.T) {
 	if _, err := checkSharedFS(o, report(sharedfs.TransportTLS)); err != nil {
 		t.Errorf("tls: %v", err)
 	}
+
+	// A directory pool on a local btrfs beside an image pool on GlusterFS:
+	// it has --shared-pool-require's unless --dir-pool-require says.
+	o.DirPoolDir = "/mnt/dirs"
+	mixed := func(dir string) (sharedfs.Report, error) {
+		if dir == o.DirPoolDir {
+			return sharedfs.Report{Dir: dir, Kind: sharedfs.KindLocal, FSType: "btrfs", Source: "/dev/loop5", MountPoint: "/mnt/dirs"}, nil
+		}
+		return report(sharedfs.TransportTLS)(dir)
+	}
+	if _, err := checkSharedFS(o, mixed); err == nil || !strings.Contains(err.Error(), "/mnt/dirs (--dir-pool-dir) is on btrfs /dev/loop5 mounted at /mnt/dirs, and --shared-pool-require=tls") {
+		t.Errorf("directory pool inheriting tls: %v", err)
+	}
+	o.DirPoolRequire = []string{"none"}
+	if _, err := checkSharedFS(o, mixed); err != nil {
+		t.Errorf("--dir-pool-require=none: %v", err)
+	}
+	o.DirPoolRequire, o.SharedPoolRequire = []string{"tls"}, nil
+	if _, err := checkSharedFS(o, mixed); err == nil || !strings.Contains(err.Error(), "and --dir-pool-require=tls; not started") {
+		t.Errorf("--dir-pool-require=tls alone: %v", err)
+	}
 }
 
 // The flag's names are sharedfs's.

@@ -115,7 +115,8 @@ func countCerts(data []byte) (int, error) {
 	}
 }
 
-// Install writes s into dir (made if missing, mode 0700) as FileCert,
+// Install writes s into dir (made if missing; mode 0700, also when
+// kubelet made it for a hostPath volume) as FileCert,
 // FileKey and FileCA, each mode 0600, replacing only the files whose
 // content differs. It reports whether any file changed. The key is
 // written first and the CA list last, so that a client that reads them
@@ -123,6 +124,9 @@ func countCerts(data []byte) (int, error) {
 // trusting a CA list that does not go with its certificate for long.
 func Install(s Set, dir string) (changed bool, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return false, err
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
 		return false, err
 	}
 	for _, f := range []struct {

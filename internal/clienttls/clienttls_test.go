@@ -92,6 +92,9 @@ func TestInstallReplacesOnlyWhatChanged(t *testing.T) {
 	ca := newCA(t, now)
 	cert, key := issue(t, ca, "peer", now.Add(-time.Hour), now.Add(time.Hour))
 	dir := filepath.Join(t.TempDir(), "tls")
+	if err := os.Mkdir(dir, 0o755); err != nil { // as kubelet makes a hostPath DirectoryOrCreate
+		t.Fatal(err)
+	}
 	s, err := Read(secret(t, cert, key, ca.PEM), now)
 	if err != nil {
 		t.Fatal(err)

@@ -74,6 +74,11 @@ type Options struct {
 	// pool whose client does not show TLS on its I/O path (only a
 	// GlusterFS client shows it). Names: SharedRequirements.
 	SharedPoolRequire []string
+	// DirPoolRequire is the same for the directory pool (--dir-pool-dir)
+	// alone: nil, as SharedPoolRequire; ["none"], nothing. A directory
+	// pool may sit on another filesystem than the image pool (a local
+	// btrfs standing in for a shared one, with qgroups for its sizes).
+	DirPoolRequire []string
 	// CephAdminSocketDirs are where the check of a shared pool on CephFS
 	// looks for the ceph-fuse client's admin socket (*.asok), to read
 	// fuse_disable_pagecache as the client runs it. Empty: Ceph's default

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestValidate(t *testing.T) {
@@ -21,23 +22,30 @@ func TestValidate(t *testing.T) {
 		t.Fatalf("defaults invalid: %v", o.Validate())
 	}
 	bad := map[string]func(*Options){
-		"mode":          func(o *Options) { o.Mode = "both" },
-		"endpoint":      func(o *Options) { o.Endpoint = "tcp://0.0.0.0:9000" },
-		"pool":          func(o *Options) { o.PoolDir = "relative" },
-		"node":          func(o *Options) { o.NodeID = "" },
-		"long node":     func(o *Options) { o.NodeID = string(make([]byte, 64)) },
-		"max volumes":   func(o *Options) { o.MaxVolumesPerNode = -1 },
-		"kubelet dir":   func(o *Options) { o.KubeletDir = "var/lib/kubelet" },
-		"cgroup root":   func(o *Options) { o.CgroupRoots = []string{"sys/fs/cgroup"} },
-		"qos resync":    func(o *Options) { o.QoSResync = 0 },
-		"driver name":   func(o *Options) { o.DriverName = "" },
-		"unix no path":  func(o *Options) { o.Endpoint = "unix://" },
-		"monitor":       func(o *Options) { o.MonitorInterval = -1 },
-		"controller":    func(o *Options) { o.ControllerID = " " },
-		"unsafe name":   func(o *Options) { o.PoolShared, o.SharedPoolUnsafeAllow = true, []string{"strict-locks", "locks"} },
-		"unsafe alone":  func(o *Options) { o.SharedPoolUnsafeAllow = []string{"strict-locks"} },
-		"require name":  func(o *Options) { o.PoolShared, o.SharedPoolRequire = true, []string{"tls", "ssl"} },
-		"require alone": func(o *Options) { o.SharedPoolRequire = []string{"tls"} },
+		"mode":                 func(o *Options) { o.Mode = "both" },
+		"endpoint":             func(o *Options) { o.Endpoint = "tcp://0.0.0.0:9000" },
+		"pool":                 func(o *Options) { o.PoolDir = "relative" },
+		"node":                 func(o *Options) { o.NodeID = "" },
+		"long node":            func(o *Options) { o.NodeID = string(make([]byte, 64)) },
+		"max volumes":          func(o *Options) { o.MaxVolumesPerNode = -1 },
+		"kubelet dir":          func(o *Options) { o.KubeletDir = "var/lib/kubelet" },
+		"cgroup root":          func(o *Options) { o.CgroupRoots = []string{"sys/fs/cgroup"} },
+		"qos resync":           func(o *Options) { o.QoSResync = 0 },
+		"driver name":          func(o *Options) { o.DriverName = "" },
+		"unix no path":         func(o *Options) { o.Endpoint = "unix://" },
+		"monitor":              func(o *Options) { o.MonitorInterval = -1 },
+		"controller":           func(o *Options) { o.ControllerID = " " },
+		"unsafe name":          func(o *Options) { o.PoolShared, o.SharedPoolUnsafeAllow = true, []string{"strict-locks", "locks"} },
+		"unsafe alone":         func(o *Options) { o.SharedPoolUnsafeAllow = []string{"strict-locks"} },
+		"require name":         func(o *Options) { o.PoolShared, o.SharedPoolRequire = true, []string{"tls", "ssl"} },
+		"require alone":        func(o *Options) { o.SharedPoolRequire = []string{"tls"} },
+		"dir require name":     func(o *Options) { o.PoolShared, o.DirPoolDir, o.DirPoolRequire = true, "/d", []string{"ssl"} },
+		"dir require none and": func(o *Options) { o.PoolShared, o.DirPoolDir, o.DirPoolRequire = true, "/d", []string{"none", "tls"} },
+		"dir require no dir":   func(o *Options) { o.PoolShared, o.DirPoolRequire = true, []string{"tls"} },
+		"tls secret alone":     func(o *Options) { o.PoolShared, o.SharedPoolTLSSecretDir = true, "/s" },
+		"tls dir relative":     func(o *Options) { o.PoolShared, o.SharedPoolTLSSecretDir, o.SharedPoolTLSDir = true, "/s", "rel" },
+		"wait negative":        func(o *Options) { o.PoolShared, o.SharedPoolWait = true, -time.Second },
+		"wait not shared":      func(o *Options) { o.SharedPoolWait = time.Second },
 	}
 	for name, mutate := range bad {
 		o := base()

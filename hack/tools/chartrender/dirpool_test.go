@@ -144,4 +144,12 @@ func TestSharedPoolRequireTLS(t *testing.T) {
 	if err := renderErr(t, "sharedPool: {enabled: true, requireTLS: \"yes\"}\n"); err == nil {
 		t.Error("requireTLS: \"yes\" accepted")
 	}
+	// The directory pool's own: unset, as the image pool's (no flag); set, its own.
+	dir := func(values string) *corev1.Container {
+		return container(t, &daemonSet(t, render(t, values)).Spec.Template.Spec, "filevol-shared")
+	}
+	noArg(t, dir("sharedPool: {enabled: true, requireTLS: true, dirPool: {enabled: true}}\n"), "--dir-pool-require")
+	wantArg(t, dir("sharedPool: {enabled: true, requireTLS: true, dirPool: {enabled: true, requireTLS: false}}\n"), "--dir-pool-require", "none")
+	wantArg(t, dir("sharedPool: {enabled: true, dirPool: {enabled: true, requireTLS: true}}\n"), "--dir-pool-require", "tls")
+	wantArg(t, container(t, &sharedDeployment(t, render(t, "sharedPool: {enabled: true, dirPool: {enabled: true, requireTLS: true}}\n")).Spec.Template.Spec, "filevol"), "--dir-pool-require", "tls")
 }

@@ -39,6 +39,9 @@ Deployment creates and attaches the shared pool's volumes.
     - --shared-pool-wait={{ $sp.mountWaitSeconds }}s
     {{- if $sp.dirPool.enabled }}
     - --dir-pool-dir={{ $sp.dirPool.hostPath }}
+    {{- if not (kindIs "invalid" $sp.dirPool.requireTLS) }}
+    - --dir-pool-require={{ ternary "tls" "none" $sp.dirPool.requireTLS }}
+    {{- end }}
     {{- end }}
     - --max-volumes-per-node={{ .Values.maxVolumesPerNode }}
     - --kubelet-dir={{ $kubelet }}
