@@ -390,7 +390,16 @@ revive() {
   start_procs "$n"
   local i
   for ((i = 0; i < 120; i++)); do ctrx "$n" version >/dev/null 2>&1 && break; sleep 0.25; done
-  start_kubelet "$n"
+  # containerd answers ctr before its CRI plugin is ready, and kubelet checks the CRI once at
+  # start and exits ("validate CRI v1 runtime API ...: server is not initialized yet", seen
+  # under a load of 30): the kubelet is started again until it stays up.
+  for ((i = 0; i < 20; i++)); do
+    start_kubelet "$n"
+    sleep 3
+    kubelet_pid "$n" >/dev/null && return 0
+    log "$n: kubelet exited at start (containerd's CRI not ready yet?): starting it again"
+  done
+  die "$n: kubelet exits at start: $(tail -n 3 "$LOG_DIR/cluster/$n/kubelet.log" 2>/dev/null)"
 }
 
 down() {
