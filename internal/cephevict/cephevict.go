@@ -29,6 +29,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -108,6 +109,9 @@ func (e *Evictor) Evict(ctx context.Context, r volume.FenceRequest) error {
 	if err != nil {
 		return answer.Coded(codes.Unavailable, "cannot read the controller's own ceph-fuse client of %s, whose monitors and cluster an eviction uses: %v", e.Mount, err)
 	}
+	if strings.ContainsAny(mons, "\n\r") {
+		return answer.Coded(codes.Unavailable, "the controller's ceph-fuse client of %s runs with a mon_host of several lines", e.Mount)
+	}
 	if fsid != r.Client.Cluster {
 		return answer.FailedPrecondition("node %s's client %d belongs to cluster %s, the controller's client of %s to cluster %s: not evicted in another cluster", r.Node, r.Client.ID, r.Client.Cluster, e.Mount, fsid)
 	}
@@ -166,7 +170,7 @@ func failure(ctx context.Context, id string, c volume.StorageClient, mons string
 	}
 	what := fmt.Sprintf("evict client %d of cluster %s as client.%s (monitors %s)", c.ID, c.Cluster, id, mons)
 	switch {
-	case errors.Is(err, exec.ErrNotFound):
+	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist):
 		return answer.Coded(codes.Unavailable, "%s: the ceph program (ceph-common) is not installed in the controller: %v", what, err)
 	case ctx.Err() != nil:
 		return answer.Coded(codes.Unavailable, "%s: no answer in time (%v): %s", what, ctx.Err(), out)

@@ -214,6 +214,11 @@ func (c *cluster) startAs(name, nodeID, mode, pool, kubelet string) *proc.Proc {
 		// The check of a ceph-fuse client reads its admin socket, which
 		// the harness keeps in its own directory.
 		args = append(args, "--ceph-admin-socket-dir", c.cph.RunDir())
+		if mode == "controller" {
+			// Where its client reaches the cluster, as on its host: an
+			// eviction runs the ceph CLI (fencing_evict_test.go).
+			return proc.StartIn(c.t, c.cph.NodeNetns(c.t, name), c.bin, c.dir, name, args...)
+		}
 	}
 	return proc.Start(c.t, c.bin, c.dir, name, args...)
 }
