@@ -16,16 +16,21 @@ import (
 // A node that is gone keeps its loop device's lock on a volume's image
 // for as long as the pool's filesystem keeps its client: on CephFS until
 // the MDS gives up on it, about 65 s, during which the force-detach
-// itself waits on the records that client held
-// (docs/shared-pools-cephfs.md). A kind that can cut a node's client off
-// the storage (a clientFencer: the image kind on CephFS, given the
-// cluster's credentials in the controller-publish Secret) does so here,
-// at the force-detach (ControllerUnpublishVolume of a node whose record
-// says it still stages the volume while the image's lock holds) and at
-// an attach refused by that lock; the node's client is then fenced for
-// every volume it mounts, which is what a force-detach of a gone node
-// means. Without credentials nothing changes but the refusal, which
-// says what they would do.
+// itself waits on the records that client held, and so does any look at
+// the image (a stat, an open, the lock's query: measured, they wait for
+// the dead writer's capabilities; its records, written seconds before,
+// read at once) (docs/shared-pools-cephfs.md). A kind that can cut a
+// node's client off the storage (a clientFencer: the image kind on
+// CephFS, given the cluster's credentials in the controller-publish
+// Secret) does so here, before anything looks at the image: at the
+// force-detach (ControllerUnpublishVolume of a node whose in-use record
+// says it still stages the volume: a node that unstaged has none, and
+// Kubernetes detaches a node that has not unstaged only when it gives up
+// on it) and at another node's attach after such a detach without
+// credentials. The node's client is then fenced for every volume it
+// mounts, which is what a force-detach of a gone node means. Without
+// credentials nothing changes but the refusal, which says what they
+// would do.
 
 // clientFencer is a kind that can cut a node's client off the pool's
 // storage. FenceClient returns volume.ErrNoFenceCredentials when the
@@ -39,11 +44,13 @@ type clientFencer interface {
 // once the node's client is cut off (1.1 s measured on CephFS).
 const unlockWait = 10 * time.Second
 
-// fenceGone fences node off volume id when the kind can, the node's
-// in-use record names its client, its device's detach is not pending (a
-// node that reports it is alive: its holders are named instead), and the
-// image's lock still holds. It reports whether it fenced; an error means
-// nothing was changed. call names the CSI call, for messages.
+// fenceGone fences node off volume id when the kind can, the request
+// carries secrets, the node's in-use record names its client (it still
+// stages the volume), and its device's detach is not pending (a node that
+// reports that is alive: its holders are named instead). It reports
+// whether it fenced, once the image's lock is gone (or after
+// unlockWait); an error means nothing was changed. call names the CSI
+// call, for messages.
 func (s *ControllerService) fenceGone(ctx context.Context, st *poolStore, call, id, node string, secrets volume.Secrets) (bool, error) {
 	f, ok := st.VolumeStore.(clientFencer)
 	image, isImage := st.VolumeStore.(imagePather)
@@ -52,10 +59,6 @@ func (s *ControllerService) fenceGone(ctx context.Context, st *poolStore, call, 
 	}
 	e, ok, err := st.inuse.Get(id, node)
 	if err != nil || !ok || e.Client == nil || e.Pending != nil {
-		return false, err
-	}
-	held, err := loop.Locked(image.ImagePath(id))
-	if err != nil || !held {
 		return false, err
 	}
 	c := storageClient(e.Client)

@@ -114,6 +114,13 @@ func (s *ControllerService) fence(ctx context.Context, st *poolStore, req attach
 	if !ok {
 		return nil
 	}
+	// Before the lock is asked: on CephFS the question waits for a dead
+	// holder's client (controller_evict.go).
+	if d := rec.LastDetach; d != nil && d.Node != req.Node {
+		if _, err := s.fenceGone(ctx, st, "ControllerPublishVolume", req.VolumeID, d.Node, secrets); err != nil {
+			return err
+		}
+	}
 	held, err := loop.Locked(image.ImagePath(req.VolumeID))
 	if err != nil || !held {
 		return err
@@ -125,15 +132,6 @@ func (s *ControllerService) fence(ctx context.Context, st *poolStore, req attach
 		}
 		last = fmt.Sprintf("node %s (detached at %s)", d.Node, d.At.Format("2006-01-02T15:04:05Z07:00"))
 		holder = d.Node
-		fenced, err := s.fenceGone(ctx, st, "ControllerPublishVolume", req.VolumeID, holder, secrets)
-		if err != nil {
-			return err
-		}
-		if fenced {
-			if held, err = loop.Locked(image.ImagePath(req.VolumeID)); err != nil || !held {
-				return err
-			}
-		}
 	}
 	hint := ""
 	if len(secrets) == 0 {

@@ -32,10 +32,7 @@ func (c *cluster) fenceSecrets() (good, bad map[string]string) {
 	user := "fence-" + strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(c.t.Name()))
 	key := c.cph.AddUser(c.t, user, fenceCaps...)
 	wrong := []byte(key)
-	wrong[20] ^= 1 // still base64, another secret
-	if wrong[20] == '+' || wrong[20] == '/' {
-		wrong[20] = 'A'
-	}
+	wrong[20] = map[bool]byte{true: 'B', false: 'A'}[wrong[20] == 'A'] // still base64, another secret
 	return map[string]string{"adminID": user, "adminKey": key}, map[string]string{"adminID": user, "adminKey": string(wrong)}
 }
 
