@@ -62,6 +62,7 @@ func (s *ControllerService) fenceGone(ctx context.Context, st *poolStore, call, 
 		return false, err
 	}
 	c := storageClient(e.Client)
+	begin := time.Now()
 	err = f.FenceClient(ctx, volume.FenceRequest{Call: call, VolumeID: id, Node: node, Client: c, Secrets: secrets})
 	if errors.Is(err, volume.ErrNoFenceCredentials) || errors.Is(err, errors.ErrUnsupported) {
 		return false, nil
@@ -69,9 +70,12 @@ func (s *ControllerService) fenceGone(ctx context.Context, st *poolStore, call, 
 	if err != nil {
 		return false, err
 	}
+	evicted := time.Since(begin)
+	err = waitUnlocked(ctx, image.ImagePath(id))
 	klog.InfoS("node fenced: its client of the pool's storage was evicted, so every volume it mounts through that client is cut off, not only this one; the node must mount the pool again before it serves anything",
-		"call", call, "volumeID", id, "node", node, "client", c.ID, "cluster", c.Cluster)
-	return true, waitUnlocked(ctx, image.ImagePath(id))
+		"call", call, "volumeID", id, "node", node, "client", c.ID, "cluster", c.Cluster,
+		"evictedIn", evicted.Round(time.Millisecond), "lockGoneIn", (time.Since(begin) - evicted).Round(time.Millisecond), "err", err)
+	return true, err
 }
 
 // waitUnlocked waits, at most unlockWait, for the image's lock to go.

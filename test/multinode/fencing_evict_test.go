@@ -47,6 +47,22 @@ func (c *cluster) unpublishWith(id, node string, secrets map[string]string) erro
 	return err
 }
 
+// fencedLogged: the controller logged that it fenced node's client id,
+// the whole node; the line (with the eviction's and the lock's times) is
+// logged here.
+func (c *cluster) fencedLogged(node string, id uint64) {
+	c.t.Helper()
+	parts := []string{"node fenced", "every volume it mounts", fmt.Sprintf(`node="%s"`, node), fmt.Sprintf("client=%d", id)}
+	if !c.ctrlP.WaitLog(5*time.Second, parts...) {
+		c.t.Fatalf("the controller's log does not say it fenced %s's client %d:\n%s", node, id, c.ctrlP.LogText())
+	}
+	for _, l := range strings.Split(c.ctrlP.LogText(), "\n") {
+		if strings.Contains(l, "node fenced") {
+			c.t.Logf("controller: %s", l[max(0, strings.Index(l, "call=")):])
+		}
+	}
+}
+
 // checkClientRecorded: node's in-use record of the volume names its
 // ceph-fuse client and the cluster, as the MDS lists them.
 func (c *cluster) checkClientRecorded(id, node string) {
@@ -97,15 +113,14 @@ func TestFencingNodeDeadEvictedByController(t *testing.T) {
 		t.Fatalf("the force-detach with the cluster's credentials: %v", err)
 	}
 	t.Logf("ceph: the force-detach with credentials returned in %v, %v after the kill", time.Since(begin).Round(time.Millisecond), time.Since(killed).Round(time.Millisecond))
-	if !c.ctrlP.WaitLog(5*time.Second, "node fenced", `node="node-a"`, fmt.Sprintf("client=%d", s.ID)) {
-		t.Errorf("the controller's log does not say it fenced node-a's client %d:\n%s", s.ID, c.ctrlP.LogText())
-	}
+	c.fencedLogged("node-a", s.ID)
 	pc, fenced := attachWhenAllowed(t, c, id, "node-b", 10*time.Second, nil)
 	t.Logf("ceph: node-b attached %v after node-a died, after %d fencing refusals", time.Since(killed).Round(time.Millisecond), fenced)
 	if out := c.cph.Ceph(t, "osd", "blocklist", "ls"); !strings.Contains(out, s.Addr) {
 		t.Errorf("node-a's address %s is not in the blocklist after its eviction: %s", s.Addr, out)
 	}
 	b.Use(t, id, blockCap, pc)
+	t.Logf("node-b uses the volume %v after the kill", time.Since(killed).Round(time.Millisecond))
 	for i := range 3 {
 		text := fmt.Sprintf("a-after-%d", i)
 		w := marker.Write(a.Target, marker.Block(1+int64(i)), text)
@@ -161,6 +176,7 @@ func TestFencingNodeEvictedOnAttach(t *testing.T) {
 		t.Fatalf("node-b's attach with the cluster's credentials: %v", err)
 	}
 	t.Logf("ceph: node-b attached at its first try with credentials, in %v (node-a's live client evicted)", time.Since(begin).Round(time.Millisecond))
+	c.fencedLogged("node-a", s.ID)
 	b.Use(t, id, blockCap, pc)
 	if w := marker.Write(a.Target, marker.Block(2), "a-after-eviction"); w.OK() {
 		t.Errorf("evicted node-a's write succeeded: %v", w)
