@@ -11,9 +11,9 @@ import (
 
 // On CephFS the fence is the cluster's as well as the lock's: a client the
 // MDS evicts, or whose address the OSD map blocklists, loses its locks and
-// every later write. Nobody evicts for filevol yet (the
-// controller lacks the credentials: docs/shared-pools-cephfs.md), so here
-// the test does it, as the cluster's admin.
+// every later write. Here the test evicts, as the cluster's admin; the
+// controller's own eviction, given the cluster's credentials, is
+// fencing_evict_test.go's.
 
 // resultWithin waits at most d for a write WriteAsync started: through a
 // cut-off client it waits on that client.

@@ -77,7 +77,7 @@ func (c *cluster) checkClientRecorded(id, node string) {
 	}
 }
 
-// TestFencingNodeDeadEvictedByController (CephFS): node-a dies (its
+// TestFencingNodeDeadEvictedByController (CephFS; make test): node-a dies (its
 // filevol and its ceph-fuse killed) while its loop device holds the
 // volume. The force-detach with a wrong key is refused naming the
 // Secret's key and changes nothing (the attachment stays, node-a's client
@@ -149,8 +149,14 @@ func TestFencingNodeDeadEvictedByController(t *testing.T) {
 // refused naming the Secret's keys, and node-a, not evicted, still writes
 // to the image; with the right ones the controller evicts node-a's client
 // and node-b is attached at that call, after which nothing of node-a
-// reaches the image.
+// reaches the image. With -ceph only (make ceph-long): make test proves
+// the eviction, its wrong key and its secrets' way through
+// TestFencingNodeDeadEvictedByController and internal/csi's
+// TestFenceReceivesTheSecrets.
 func TestFencingNodeEvictedOnAttach(t *testing.T) {
+	if !*withCeph {
+		t.Skip("with -ceph (make ceph-long)")
+	}
 	c := newCluster(t, "ceph", true, "node-a", "node-b")
 	id, a, b := fenceSetup(t, c)
 	good, bad := c.fenceSecrets()

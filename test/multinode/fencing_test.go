@@ -102,7 +102,8 @@ func refusedWhileWriting(t *testing.T, c *cluster, id string, a *node, n int, bl
 //   - ceph: the MDS keeps a dead client, and its lock, until it gives up
 //     on it (about 65 s: test/ceph's TestImagePoolFenceLong); the test,
 //     as the cluster's admin, evicts it before the force-detach, as an
-//     operator or one day the controller does. Then as on gluster.
+//     operator does (the controller's own eviction:
+//     fencing_evict_test.go). Then as on gluster.
 //   - local: A's kernel objects outlive its processes on one host, so B is
 //     refused for as long as A's device exists and A's writes land; once
 //     they are gone (the host's death), B is attached with all of A's data.
