@@ -125,16 +125,7 @@ func TestFencingNodeBlocklisted(t *testing.T) {
 	pc, fenced := attachWhenAllowed(t, c, id, "node-b", 30*time.Second, nil)
 	t.Logf("ceph: node-b attached %v after the blocklist, after %d fencing refusals", time.Since(blocked).Round(time.Millisecond), fenced)
 	b.Use(t, id, blockCap, pc)
-	for i := range 3 {
-		text := fmt.Sprintf("a-after-%d", i)
-		r := marker.Write(a.Target, marker.Block(6+int64(i)), text)
-		if r.OK() {
-			t.Errorf("blocklisted node-a's write %q succeeded after node-b attached", text)
-		}
-		if marker.Holds(t, c.image(id), marker.Block(6+int64(i)), text) {
-			t.Errorf("blocklisted node-a's write %q reached the image after node-b attached", text)
-		}
-	}
+	lateWritesFenced(t, c, id, a, 6, "blocklisted")
 	// The writes refused before B attached: none should have landed
 	// either (a pod told "failed" must not find it written); logged, as
 	// it is not the fence's promise.

@@ -121,16 +121,7 @@ func TestFencingNodeDeadEvictedByController(t *testing.T) {
 	}
 	b.Use(t, id, blockCap, pc)
 	t.Logf("node-b uses the volume %v after the kill", time.Since(killed).Round(time.Millisecond))
-	for i := range 3 {
-		text := fmt.Sprintf("a-after-%d", i)
-		w := marker.Write(a.Target, marker.Block(1+int64(i)), text)
-		if w.OK() {
-			t.Errorf("dead node-a's write %q succeeded after node-b attached", text)
-		}
-		if marker.Holds(t, c.image(id), marker.Block(1+int64(i)), text) {
-			t.Errorf("dead node-a's write %q reached the image after node-b attached", text)
-		}
-	}
+	lateWritesFenced(t, c, id, a, 1, "evicted")
 	if !marker.Holds(t, b.Target, marker.Block(0), "before") {
 		t.Error("node-b does not read node-a's data")
 	}
