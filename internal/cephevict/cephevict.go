@@ -12,8 +12,8 @@
 // the MDS refuses the command, EACCES; without a mon capability the
 // monitors refuse the login; the nodes' clients must not have them). The
 // key is written to a keyring, 0600 in a directory of this process's own
-// (0700), removed after the call; it is never on a command line or in a
-// message. The monitors are those of the controller's own ceph-fuse client
+// (0700) in /dev/shm (memory) where there is one, removed after the call;
+// it is never on a command line or in a message. The monitors are those of the controller's own ceph-fuse client
 // of the pool (its admin socket's mon_host), and that client's cluster
 // must be the one the node's client belonged to (its fsid, as the node
 // recorded it): the CLI itself does not refuse monitors of another fsid
@@ -69,6 +69,21 @@ type Evictor struct {
 	Program string
 	// Timeout bounds one eviction; DefaultTimeout when 0.
 	Timeout time.Duration
+	// KeyDir is where the keyring's private directory is made; "" picks
+	// /dev/shm, a memory filesystem, where there is one (the key is then
+	// never on a disk), else the system's temporary directory.
+	KeyDir string
+}
+
+// keyDir is Evictor.KeyDir or its default.
+func (e *Evictor) keyDir() string {
+	if e.KeyDir != "" {
+		return e.KeyDir
+	}
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		return "/dev/shm"
+	}
+	return os.TempDir()
 }
 
 var (
@@ -127,7 +142,7 @@ func (e *Evictor) Evict(ctx context.Context, r volume.FenceRequest) error {
 // run writes the configuration and keyring into a private directory and
 // runs the CLI with them; the directory goes after.
 func (e *Evictor) run(ctx context.Context, c volume.StorageClient, id, key, mons string, timeout time.Duration) error {
-	dir, err := os.MkdirTemp("", "filevol-evict-")
+	dir, err := os.MkdirTemp(e.keyDir(), "filevol-evict-")
 	if err != nil {
 		return err
 	}

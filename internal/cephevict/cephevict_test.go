@@ -69,8 +69,7 @@ func evictor(t *testing.T, own string, exit int, say string) (*Evictor, string) 
 	t.Setenv("FAKE_CEPH_OUT", out)
 	t.Setenv("FAKE_CEPH_EXIT", fmt.Sprint(exit))
 	t.Setenv("FAKE_CEPH_SAY", say)
-	t.Setenv("TMPDIR", t.TempDir())
-	return &Evictor{Mount: "/pool", Program: self, Monitors: func(dir string) (string, string, error) {
+	return &Evictor{Mount: "/pool", Program: self, KeyDir: t.TempDir(), Monitors: func(dir string) (string, string, error) {
 		if dir != "/pool" {
 			t.Errorf("monitors read from %s, want the controller's mount /pool", dir)
 		}
@@ -145,7 +144,7 @@ func TestEvictRunsTheCLI(t *testing.T) {
 	if args := strings.SplitN(got, "\n", 2)[0]; strings.Contains(args, key) {
 		t.Errorf("the key is on the command line: %s", args)
 	}
-	if left, _ := filepath.Glob(filepath.Join(os.Getenv("TMPDIR"), "filevol-evict-*")); len(left) > 0 {
+	if left, _ := filepath.Glob(filepath.Join(e.KeyDir, "*")); len(left) > 0 {
 		t.Errorf("left after the call: %v", left)
 	}
 

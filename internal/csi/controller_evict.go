@@ -44,38 +44,42 @@ type clientFencer interface {
 // once the node's client is cut off (1.1 s measured on CephFS).
 const unlockWait = 10 * time.Second
 
-// fenceGone fences node off volume id when the kind can, the request
-// carries secrets, the node's in-use record names its client (it still
-// stages the volume), and its device's detach is not pending (a node that
-// reports that is alive: its holders are named instead). It reports
-// whether it fenced, once the image's lock is gone (or after
-// unlockWait); an error means nothing was changed. call names the CSI
+// fenceGone fences node off volume id when the kind can, the node's
+// in-use record names its client (it still stages the volume), and its
+// device's detach is not pending (a node that reports that is alive: its
+// holders are named instead). It reports whether it fenced, once the
+// image's lock is gone (or after unlockWait), and, when the request's
+// secrets hold no credentials, what they would have done (for a refusal
+// or a log line); an error means nothing was changed. call names the CSI
 // call, for messages.
-func (s *ControllerService) fenceGone(ctx context.Context, st *poolStore, call, id, node string, secrets volume.Secrets) (bool, error) {
+func (s *ControllerService) fenceGone(ctx context.Context, st *poolStore, call, id, node string, secrets volume.Secrets) (bool, string, error) {
 	f, ok := st.VolumeStore.(clientFencer)
 	image, isImage := st.VolumeStore.(imagePather)
-	if !ok || !isImage || node == "" || len(secrets) == 0 {
-		return false, nil
+	if !ok || !isImage || node == "" {
+		return false, "", nil
 	}
 	e, ok, err := st.inuse.Get(id, node)
 	if err != nil || !ok || e.Client == nil || e.Pending != nil {
-		return false, err
+		return false, "", err
 	}
 	c := storageClient(e.Client)
 	begin := time.Now()
 	err = f.FenceClient(ctx, volume.FenceRequest{Call: call, VolumeID: id, Node: node, Client: c, Secrets: secrets})
-	if errors.Is(err, volume.ErrNoFenceCredentials) || errors.Is(err, errors.ErrUnsupported) {
-		return false, nil
+	if errors.Is(err, volume.ErrNoFenceCredentials) {
+		return false, fenceHint(node, c), nil
+	}
+	if errors.Is(err, errors.ErrUnsupported) {
+		return false, "", nil
 	}
 	if err != nil {
-		return false, err
+		return false, "", err
 	}
 	evicted := time.Since(begin)
 	err = waitUnlocked(ctx, image.ImagePath(id))
 	klog.InfoS("node fenced: its client of the pool's storage was evicted, so every volume it mounts through that client is cut off, not only this one; the node must mount the pool again before it serves anything",
 		"call", call, "volumeID", id, "node", node, "client", c.ID, "cluster", c.Cluster,
 		"evictedIn", evicted.Round(time.Millisecond), "lockGoneIn", (time.Since(begin) - evicted).Round(time.Millisecond), "err", err)
-	return true, err
+	return true, "", err
 }
 
 // waitUnlocked waits, at most unlockWait, for the image's lock to go.
@@ -98,17 +102,10 @@ func storageClient(c *inuse.Client) volume.StorageClient {
 	return volume.StorageClient{Kind: c.Kind, ID: c.ID, Cluster: c.Cluster}
 }
 
-// fenceHint is what fence's refusal adds when the holder recorded a
-// client the kind could evict and the request carried no credentials.
-func fenceHint(st *poolStore, id, holder string) string {
-	if _, ok := st.VolumeStore.(clientFencer); !ok || holder == "" {
-		return ""
-	}
-	e, ok, err := st.inuse.Get(id, holder)
-	if err != nil || !ok || e.Client == nil {
-		return ""
-	}
-	return fmt.Sprintf("; node %s staged it through %s client %d: the controller would evict that client itself (fencing the whole node) on this call or the force-detach, "+
+// fenceHint says what the cluster's credentials would have done about
+// node's client c.
+func fenceHint(node string, c volume.StorageClient) string {
+	return fmt.Sprintf("node %s staged it through %s client %d: the controller would evict that client itself (fencing the whole node) on the force-detach or this attach, "+
 		"were it given the cluster's credentials (adminID and adminKey) in the StorageClass's controller-publish Secret "+
-		"(csi.storage.k8s.io/controller-publish-secret-name and -namespace; docs/shared-pools-cephfs.md)", holder, e.Client.Kind, e.Client.ID)
+		"(csi.storage.k8s.io/controller-publish-secret-name and -namespace; docs/shared-pools-cephfs.md)", node, c.Kind, c.ID)
 }

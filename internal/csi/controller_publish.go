@@ -116,8 +116,9 @@ func (s *ControllerService) fence(ctx context.Context, st *poolStore, req attach
 	}
 	// Before the lock is asked: on CephFS the question waits for a dead
 	// holder's client (controller_evict.go).
+	hint := ""
 	if d := rec.LastDetach; d != nil && d.Node != req.Node {
-		if _, err := s.fenceGone(ctx, st, "ControllerPublishVolume", req.VolumeID, d.Node, secrets); err != nil {
+		if _, hint, err = s.fenceGone(ctx, st, "ControllerPublishVolume", req.VolumeID, d.Node, secrets); err != nil {
 			return err
 		}
 	}
@@ -133,9 +134,8 @@ func (s *ControllerService) fence(ctx context.Context, st *poolStore, req attach
 		last = fmt.Sprintf("node %s (detached at %s)", d.Node, d.At.Format("2006-01-02T15:04:05Z07:00"))
 		holder = d.Node
 	}
-	hint := ""
-	if len(secrets) == 0 {
-		hint = fenceHint(st, req.VolumeID, holder)
+	if hint != "" {
+		hint = "; " + hint
 	}
 	// What the holder recorded of its device (controller_fence.go).
 	return fmt.Errorf("%w: %s still holds the image of volume %s open for writing through its loop device, so it could still write to it; "+
@@ -206,8 +206,13 @@ func (s *ControllerService) ControllerUnpublishVolume(ctx context.Context, req *
 	for _, n := range nodes {
 		// Before the record changes: on CephFS the write waits for a
 		// dead node's client (controller_evict.go).
-		if _, err := s.fenceGone(ctx, st, "ControllerUnpublishVolume", id, n, req.GetSecrets()); err != nil {
+		_, hint, err := s.fenceGone(ctx, st, "ControllerUnpublishVolume", id, n, req.GetSecrets())
+		if err != nil {
 			return nil, err
+		}
+		if hint != "" {
+			klog.InfoS("force-detach of a node that still stages the volume, without the cluster's credentials: this detach, and the next attach, wait until the filesystem gives up on that node's client (about 65 s on CephFS) if the node is gone; "+hint,
+				"volumeID", id, "node", n)
 		}
 		if err := st.attach.Detach(id, n); err != nil {
 			return nil, err
