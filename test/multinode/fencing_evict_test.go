@@ -135,7 +135,7 @@ func TestFencingNodeDeadEvictedByController(t *testing.T) {
 // TestFencingNodeEvictedOnAttach (CephFS): node-a's filevol is killed
 // while its client lives and its device holds the volume; Kubernetes
 // force-detaches it without a Secret (as before: the record goes, the
-// lock stays). node-b's attach without credentials is refused, saying
+// lock stays; the controller logs what credentials would do). node-b's attach without credentials is refused, saying
 // that credentials would let the controller evict; with a wrong key it is
 // refused naming the Secret's keys, and node-a, not evicted, still writes
 // to the image; with the right ones the controller evicts node-a's client
@@ -154,6 +154,9 @@ func TestFencingNodeEvictedOnAttach(t *testing.T) {
 	s := c.cph.Client(t, "node-a")
 	a.kill()
 	c.unpublish(id, "node-a") // the force-detach, without a Secret
+	if !c.ctrlP.LogHas("force-detach of a node that still stages the volume, without the cluster's credentials", fmt.Sprintf("client %d", s.ID), "controller-publish Secret") {
+		t.Errorf("the force-detach without credentials does not log what they would do:\n%s", c.ctrlP.LogText())
+	}
 
 	_, err := c.publish(id, "node-b", blockCap)
 	if !kubesim.IsFencingRefusal(err) || !strings.Contains(err.Error(), "controller-publish Secret") || !strings.Contains(err.Error(), fmt.Sprintf("client %d", s.ID)) {
