@@ -65,7 +65,9 @@ func Run(ctx context.Context, o options.Options) error {
 			return err
 		}
 	}
-	p, err := pool.Open(o.PoolDir, poolOptions(o))
+	po := poolOptions(o)
+	storageClient := withFence(o, risks.poolKind, &po)
+	p, err := pool.Open(o.PoolDir, po)
 	if err != nil {
 		return fmt.Errorf("open pool %s: %w", o.PoolDir, err)
 	}
@@ -87,6 +89,7 @@ func Run(ctx context.Context, o options.Options) error {
 		Shared:            o.PoolShared,
 		PoolName:          poolName(o, p),
 		SharedUnsafe:      risks.allowed,
+		StorageClient:     storageClient,
 	}, p, host, imagenode.New(p, host, o.NodeID, o.PoolShared))
 	defer d.Close()
 	var dp *dirpool.Pool

@@ -21,6 +21,8 @@ type sharedRisks struct {
 	// allowed is one line for every attach's warning; empty when nothing
 	// was allowed.
 	allowed string
+	// poolKind is --pool-dir's filesystem (withFence).
+	poolKind sharedfs.Kind
 }
 
 // waitSharedFS runs checkSharedFS until it passes or --shared-pool-wait
@@ -85,6 +87,9 @@ func checkSharedFS(o options.Options, check func(string) (sharedfs.Report, error
 				}
 				return risks, fmt.Errorf("shared pool %s (%s) is on %s, and %s=tls; not started: %s", d[1], d[0], where(r), flag, u.Describe())
 			}
+		}
+		if d[0] == "--pool-dir" {
+			risks.poolKind = r.Kind
 		}
 		klog.InfoS("shared pool filesystem checked", "flag", d[0], "dir", d[1], "kind", r.Kind, "report", r.String(),
 			"transport", transportName(r), "transportFrom", r.TransportFrom)

@@ -26,13 +26,17 @@ type fenceEnv struct {
 	inuse *inuse.Store
 }
 
-func newFenceEnv(t *testing.T) *fenceEnv {
+func newFenceEnv(t *testing.T) *fenceEnv { return newFenceEnvWith(t, nil) }
+
+// newFenceEnvWith is newFenceEnv whose controller's pool fences a node's
+// client with fence (pool.Options.Fence).
+func newFenceEnvWith(t *testing.T, fence func(context.Context, volume.FenceRequest) error) *fenceEnv {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "pool")
 	var p *pool.Pool
 	for _, node := range []string{"n1", "n2", "controller"} {
 		var err error
-		if p, err = pool.Open(dir, pool.Options{NodeID: node, Shared: true}); err != nil {
+		if p, err = pool.Open(dir, pool.Options{NodeID: node, Shared: true, Fence: fence}); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { p.Close() })

@@ -66,7 +66,7 @@ func (s *ControllerService) ControllerPublishVolume(ctx context.Context, req *cs
 	// Only a multi-node kind's volume is published MULTI_NODE_* (checked above,
 	// and at create: checkMultiNodeCapabilities).
 	areq := attach.Request{VolumeID: vol.ID, Node: node, ReadOnly: req.GetReadonly() || readerOnly(c), SingleNode: !multiNode(c)}
-	if err := s.fence(st, areq); err != nil {
+	if err := s.fence(ctx, st, areq, req.GetSecrets()); err != nil {
 		return nil, err
 	}
 	if err := s.checkAttachLimit(st, areq); err != nil {
@@ -99,8 +99,10 @@ func (s *ControllerService) ControllerPublishVolume(ctx context.Context, req *cs
 // that mounts the pool, still holds the image's lock (loop.Options.Lock):
 // a node that was force-detached but whose kernel still has the device,
 // because the node is cut off from the API server or its filevol died,
-// could still write. A node already attached is not asked again.
-func (s *ControllerService) fence(st *poolStore, req attach.Request) error {
+// could still write. A node already attached is not asked again. Given
+// the cluster's credentials in secrets, a kind that can fences the
+// force-detached holder first (controller_evict.go).
+func (s *ControllerService) fence(ctx context.Context, st *poolStore, req attach.Request, secrets volume.Secrets) error {
 	rec, err := st.attach.Of(req.VolumeID)
 	if err != nil {
 		return err
@@ -111,6 +113,14 @@ func (s *ControllerService) fence(st *poolStore, req attach.Request) error {
 	image, ok := st.VolumeStore.(imagePather)
 	if !ok {
 		return nil
+	}
+	// Before the lock is asked: on CephFS the question waits for a dead
+	// holder's client (controller_evict.go).
+	hint := ""
+	if d := rec.LastDetach; d != nil && d.Node != req.Node {
+		if _, hint, err = s.fenceGone(ctx, st, "ControllerPublishVolume", req.VolumeID, d.Node, secrets); err != nil {
+			return err
+		}
 	}
 	held, err := loop.Locked(image.ImagePath(req.VolumeID))
 	if err != nil || !held {
@@ -124,10 +134,13 @@ func (s *ControllerService) fence(st *poolStore, req attach.Request) error {
 		last = fmt.Sprintf("node %s (detached at %s)", d.Node, d.At.Format("2006-01-02T15:04:05Z07:00"))
 		holder = d.Node
 	}
+	if hint != "" {
+		hint = "; " + hint
+	}
 	// What the holder recorded of its device (controller_fence.go).
 	return fmt.Errorf("%w: %s still holds the image of volume %s open for writing through its loop device, so it could still write to it; "+
 		"it lets go when filevol on that node unstages the volume, when the node's loop device is detached, or when the node's client is cut off from the pool's storage%s",
-		loop.ErrLocked, last, req.VolumeID, fenceDetail(st, req.VolumeID, holder, req.Node))
+		loop.ErrLocked, last, req.VolumeID, fenceDetail(st, req.VolumeID, holder, req.Node)+hint)
 }
 
 // checkAttachLimit refuses a new attachment beyond --max-volumes-per-node
@@ -162,7 +175,9 @@ type imagePather interface{ ImagePath(id string) string }
 // when the node ID is empty). A volume or node that no longer exists is
 // detached already (CSI spec). It is what Kubernetes' force-detach calls
 // for a node that is gone: the record is dropped at once, and fencing, not
-// this call, keeps the old node's device from the image.
+// this call, keeps the old node's device from the image; given the
+// cluster's credentials, a kind that can cuts that node's client off the
+// storage first (controller_evict.go).
 func (s *ControllerService) ControllerUnpublishVolume(ctx context.Context, req *csipb.ControllerUnpublishVolumeRequest) (*csipb.ControllerUnpublishVolumeResponse, error) {
 	id, node := req.GetVolumeId(), req.GetNodeId()
 	if id == "" {
@@ -189,6 +204,16 @@ func (s *ControllerService) ControllerUnpublishVolume(ctx context.Context, req *
 		nodes = rec.Nodes()
 	}
 	for _, n := range nodes {
+		// Before the record changes: on CephFS the write waits for a
+		// dead node's client (controller_evict.go).
+		_, hint, err := s.fenceGone(ctx, st, "ControllerUnpublishVolume", id, n, req.GetSecrets())
+		if err != nil {
+			return nil, err
+		}
+		if hint != "" {
+			klog.InfoS("force-detach of a node that still stages the volume, without the cluster's credentials: this detach, and the next attach, wait until the filesystem gives up on that node's client (about 65 s on CephFS) if the node is gone; "+hint,
+				"volumeID", id, "node", n)
+		}
 		if err := st.attach.Detach(id, n); err != nil {
 			return nil, err
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/filevol/filevol/internal/freeze"
 	"github.com/filevol/filevol/internal/nodestate"
 	"github.com/filevol/filevol/internal/volid"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // TopologyKey is the topology segment of a volume in a node-local pool:
@@ -46,6 +47,11 @@ type Config struct {
 	// (--shared-pool-unsafe-allow, internal/sharedfs): every attach logs
 	// it as a warning.
 	SharedUnsafe string
+	// StorageClient, on a node of a shared pool whose filesystem names
+	// its clients (CephFS: internal/sharedfs.ClientOf), reads this node's
+	// client of the pool, which each stage records for a controller that
+	// may have to evict it (controller_evict.go); nil elsewhere.
+	StorageClient func() (volume.StorageClient, bool, error)
 	// CgroupRoots are the cgroup hierarchies searched for pods' cgroups,
 	// to enforce volumes' I/O limits (qos.go); none: limits are recorded
 	// but not enforced.

@@ -55,6 +55,9 @@ var sentinelCodes = []struct {
 	{volume.ClassExists, codes.AlreadyExists},
 	{volume.ErrNotFound, codes.NotFound},
 	{volume.ErrInvalidID, codes.NotFound},
+	// Never answered as such (the fence goes on without credentials), but
+	// should a kind return it elsewhere: the Secret is what is missing.
+	{volume.ErrNoFenceCredentials, codes.FailedPrecondition},
 	// What the pool refuses in a request it was given: a bad name, a
 	// capacity or provisioning out of range, thick provisioning on a pool
 	// that cannot preallocate, a content source it cannot use.

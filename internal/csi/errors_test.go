@@ -123,6 +123,7 @@ var sentinelValues = map[string]error{
 	"volume.ErrAlreadyExists":      volume.ErrAlreadyExists,
 	"volume.ErrNoSpace":            volume.ErrNoSpace,
 	"volume.ErrInvalidID":          volume.ErrInvalidID,
+	"volume.ErrNoFenceCredentials": volume.ErrNoFenceCredentials,
 	"volume.ErrInvalidArgument":    volume.ErrInvalidArgument,
 	"volume.ErrSnapshotNotFound":   volume.ErrSnapshotNotFound,
 	"volume.ErrGroupNotFound":      volume.ErrGroupNotFound,

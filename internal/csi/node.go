@@ -72,6 +72,7 @@ func (s *NodeService) NodeStageVolume(ctx context.Context, req *csipb.NodeStageV
 	r.Unrecorded = err == nil && !had
 	rec := inuse.Entry{VolumeID: id, StagingPath: staging, Block: r.Block, ReadOnly: r.ReadOnly}
 	s.keepDevice(nv, &rec, had) // node_devices.go
+	s.recordClient(nv, &rec)
 	if err := s.recordStaged(nv, rec); err != nil {
 		return nil, err
 	}

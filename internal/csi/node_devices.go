@@ -42,6 +42,28 @@ func (s *NodeService) keepDevice(nv *nodeVolumes, e *inuse.Entry, had bool) {
 	}
 }
 
+// recordClient adds to e, the record a stage writes before it attaches,
+// this node's client of the pool where its filesystem names one
+// (Config.StorageClient), for a kind staged through a loop device: what a
+// controller given the cluster's credentials evicts should this node be
+// force-detached while its device holds the image. Read at every stage:
+// a client mounted again has another identity. A failure is logged: the
+// stage goes on, and the controller can then only wait for the
+// filesystem to give up on this node's client.
+func (s *NodeService) recordClient(nv *nodeVolumes, e *inuse.Entry) {
+	if _, ok := s.deviceNoter(nv); !ok || s.cfg.StorageClient == nil {
+		return
+	}
+	c, ok, err := s.cfg.StorageClient()
+	if err != nil {
+		klog.ErrorS(err, "read this node's client of the pool's filesystem, for the record of a volume staged", "volumeID", e.VolumeID)
+		return
+	}
+	if ok {
+		e.Client = &inuse.Client{Kind: c.Kind, ID: c.ID, Cluster: c.Cluster}
+	}
+}
+
 // recordDevice adds to this node's record e of a volume the device its
 // stage returned, on a shared pool and for a kind staged through a loop
 // device; a stage that succeeded has no device whose detach is pending.

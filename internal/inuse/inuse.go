@@ -26,7 +26,8 @@
 // refuses another node's attach (fencing), since it cannot look at this
 // node's kernel. Both are optional fields of version 1: a record without
 // them (an older node's) reads as before, and an older reader ignores
-// them.
+// them. So is Client, the node's client of the pool's filesystem where it
+// has an identity a controller can evict (CephFS).
 //
 // The package knows nothing of CSI, gRPC or the kernel.
 package inuse
@@ -81,6 +82,19 @@ type Entry struct {
 	// the volume deferred by the kernel: the device stays, and holds the
 	// image, until whatever holds it open lets go.
 	Pending *PendingDetach `json:"pendingDetach,omitempty"`
+	// Client is the node's client of the pool's filesystem, on a shared
+	// pool whose filesystem names its clients (CephFS, internal/sharedfs):
+	// what a controller given the cluster's credentials evicts to fence a
+	// node that is gone (internal/csi/controller_evict.go).
+	Client *Client `json:"client,omitempty"`
+}
+
+// Client is a node's client of a shared filesystem: its kind ("cephfs"),
+// its ID there (a CephFS client's global ID) and its cluster (the fsid).
+type Client struct {
+	Kind    string `json:"kind"`
+	ID      uint64 `json:"id"`
+	Cluster string `json:"cluster"`
 }
 
 // PendingDetach is a device whose detach waits for its last holder: the

@@ -1,9 +1,11 @@
 package pool
 
 import (
+	"context"
 	"time"
 
 	"github.com/filevol/filevol/internal/poolowner"
+	"github.com/filevol/filevol/internal/volume"
 )
 
 // Options configures Open.
@@ -34,6 +36,10 @@ type Options struct {
 	// must have been unchanged before the garbage collector quarantines
 	// it; 0 means DefaultOrphanGrace.
 	OrphanGrace time.Duration
+	// Fence, on a controller of a shared pool whose filesystem can cut a
+	// node's client off (CephFS: internal/cephevict), does so for
+	// FenceClient; nil elsewhere.
+	Fence func(ctx context.Context, req volume.FenceRequest) error
 }
 
 // DefaultOrphanGrace is the default of Options.OrphanGrace: far longer

@@ -132,17 +132,9 @@ func checkCephFS(r *Report, _ mount.Table, _ mount.Info, e env) []*Unmet {
 // ceph.cluster_fsid) among the admin sockets and reads setting there: the
 // value, and where it was read.
 func cephSetting(env cephEnv, path, setting string) (string, string, error) {
-	idAttr, err := env.xattr(path, "ceph.client_id")
+	id, fsid, err := cephClient(env, path)
 	if err != nil {
-		return "", "", fmt.Errorf("%s: ceph.client_id: %w", path, err)
-	}
-	fsid, err := env.xattr(path, "ceph.cluster_fsid")
-	if err != nil {
-		return "", "", fmt.Errorf("%s: ceph.cluster_fsid: %w", path, err)
-	}
-	id, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimSpace(idAttr), "client"), 10, 64)
-	if err != nil {
-		return "", "", fmt.Errorf("%s: ceph.client_id %q is not clientN", path, idAttr)
+		return "", "", err
 	}
 	socks, err := env.sockets()
 	if err != nil {
@@ -159,7 +151,7 @@ func cephSetting(env cephEnv, path, setting string) (string, string, error) {
 		if json.Unmarshal(b, &st) != nil || st.ID != id {
 			continue
 		}
-		if v, err := configGet(env, s, "fsid"); err != nil || v != strings.TrimSpace(fsid) {
+		if v, err := configGet(env, s, "fsid"); err != nil || v != fsid {
 			continue
 		}
 		v, err := configGet(env, s, setting)
@@ -169,6 +161,24 @@ func cephSetting(env cephEnv, path, setting string) (string, string, error) {
 		return v, fmt.Sprintf("client.%d's admin socket %s", id, s), nil
 	}
 	return "", "", fmt.Errorf("no admin socket of client.%d of cluster %s among %d found (%s): make the client's admin socket directory reachable", id, strings.TrimSpace(fsid), len(socks), strings.Join(env.dirs, ", "))
+}
+
+// cephClient reads which client of which cluster serves path: its
+// ceph.client_id ("client4127") and ceph.cluster_fsid.
+func cephClient(env cephEnv, path string) (uint64, string, error) {
+	idAttr, err := env.xattr(path, "ceph.client_id")
+	if err != nil {
+		return 0, "", fmt.Errorf("%s: ceph.client_id: %w", path, err)
+	}
+	fsid, err := env.xattr(path, "ceph.cluster_fsid")
+	if err != nil {
+		return 0, "", fmt.Errorf("%s: ceph.cluster_fsid: %w", path, err)
+	}
+	id, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimSpace(idAttr), "client"), 10, 64)
+	if err != nil {
+		return 0, "", fmt.Errorf("%s: ceph.client_id %q is not clientN", path, idAttr)
+	}
+	return id, strings.TrimSpace(fsid), nil
 }
 
 // configGet reads one setting's effective value through an admin socket.

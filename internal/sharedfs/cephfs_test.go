@@ -161,3 +161,26 @@ func TestAskAdminSocket(t *testing.T) {
 		t.Error("a missing socket answered")
 	}
 }
+
+// A node's client, for its stage records: on CephFS the mount's
+// ceph.client_id and ceph.cluster_fsid; on the other kinds nothing, and
+// nothing read.
+func TestClientOf(t *testing.T) {
+	f := fakeCeph{id: "client4127", fsid: " d034fad0-ebd3-4b1c-b9b7-4e42fe4397f3\n"}
+	id, fsid, err := cephClient(f.env(), "/pool")
+	if err != nil || id != 4127 || fsid != "d034fad0-ebd3-4b1c-b9b7-4e42fe4397f3" {
+		t.Errorf("cephClient = %d, %q, %v", id, fsid, err)
+	}
+	if _, _, err := cephClient(fakeCeph{id: "4127x"}.env(), "/pool"); err == nil || !strings.Contains(err.Error(), "not clientN") {
+		t.Errorf("a client ID not clientN: %v", err)
+	}
+	for _, k := range []Kind{KindLocal, KindGlusterFS, KindOther} {
+		// A path that does not exist: a kind that read it would fail.
+		if c, ok, err := ClientOf(k, "/nonexistent/pool"); ok || err != nil || c != (Client{}) {
+			t.Errorf("ClientOf(%s) = %+v, %v, %v; want nothing", k, c, ok, err)
+		}
+	}
+	if _, _, err := ClientOf(KindCephFS, t.TempDir()); err == nil {
+		t.Error("ClientOf(cephfs) of a directory no ceph-fuse serves found a client")
+	}
+}

@@ -18,9 +18,11 @@ import (
 
 // withCeph adds ceph to the backends of TestFencingNodeDead,
 // TestFencingNodePartitioned and TestFencingNodeFilevolKilledWhileWriting
-// (about 40 s together after the cluster's start); make test runs only
+// (about 40 s together after the cluster's start) and runs
+// TestFencingNodeEvictedOnAttach; make test runs
 // TestFencingNodeBlocklisted on ceph, the case no other package proves
-// through filevol.
+// through filevol, and TestFencingNodeDeadEvictedByController, the
+// controller's own eviction.
 var withCeph = flag.Bool("ceph", false, "also run the dead, cut-off and killed-filevol fencing cases on a CephFS shared pool (make ceph-long)")
 
 func TestMain(m *testing.M) { os.Exit(ceph.Main(m)) }
@@ -67,7 +69,8 @@ func (c *cluster) cephImage(backing string) bool {
 }
 
 // evict has the MDS evict node's client, as the cluster's admin (an
-// operator, or one day the controller) fences a node: its locks go and its
+// operator, or the controller with credentials: fencing_evict_test.go)
+// fences a node: its locks go and its
 // address is blocklisted (the MDS's default), so its client is done for.
 // The address leaves the blocklist at the test's end.
 func (c *cluster) evict(node string) ceph.Client {

@@ -21,10 +21,15 @@
 //     test's pool in a directory of its own. Killing a node's client,
 //     cutting its link, and evicting or blocklisting its client (the
 //     test acting as the cluster's admin) are what a dead, partitioned or
-//     fenced node is (fencing_ceph_test.go). make test runs
-//     TestFencingNodeBlocklisted on it; -ceph (make ceph-long) adds ceph
-//     to TestFencingNodeDead, TestFencingNodePartitioned and
-//     TestFencingNodeFilevolKilledWhileWriting.
+//     fenced node is (fencing_ceph_test.go); the controller evicts a
+//     node's client itself when given the cluster's credentials
+//     (fencing_evict_test.go: the controller runs in its client's network
+//     namespace, to reach the cluster). make test runs
+//     TestFencingNodeBlocklisted and TestFencingNodeDeadEvictedByController
+//     on it; -ceph (make ceph-long) adds ceph to TestFencingNodeDead,
+//     TestFencingNodePartitioned and
+//     TestFencingNodeFilevolKilledWhileWriting, and runs
+//     TestFencingNodeEvictedOnAttach.
 //
 // What reached the storage is read where the storage keeps it: the pool
 // directory (local), the brick (gluster), or a ceph-fuse client of the
@@ -214,6 +219,11 @@ func (c *cluster) startAs(name, nodeID, mode, pool, kubelet string) *proc.Proc {
 		// The check of a ceph-fuse client reads its admin socket, which
 		// the harness keeps in its own directory.
 		args = append(args, "--ceph-admin-socket-dir", c.cph.RunDir())
+		if mode == "controller" {
+			// Where its client reaches the cluster, as on its host: an
+			// eviction runs the ceph CLI (fencing_evict_test.go).
+			return proc.StartIn(c.t, c.cph.NodeNetns(c.t, name), c.bin, c.dir, name, args...)
+		}
 	}
 	return proc.Start(c.t, c.bin, c.dir, name, args...)
 }

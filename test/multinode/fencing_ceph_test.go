@@ -11,9 +11,9 @@ import (
 
 // On CephFS the fence is the cluster's as well as the lock's: a client the
 // MDS evicts, or whose address the OSD map blocklists, loses its locks and
-// every later write. Nobody evicts for filevol yet (the
-// controller lacks the credentials: docs/shared-pools-cephfs.md), so here
-// the test does it, as the cluster's admin.
+// every later write. Here the test evicts, as the cluster's admin; the
+// controller's own eviction, given the cluster's credentials, is
+// fencing_evict_test.go's.
 
 // resultWithin waits at most d for a write WriteAsync started: through a
 // cut-off client it waits on that client.
@@ -125,16 +125,7 @@ func TestFencingNodeBlocklisted(t *testing.T) {
 	pc, fenced := attachWhenAllowed(t, c, id, "node-b", 30*time.Second, nil)
 	t.Logf("ceph: node-b attached %v after the blocklist, after %d fencing refusals", time.Since(blocked).Round(time.Millisecond), fenced)
 	b.Use(t, id, blockCap, pc)
-	for i := range 3 {
-		text := fmt.Sprintf("a-after-%d", i)
-		r := marker.Write(a.Target, marker.Block(6+int64(i)), text)
-		if r.OK() {
-			t.Errorf("blocklisted node-a's write %q succeeded after node-b attached", text)
-		}
-		if marker.Holds(t, c.image(id), marker.Block(6+int64(i)), text) {
-			t.Errorf("blocklisted node-a's write %q reached the image after node-b attached", text)
-		}
-	}
+	lateWritesFenced(t, c, id, a, 6, "blocklisted")
 	// The writes refused before B attached: none should have landed
 	// either (a pod told "failed" must not find it written); logged, as
 	// it is not the fence's promise.

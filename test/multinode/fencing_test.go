@@ -69,6 +69,24 @@ func attachWhenAllowed(t *testing.T, c *cluster, id, node string, limit time.Dur
 	}
 }
 
+// lateWritesFenced: node a, fenced (dead, evicted, blocklisted: how),
+// writes 3 markers from block first on after node-b attached; each must
+// fail and none reach the image.
+func lateWritesFenced(t *testing.T, c *cluster, id string, a *node, first int64, how string) {
+	t.Helper()
+	for i := range 3 {
+		text := fmt.Sprintf("a-after-%d", i)
+		w := marker.Write(a.Target, marker.Block(first+int64(i)), text)
+		t.Logf("%s node-a writes %q after node-b attached: %v", how, text, w)
+		if w.OK() {
+			t.Errorf("%s node-a's write %q succeeded after node-b attached", how, text)
+		}
+		if marker.Holds(t, c.image(id), marker.Block(first+int64(i)), text) {
+			t.Errorf("%s node-a's write %q reached the image after node-b attached", how, text)
+		}
+	}
+}
+
 // refusedWhileWriting asks for node-b's attachment n times while node-a
 // writes between the tries: every try must be refused by fencing, and
 // every write of A must succeed and reach the image (A can write, so B
@@ -102,7 +120,8 @@ func refusedWhileWriting(t *testing.T, c *cluster, id string, a *node, n int, bl
 //   - ceph: the MDS keeps a dead client, and its lock, until it gives up
 //     on it (about 65 s: test/ceph's TestImagePoolFenceLong); the test,
 //     as the cluster's admin, evicts it before the force-detach, as an
-//     operator or one day the controller does. Then as on gluster.
+//     operator does (the controller's own eviction:
+//     fencing_evict_test.go). Then as on gluster.
 //   - local: A's kernel objects outlive its processes on one host, so B is
 //     refused for as long as A's device exists and A's writes land; once
 //     they are gone (the host's death), B is attached with all of A's data.
@@ -131,17 +150,7 @@ func TestFencingNodeDead(t *testing.T) {
 			t.Logf("%s: node-b attached %v after node-a died, after %d fencing refusals", backend, time.Since(killed).Round(time.Millisecond), fenced)
 			b.Use(t, id, blockCap, pc)
 			if c.g != nil || c.cph != nil {
-				for i := range 3 {
-					text := fmt.Sprintf("a-after-%d", i)
-					w := marker.Write(a.Target, marker.Block(next+int64(i)), text)
-					t.Logf("dead node-a writes %q after node-b attached: %v", text, w)
-					if w.OK() {
-						t.Errorf("dead node-a's write %q succeeded after node-b attached", text)
-					}
-					if marker.Holds(t, c.image(id), marker.Block(next+int64(i)), text) {
-						t.Errorf("dead node-a's write %q reached the image after node-b attached", text)
-					}
-				}
+				lateWritesFenced(t, c, id, a, next, "dead")
 			}
 			if !marker.Holds(t, b.Target, marker.Block(0), "before") {
 				t.Error("node-b does not read node-a's data")

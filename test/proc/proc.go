@@ -43,14 +43,26 @@ func BuildDriver(t *testing.T) string {
 // dir/<name>.sock and .log) on the pool dir/pool, with args.
 func Start(t *testing.T, bin, dir, name string, args ...string) *Proc {
 	t.Helper()
+	return StartIn(t, "", bin, dir, name, args...)
+}
+
+// StartIn is Start in the network namespace netns (a path under
+// /run/netns; "" for this process's): nsenter enters it and executes the
+// binary, whose PID stays the one started.
+func StartIn(t *testing.T, netns, bin, dir, name string, args ...string) *Proc {
+	t.Helper()
 	p := &Proc{Name: name, Sock: filepath.Join(dir, name+".sock"), Log: filepath.Join(dir, name+".log")}
 	logf, err := os.Create(p.Log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	p.Cmd = exec.Command(bin, append([]string{"--endpoint", "unix://" + p.Sock, "--pool-dir", filepath.Join(dir, "pool"),
-		"--gc-interval", "1h", "--v", "4"}, args...)...)
+	argv := append([]string{bin, "--endpoint", "unix://" + p.Sock, "--pool-dir", filepath.Join(dir, "pool"),
+		"--gc-interval", "1h", "--v", "4"}, args...)
+	if netns != "" {
+		argv = append([]string{"nsenter", "--net=" + netns, "--"}, argv...)
+	}
+	p.Cmd = exec.Command(argv[0], argv[1:]...)
 	p.Cmd.Stdout, p.Cmd.Stderr = logf, logf
 	p.Cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.Cmd.Start(); err != nil {

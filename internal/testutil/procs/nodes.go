@@ -163,6 +163,13 @@ func (ns *Nodes) Node(t testing.TB, name string) *Node {
 	return n
 }
 
+// NodeNetns is the path of node's network namespace, for a program that
+// must reach the server as the node's client does (nsenter --net=).
+func (ns *Nodes) NodeNetns(t testing.TB, name string) string {
+	t.Helper()
+	return filepath.Join(NetnsDir, ns.Node(t, name).Link.NS)
+}
+
 // CutOff takes node's link to the server down (its port on the server's
 // bridge): from then on every packet between them is dropped, both ways,
 // and neither side is told. Its mount stays; its client and the server

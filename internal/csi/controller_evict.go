@@ -1,0 +1,111 @@
+package csi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/filevol/filevol/internal/hostos/loop"
+	"github.com/filevol/filevol/internal/inuse"
+	"github.com/filevol/filevol/internal/volume"
+)
+
+// A node that is gone keeps its loop device's lock on a volume's image
+// for as long as the pool's filesystem keeps its client: on CephFS until
+// the MDS gives up on it, about 65 s, during which the force-detach
+// itself waits on the records that client held, and so does any look at
+// the image (a stat, an open, the lock's query: measured, they wait for
+// the dead writer's capabilities; its records, written seconds before,
+// read at once) (docs/shared-pools-cephfs.md). A kind that can cut a
+// node's client off the storage (a clientFencer: the image kind on
+// CephFS, given the cluster's credentials in the controller-publish
+// Secret) does so here, before anything looks at the image: at the
+// force-detach (ControllerUnpublishVolume of a node whose in-use record
+// says it still stages the volume: a node that unstaged has none, and
+// Kubernetes detaches a node that has not unstaged only when it gives up
+// on it) and at another node's attach after such a detach without
+// credentials. The node's client is then fenced for every volume it
+// mounts, which is what a force-detach of a gone node means. Without
+// credentials nothing changes but the refusal, which says what they
+// would do.
+
+// clientFencer is a kind that can cut a node's client off the pool's
+// storage. FenceClient returns volume.ErrNoFenceCredentials when the
+// request's secrets hold none of its credentials, errors.ErrUnsupported
+// when the pool's filesystem has no client it can fence.
+type clientFencer interface {
+	FenceClient(ctx context.Context, req volume.FenceRequest) error
+}
+
+// unlockWait bounds how long a fence waits for the image's lock to go
+// once the node's client is cut off (1.1 s measured on CephFS).
+const unlockWait = 10 * time.Second
+
+// fenceGone fences node off volume id when the kind can, the node's
+// in-use record names its client (it still stages the volume), and its
+// device's detach is not pending (a node that reports that is alive: its
+// holders are named instead). It reports whether it fenced, once the
+// image's lock is gone (or after unlockWait), and, when the request's
+// secrets hold no credentials, what they would have done (for a refusal
+// or a log line); an error means nothing was changed. call names the CSI
+// call, for messages.
+func (s *ControllerService) fenceGone(ctx context.Context, st *poolStore, call, id, node string, secrets volume.Secrets) (bool, string, error) {
+	f, ok := st.VolumeStore.(clientFencer)
+	image, isImage := st.VolumeStore.(imagePather)
+	if !ok || !isImage || node == "" {
+		return false, "", nil
+	}
+	e, ok, err := st.inuse.Get(id, node)
+	if err != nil || !ok || e.Client == nil || e.Pending != nil {
+		return false, "", err
+	}
+	c := storageClient(e.Client)
+	begin := time.Now()
+	err = f.FenceClient(ctx, volume.FenceRequest{Call: call, VolumeID: id, Node: node, Client: c, Secrets: secrets})
+	if errors.Is(err, volume.ErrNoFenceCredentials) {
+		return false, fenceHint(node, c), nil
+	}
+	if errors.Is(err, errors.ErrUnsupported) {
+		return false, "", nil
+	}
+	if err != nil {
+		return false, "", err
+	}
+	evicted := time.Since(begin)
+	err = waitUnlocked(ctx, image.ImagePath(id))
+	klog.InfoS("node fenced: its client of the pool's storage was evicted, so every volume it mounts through that client is cut off, not only this one; the node must mount the pool again before it serves anything",
+		"call", call, "volumeID", id, "node", node, "client", c.ID, "cluster", c.Cluster,
+		"evictedIn", evicted.Round(time.Millisecond), "lockGoneIn", (time.Since(begin) - evicted).Round(time.Millisecond), "err", err)
+	return true, "", err
+}
+
+// waitUnlocked waits, at most unlockWait, for the image's lock to go.
+func waitUnlocked(ctx context.Context, image string) error {
+	for end := time.Now().Add(unlockWait); time.Now().Before(end); {
+		if held, err := loop.Locked(image); err != nil || !held {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil // the attach's own fence check says what still holds
+}
+
+// storageClient is the vocabulary's form of a record's client.
+func storageClient(c *inuse.Client) volume.StorageClient {
+	return volume.StorageClient{Kind: c.Kind, ID: c.ID, Cluster: c.Cluster}
+}
+
+// fenceHint says what the cluster's credentials would have done about
+// node's client c.
+func fenceHint(node string, c volume.StorageClient) string {
+	return fmt.Sprintf("node %s staged it through %s client %d: the controller would evict that client itself (fencing the whole node) on the force-detach or this attach, "+
+		"were it given the cluster's credentials (adminID and adminKey) in the StorageClass's controller-publish Secret "+
+		"(csi.storage.k8s.io/controller-publish-secret-name and -namespace; docs/shared-pools-cephfs.md)", node, c.Kind, c.ID)
+}
