@@ -24,6 +24,7 @@ import (
 
 	hostofd "github.com/filevol/filevol/internal/hostos/ofd"
 	"github.com/filevol/filevol/internal/testutil/ceph"
+	"github.com/filevol/filevol/test/proc"
 )
 
 var runStart = time.Now()
@@ -33,7 +34,7 @@ func TestMain(m *testing.M) {
 		cloneChild(dir) // TestDirectoryCloneKilledOnCephFS's worker
 		return
 	}
-	code := ceph.Main(m)
+	code := proc.Cleanup(ceph.Main(m))
 	os.Stderr.WriteString("test/ceph: whole run (cluster start and teardown included) " + time.Since(runStart).Round(time.Millisecond).String() + "\n")
 	os.Exit(code)
 }

@@ -18,6 +18,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
+
+	procs "github.com/filevol/filevol/test/proc"
 )
 
 // nodeID is the node the driver under test claims to be.
@@ -25,8 +27,8 @@ const nodeID = "faults-node"
 
 // buildDriver returns the driver binary: -bin when given (`make faults`
 // passes bin/filevol, which `make build` made), else cmd/filevol built
-// once for the whole package (linking it took 3-6 s, per test, when each
-// built its own). dir is unused; the callers' own directories stay theirs.
+// once for the whole package (procs.BuildDriver; linking it took 3-6 s, per
+// test, when each built its own).
 func buildDriver(t testing.TB) string {
 	t.Helper()
 	if *binFlag != "" {
@@ -39,39 +41,12 @@ func buildDriver(t testing.TB) string {
 		}
 		return bin
 	}
-	built.once.Do(func() {
-		if built.dir, built.err = os.MkdirTemp("", "filevol-faults-bin-"); built.err != nil {
-			return
-		}
-		bin := filepath.Join(built.dir, "filevol")
-		out, err := exec.Command("go", "build", "-o", bin, "github.com/filevol/filevol/cmd/filevol").CombinedOutput()
-		if err != nil {
-			built.err = fmt.Errorf("go build cmd/filevol: %v\n%s", err, out)
-			return
-		}
-		built.bin = bin
-	})
-	if built.err != nil {
-		t.Fatal(built.err)
-	}
-	return built.bin
-}
-
-// built is the package's one driver binary (buildDriver); TestMain
-// removes its directory when the tests are done.
-var built struct {
-	once     sync.Once
-	dir, bin string
-	err      error
+	return procs.BuildDriver(t)
 }
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	code := m.Run()
-	if built.dir != "" {
-		os.RemoveAll(built.dir)
-	}
-	os.Exit(code)
+	os.Exit(procs.Cleanup(m.Run()))
 }
 
 // proc is the driver running as a child process, as kubelet runs it in a

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/filevol/filevol/internal/testutil/ceph"
+	"github.com/filevol/filevol/test/proc"
 )
 
 // The ceph backend: the package's tests share one CephFS cluster
@@ -25,7 +26,7 @@ import (
 // controller's own eviction.
 var withCeph = flag.Bool("ceph", false, "also run the dead, cut-off and killed-filevol fencing cases on a CephFS shared pool (make ceph-long)")
 
-func TestMain(m *testing.M) { os.Exit(ceph.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(proc.Cleanup(ceph.Main(m))) }
 
 // fenceBackends are the filesystems the fencing tests run on: ceph only
 // with -ceph, the others always.

@@ -28,17 +28,6 @@ type Proc struct {
 	Conn            *grpc.ClientConn
 }
 
-// BuildDriver builds cmd/filevol once per test binary.
-func BuildDriver(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "filevol")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/filevol/filevol/cmd/filevol").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build cmd/filevol: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // Start starts bin as the process name (its socket and log are
 // dir/<name>.sock and .log) on the pool dir/pool, with args.
 func Start(t *testing.T, bin, dir, name string, args ...string) *Proc {

@@ -14,12 +14,13 @@ import (
 	"github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
 
 	"github.com/filevol/filevol/internal/testutil/ceph"
+	"github.com/filevol/filevol/test/proc"
 	"github.com/filevol/filevol/test/sanity/harness"
 )
 
 var run = flag.Bool("ceph", false, "run csi-sanity on a CephFS shared image pool (minutes)")
 
-func TestMain(m *testing.M) { os.Exit(ceph.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(proc.Cleanup(ceph.Main(m))) }
 
 func TestSanityCephFSSharedPool(t *testing.T) {
 	if !*run {

@@ -18,12 +18,13 @@ import (
 	"github.com/filevol/filevol/internal/attach"
 	"github.com/filevol/filevol/internal/dirpool"
 	"github.com/filevol/filevol/internal/testutil/ceph"
+	"github.com/filevol/filevol/test/proc"
 	"github.com/filevol/filevol/test/sanity/harness"
 )
 
 var run = flag.Bool("ceph", false, "run csi-sanity on a CephFS shared directory pool (minutes)")
 
-func TestMain(m *testing.M) { os.Exit(ceph.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(proc.Cleanup(ceph.Main(m))) }
 
 func TestSanityCephFSDirectoryPool(t *testing.T) {
 	if !*run {
