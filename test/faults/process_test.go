@@ -18,6 +18,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/filevol/filevol/internal/testutil/ceph"
 )
 
 // nodeID is the node the driver under test claims to be.
@@ -67,7 +69,9 @@ var built struct {
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	code := m.Run()
+	// ceph.Main runs the tests and tears down the CephFS cluster of the
+	// -ceph tests, if one was started.
+	code := ceph.Main(m)
 	if built.dir != "" {
 		os.RemoveAll(built.dir)
 	}

@@ -18,16 +18,20 @@ import (
 
 // withCeph adds ceph to the backends of TestFencingNodeDead,
 // TestFencingNodePartitioned and TestFencingNodeFilevolKilledWhileWriting
-// (about 40 s together after the cluster's start); make test runs only
-// TestFencingNodeBlocklisted on ceph, the case no other package proves
-// through filevol.
-var withCeph = flag.Bool("ceph", false, "also run the dead, cut-off and killed-filevol fencing cases on a CephFS shared pool (make ceph-long)")
+// (about 40 s together after the cluster's start), and of the tests of
+// attach and detach, two controllers, GC, the index, repair and snapshots
+// (backendsWithCeph); make test runs only TestFencingNodeBlocklisted on
+// ceph, the case no other package proves through filevol.
+var withCeph = flag.Bool("ceph", false, "also run the fencing cases and the other shared-pool tests on a CephFS shared pool (make ceph-long)")
 
 func TestMain(m *testing.M) { os.Exit(ceph.Main(m)) }
 
 // fenceBackends are the filesystems the fencing tests run on: ceph only
 // with -ceph, the others always.
-func fenceBackends() []string {
+func fenceBackends() []string { return backendsWithCeph() }
+
+// backendsWithCeph are backends, and ceph with -ceph.
+func backendsWithCeph() []string {
 	if *withCeph {
 		return append(append([]string{}, backends...), "ceph")
 	}

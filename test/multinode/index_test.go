@@ -16,7 +16,7 @@ import (
 // other made, not the ones it deleted, and counts a thick volume the
 // other made in the capacity it reports.
 func TestControllersShareOneView(t *testing.T) {
-	for _, backend := range backends {
+	for _, backend := range backendsWithCeph() {
 		t.Run(backend, func(t *testing.T) {
 			c := newCluster(t, backend, true)
 			standby := csipb.NewControllerClient(c.start("ctrl2", "controller", c.poolFor("ctrl2"), c.dir).Conn)
