@@ -9,6 +9,7 @@ import (
 
 	"github.com/filevol/filevol/internal/hostos/loop"
 	"github.com/filevol/filevol/internal/testutil"
+	"github.com/filevol/filevol/internal/testutil/ceph"
 	"github.com/filevol/filevol/internal/testutil/gluster"
 )
 
@@ -113,5 +114,69 @@ func TestWatcherOnBrickSeesEveryClient(t *testing.T) {
 	}
 	if n := seen(onMount, stMount, "pool from-b created"); n != 0 {
 		t.Errorf("on node-a's mount: node-b's file seen %d times: inotify on FUSE does see other clients now; the brick is not needed", n)
+	}
+}
+
+// TestWatcherOnCephFSMountsSeesEveryClient is why a shared pool on CephFS
+// is watched on every process's mount (watchSpec.mirrors): there is no
+// brick, and inotify on one ceph-fuse mount does not see a file another
+// client makes. Watched on both mounts, both clients' files are seen,
+// and so is a file one client makes in a directory the other made after
+// the watch began, once drain has looked again. -ceph only: the cluster's
+// start is 10-25 s.
+func TestWatcherOnCephFSMountsSeesEveryClient(t *testing.T) {
+	if !*cephFlag {
+		t.Skip("-ceph runs it (make faults)")
+	}
+	testutil.RequireRoot(t)
+	c := ceph.Shared(t)
+	dir := cephTestDir(t)
+	a := filepath.Join(c.MountNode(t, "node-a"), dir, "pool")
+	b := filepath.Join(c.MountNode(t, "node-b"), dir, "pool")
+	if err := os.MkdirAll(a, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	stBoth, stOne := newStats(), newStats()
+	none := func() *instance { return nil }
+	both, err := watchKillPointsOf(watchSpec{pool: a, barrierDir: a, kubelet: t.TempDir(), mirrors: []string{b}}, stBoth, none)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer both.close()
+	onA, err := watchKillPointsOf(watchSpec{pool: a, barrierDir: a, kubelet: t.TempDir()}, stOne, none)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer onA.close()
+	if err := os.WriteFile(filepath.Join(b, "from-b"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(a, "from-a"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"from-a", "from-b"} {
+		if n := seen(both, stBoth, "pool "+f+" created"); n != 1 {
+			t.Errorf("on both mounts: %s created seen %d times, want 1", f, n)
+		}
+	}
+	if n := seen(onA, stOne, "pool from-a created"); n != 1 {
+		t.Errorf("on node-a's mount: node-a's own file seen %d times, want 1", n)
+	}
+	if n := seen(onA, stOne, "pool from-b created"); n != 0 {
+		t.Errorf("on node-a's mount: node-b's file seen %d times: inotify on ceph-fuse does see other clients now; the mirrors are not needed", n)
+	}
+	// A directory node-a makes; node-b then writes in it.
+	if err := os.Mkdir(filepath.Join(a, "sub"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	both.drain()
+	if err := os.WriteFile(filepath.Join(b, "sub", "from-b"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if n := seen(both, stBoth, "pool sub/from-b created"); n != 1 {
+		t.Errorf("node-b's file in node-a's new directory seen %d times, want 1", n)
+	}
+	if err := both.watchErr(); err != nil {
+		t.Error(err)
 	}
 }
