@@ -25,6 +25,7 @@ import (
 // (ModifyVolume) either.
 func TestThickRefusedOnCephFS(t *testing.T) {
 	c, a, _ := twoNodes(t)
+	c.WaitForRoom(t) // the thin volume's create asks statfs
 	probe := filepath.Join(a, "fallocated")
 	f, err := os.Create(probe)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 func (sp *sharedPool) startCeph() {
 	t := sp.t
 	sp.cph = ceph.Shared(t)
+	sp.cph.WaitForRoom(t)
 	// A client's first look at a record another client has just renamed
 	// into place waits for the MDS's next tick (5 s by default), and an
 	// attach hands records between clients several times

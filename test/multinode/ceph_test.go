@@ -43,6 +43,7 @@ func backendsWithCeph() []string {
 func (c *cluster) startCeph() {
 	t := c.t
 	c.cph = ceph.Shared(t)
+	c.cph.WaitForRoom(t)
 	// A client's first look at a record another client has just renamed
 	// into place waits for the MDS's next tick (5 s by default), and an
 	// attach hands records between clients several times

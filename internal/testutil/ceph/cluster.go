@@ -153,17 +153,9 @@ func (c *Cluster) bootstrap(logf func(string, ...any), begin time.Time) error {
 	if err := c.waitFor(ctx, "an active MDS", c.mdsActive); err != nil {
 		return err
 	}
-	mdsUp := time.Now()
-	// Until the OSD's first statistics reach the monitor, a client's
-	// statfs reports 0 bytes available: a shared pool's CreateVolume then
-	// answered RESOURCE_EXHAUSTED ("0 available") to the first test of a
-	// run (test/faults' kill test, 1 run in 2).
-	if err := c.waitFor(ctx, "the data pool's space", c.spaceKnown); err != nil {
-		return err
-	}
-	logf("ceph: monitor answered after %v; then the pools and filesystem were made in %v, the OSD up in %v, the MDS active in %v, the data pool's space known in %v",
+	logf("ceph: monitor answered after %v; then the pools and filesystem were made in %v, the OSD up in %v, the MDS active in %v",
 		monUp.Sub(begin).Round(time.Millisecond), fsMade.Sub(monUp).Round(time.Millisecond),
-		osdUp.Sub(monUp).Round(time.Millisecond), mdsUp.Sub(monUp).Round(time.Millisecond), time.Since(monUp).Round(time.Millisecond))
+		osdUp.Sub(monUp).Round(time.Millisecond), time.Since(monUp).Round(time.Millisecond))
 	return nil
 }
 
@@ -182,32 +174,6 @@ func (c *Cluster) makeOSD(ctx context.Context) error {
 		return err
 	}
 	return c.startDaemon("osd", "0")
-}
-
-// spaceKnown reports whether the monitor knows the data pool's room
-// (ceph df's max_avail), which a client's statfs reports.
-func (c *Cluster) spaceKnown() (bool, error) {
-	out, err := c.cli(context.Background(), "df", "--format", "json")
-	if err != nil {
-		return false, nil
-	}
-	var d struct {
-		Pools []struct {
-			Name  string `json:"name"`
-			Stats struct {
-				MaxAvail int64 `json:"max_avail"`
-			} `json:"stats"`
-		} `json:"pools"`
-	}
-	if err := json.Unmarshal([]byte(out), &d); err != nil {
-		return false, fmt.Errorf("df: %w", err)
-	}
-	for _, p := range d.Pools {
-		if p.Name == FSName+"_data" {
-			return p.Stats.MaxAvail > 0, nil
-		}
-	}
-	return false, nil
 }
 
 // mdsActive reports whether the filesystem has an MDS up:active.
