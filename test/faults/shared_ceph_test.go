@@ -3,8 +3,6 @@ package faults
 import (
 	"os"
 	"path/filepath"
-	"strings"
-	"testing"
 
 	"github.com/filevol/filevol/internal/testutil/ceph"
 )
@@ -16,25 +14,11 @@ import (
 // for what reached the storage; each test's pool in a directory of its
 // own in the CephFS.
 
-// startCeph joins the package's cluster and returns the test's directory
-// in the CephFS, as a mount sees it below its root.
+// startCeph joins the package's cluster, readied for a shared pool (room
+// known, the MDS ticking every second).
 func (sp *sharedPool) startCeph() {
-	t := sp.t
-	sp.cph = ceph.Shared(t)
-	sp.cph.WaitForRoom(t)
-	// A client's first look at a record another client has just renamed
-	// into place waits for the MDS's next tick (5 s by default), and an
-	// attach hands records between clients several times
-	// (docs/shared-pools-cephfs.md): a tick a second keeps the rounds
-	// short, as test/ceph and test/multinode do.
-	sp.cph.Ceph(t, "config", "set", "mds", "mds_tick_interval", "1")
-	t.Cleanup(func() { sp.cph.Ceph(t, "config", "rm", "mds", "mds_tick_interval") })
-	sp.cephDir = cephTestDir(t)
-}
-
-// cephTestDir is the test's directory in the CephFS.
-func cephTestDir(t *testing.T) string {
-	return strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+	sp.cph = ceph.Shared(sp.t)
+	sp.cephDir = sp.cph.ForSharedPool(sp.t)
 }
 
 // cephPool mounts the CephFS for process name and returns the test's pool

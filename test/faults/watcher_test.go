@@ -130,7 +130,7 @@ func TestWatcherOnCephFSMountsSeesEveryClient(t *testing.T) {
 	}
 	testutil.RequireRoot(t)
 	c := ceph.Shared(t)
-	dir := cephTestDir(t)
+	dir := ceph.TestDir(t)
 	a := filepath.Join(c.MountNode(t, "node-a"), dir, "pool")
 	b := filepath.Join(c.MountNode(t, "node-b"), dir, "pool")
 	if err := os.MkdirAll(a, 0o750); err != nil {

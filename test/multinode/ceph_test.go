@@ -43,15 +43,7 @@ func backendsWithCeph() []string {
 func (c *cluster) startCeph() {
 	t := c.t
 	c.cph = ceph.Shared(t)
-	c.cph.WaitForRoom(t)
-	// A client's first look at a record another client has just renamed
-	// into place waits for the MDS's next tick (5 s by default), and an
-	// attach hands records between clients several times
-	// (docs/shared-pools-cephfs.md): a tick a second keeps the tests
-	// short, as test/ceph's image pool tests do.
-	c.cph.Ceph(t, "config", "set", "mds", "mds_tick_interval", "1")
-	t.Cleanup(func() { c.cph.Ceph(t, "config", "rm", "mds", "mds_tick_interval") })
-	c.cephDir = strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+	c.cephDir = c.cph.ForSharedPool(t)
 	c.storage = filepath.Join(c.cph.MountNode(t, "reader"), c.cephDir, "pool")
 }
 
