@@ -72,7 +72,7 @@ type sharedPool struct {
 
 // cephFlag adds ceph to the backends: a cluster's start and the MDS's
 // handovers between clients (a second or more per attach) make it long.
-var cephFlag = flag.Bool("ceph", false, "TestSharedPoolKillPoints: also on a CephFS shared pool (make faults)")
+var cephFlag = flag.Bool("ceph", false, "TestSharedPoolKillPoints also on a CephFS shared pool, and TestWatcherOnCephFSMountsSeesEveryClient (make faults)")
 
 // sharedBackends are the filesystems a shared pool is killed on.
 func sharedBackends() []string {
