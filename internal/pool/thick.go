@@ -90,8 +90,9 @@ func (p *Pool) thickVolumes() []volume.Volume {
 // allocating nothing (a 256 MiB image held one RADOS object and the pool's
 // room did not change; test/ceph TestThickRefusedOnCephFS), so a thick
 // volume there would be a thin one whose writes can find the pool full,
-// counted as backed by GetCapacity (st_blocks follows the length). The
-// kernel's CephFS client refuses mode 0 itself.
+// yet counted as backed: st_blocks follows the length, and GetCapacity's
+// figure did not move for a 256 MiB thick volume. The kernel's CephFS
+// client refuses mode 0 itself.
 func preallocate(fd int, off, n int64) error {
 	if onCephFS(fd) {
 		return fmt.Errorf("%w: provisioning %q: the pool filesystem cannot preallocate (CephFS reserves no space ahead of writes; use %q) (%w)",
