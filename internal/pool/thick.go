@@ -92,7 +92,8 @@ func (p *Pool) thickVolumes() []volume.Volume {
 // volume there would be a thin one whose writes can find the pool full,
 // yet counted as backed: st_blocks follows the length, and GetCapacity's
 // figure did not move for a 256 MiB thick volume. The kernel's CephFS
-// client refuses mode 0 itself.
+// client answers mode 0 EOPNOTSUPP by its source (not measured: the
+// kernel here has no CephFS client).
 func preallocate(fd int, off, n int64) error {
 	if onCephFS(fd) {
 		return fmt.Errorf("%w: provisioning %q: the pool filesystem cannot preallocate (CephFS reserves no space ahead of writes; use %q) (%w)",
