@@ -86,18 +86,29 @@ func TestWatcherOnBrickSeesEveryClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	brick := filepath.Join(g.BrickDir(), "pool")
-	stBrick, stMount := newStats(), newStats()
+	checkEveryClientSeen(t, a, b, watchSpec{pool: brick, barrierDir: a}, "on the brick", "the brick is not needed")
+}
+
+// checkEveryClientSeen: node-b, then node-a, makes a file in the pool (a
+// and b, each node's mount of it). A watcher of all (a spec of whole, told
+// of as where) sees both files once; one of node-a's mount alone sees
+// node-a's file and not node-b's (else, moot says what is not needed). It
+// returns the first watcher and its stats, open until the test's end.
+func checkEveryClientSeen(t *testing.T, a, b string, all watchSpec, where, moot string) (*watcher, *stats) {
+	t.Helper()
+	stAll, stOne := newStats(), newStats()
 	none := func() *instance { return nil }
-	onBrick, err := watchKillPointsOf(watchSpec{pool: brick, barrierDir: a, kubelet: t.TempDir()}, stBrick, none)
+	all.kubelet = t.TempDir()
+	whole, err := watchKillPointsOf(all, stAll, none)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer onBrick.close()
-	onMount, err := watchKillPointsOf(watchSpec{pool: a, barrierDir: a, kubelet: t.TempDir()}, stMount, none)
+	t.Cleanup(whole.close)
+	onA, err := watchKillPointsOf(watchSpec{pool: a, barrierDir: a, kubelet: t.TempDir()}, stOne, none)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer onMount.close()
+	defer onA.close()
 	if err := os.WriteFile(filepath.Join(b, "from-b"), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -105,16 +116,17 @@ func TestWatcherOnBrickSeesEveryClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range []string{"from-a", "from-b"} {
-		if n := seen(onBrick, stBrick, "pool "+f+" created"); n != 1 {
-			t.Errorf("on the brick: %s created seen %d times, want 1", f, n)
+		if n := seen(whole, stAll, "pool "+f+" created"); n != 1 {
+			t.Errorf("%s: %s created seen %d times, want 1", where, f, n)
 		}
 	}
-	if n := seen(onMount, stMount, "pool from-a created"); n != 1 {
+	if n := seen(onA, stOne, "pool from-a created"); n != 1 {
 		t.Errorf("on node-a's mount: node-a's own file seen %d times, want 1", n)
 	}
-	if n := seen(onMount, stMount, "pool from-b created"); n != 0 {
-		t.Errorf("on node-a's mount: node-b's file seen %d times: inotify on FUSE does see other clients now; the brick is not needed", n)
+	if n := seen(onA, stOne, "pool from-b created"); n != 0 {
+		t.Errorf("on node-a's mount: node-b's file seen %d times: inotify on FUSE does see other clients now; %s", n, moot)
 	}
+	return whole, stAll
 }
 
 // TestWatcherOnCephFSMountsSeesEveryClient is why a shared pool on CephFS
@@ -136,35 +148,7 @@ func TestWatcherOnCephFSMountsSeesEveryClient(t *testing.T) {
 	if err := os.MkdirAll(a, 0o750); err != nil {
 		t.Fatal(err)
 	}
-	stBoth, stOne := newStats(), newStats()
-	none := func() *instance { return nil }
-	both, err := watchKillPointsOf(watchSpec{pool: a, barrierDir: a, kubelet: t.TempDir(), mirrors: []string{b}}, stBoth, none)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer both.close()
-	onA, err := watchKillPointsOf(watchSpec{pool: a, barrierDir: a, kubelet: t.TempDir()}, stOne, none)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer onA.close()
-	if err := os.WriteFile(filepath.Join(b, "from-b"), []byte("x"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(a, "from-a"), []byte("x"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{"from-a", "from-b"} {
-		if n := seen(both, stBoth, "pool "+f+" created"); n != 1 {
-			t.Errorf("on both mounts: %s created seen %d times, want 1", f, n)
-		}
-	}
-	if n := seen(onA, stOne, "pool from-a created"); n != 1 {
-		t.Errorf("on node-a's mount: node-a's own file seen %d times, want 1", n)
-	}
-	if n := seen(onA, stOne, "pool from-b created"); n != 0 {
-		t.Errorf("on node-a's mount: node-b's file seen %d times: inotify on ceph-fuse does see other clients now; the mirrors are not needed", n)
-	}
+	both, stBoth := checkEveryClientSeen(t, a, b, watchSpec{pool: a, barrierDir: a, mirrors: []string{b}}, "on both mounts", "the mirrors are not needed")
 	// A directory node-a makes; node-b then writes in it.
 	if err := os.Mkdir(filepath.Join(a, "sub"), 0o750); err != nil {
 		t.Fatal(err)
