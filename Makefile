@@ -102,14 +102,14 @@ bench-snapshot: build deps ## snapshot, restore and expansion timings on xfs (re
 	./hack/bench-snapshot.sh
 
 FAULTS_ITERATIONS ?= 200
-faults: build ## crash safety: SIGKILL the driver through whole lifecycles and reboots, and a shared pool's controller and node processes at every boundary of attach, detach, stage and unstage, on a local directory and on GlusterFS, and an encrypted volume's stage and unstage at every boundary and fscrypt ioctl (long; make test runs a short one)
-	$(GO) test -count=1 -v -timeout 60m ./test/faults -args -iterations=$(FAULTS_ITERATIONS) -bin=$(CURDIR)/$(BIN)
+faults: build ## crash safety: SIGKILL the driver through whole lifecycles and reboots, and a shared pool's controller and node processes at every boundary of attach, detach, stage and unstage, on a local directory, on GlusterFS and on CephFS (-ceph), and an encrypted volume's stage and unstage at every boundary and fscrypt ioctl (long; make test runs a short one, without CephFS)
+	$(GO) test -count=1 -v -timeout 60m ./test/faults -args -iterations=$(FAULTS_ITERATIONS) -bin=$(CURDIR)/$(BIN) -ceph
 
-ceph-long: ## CephFS proofs that wait for the MDS's own timeouts (a node's ceph-fuse killed, or cut off, and nobody evicts it), csi-sanity on a CephFS shared image pool and directory pool, and test/multinode's fencing table on CephFS with the controller's own eviction (root; minutes; make test runs the short ones in test/ceph, TestFencingNodeBlocklisted and TestFencingNodeDeadEvictedByController)
+ceph-long: ## CephFS proofs that wait for the MDS's own timeouts (a node's ceph-fuse killed, or cut off, and nobody evicts it), csi-sanity on a CephFS shared image pool and directory pool, and test/multinode on CephFS: the fencing table with the controller's own eviction, attach and detach, two controllers, GC, the index, repair and snapshots (root; minutes; make test runs the short ones in test/ceph, TestFencingNodeBlocklisted and TestFencingNodeDeadEvictedByController)
 	$(GO) test -count=1 -v -timeout 30m -run 'TestImagePoolFenceLong' ./test/ceph -args -long
 	$(GO) test -count=1 -v -timeout 30m ./test/sanity/cephfs -args -ceph
 	$(GO) test -count=1 -v -timeout 30m ./test/sanity/cephfsdir -args -ceph
-	$(GO) test -count=1 -v -timeout 30m -run 'TestFencingNode(Dead|Partitioned|FilevolKilledWhileWriting|Blocklisted|DeadEvictedByController|EvictedOnAttach)/ceph' ./test/multinode -args -ceph
+	$(GO) test -count=1 -v -timeout 30m -run '(TestFencingNode(Dead|Partitioned|FilevolKilledWhileWriting|Blocklisted|DeadEvictedByController|EvictedOnAttach)|Test(AttachDetachAcrossNodes|TwoControllersRaceForOneVolume|ControllersShareOneView|GCLeavesAnotherNodesLoopDevice|RepairAtOpenWaitsForTheOwnersOtherReplica|SnapshotAndCloneOfAnAttachedVolume))/ceph' ./test/multinode -args -ceph
 
 stress: ## 64 concurrent callers on 4 volumes under -race
 	$(GO) test -race -count=1 -v ./test/stress -args -duration=60s

@@ -63,11 +63,7 @@ func cloneImage(ctx context.Context, src, dst string, size int64, thick bool) (f
 	}
 	switch {
 	case thick:
-		err = durable.IgnoringEINTR(func() error { return unix.Fallocate(dfd, 0, 0, size) })
-		if err == unix.EOPNOTSUPP {
-			err = fmt.Errorf("%w: provisioning %q: the pool filesystem cannot preallocate (%w)",
-				volume.ErrInvalidArgument, volume.ProvisioningThick, err)
-		}
+		err = preallocate(dfd, 0, size)
 	case size > srcSize:
 		err = durable.IgnoringEINTR(func() error { return unix.Ftruncate(dfd, size) })
 	}

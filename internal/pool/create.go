@@ -254,10 +254,6 @@ func makeImage(path string, size int64, thick bool) (int, error) {
 		return -1, wrapNoSpace(err)
 	}
 	err = sizeImage(fd, 0, size, thick)
-	if thick && err == unix.EOPNOTSUPP {
-		err = fmt.Errorf("%w: provisioning %q: the pool filesystem cannot preallocate (%w)",
-			volume.ErrInvalidArgument, volume.ProvisioningThick, err)
-	}
 	if err != nil {
 		_ = unix.Close(fd)
 		_ = unix.Unlink(path)

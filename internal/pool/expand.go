@@ -101,7 +101,7 @@ func (p *Pool) growImage(fd int, img string, cur, size, allocated int64, thick b
 // ext4, xfs and btrfs).
 func sizeImage(fd int, cur, size int64, thick bool) error {
 	if thick {
-		return durable.IgnoringEINTR(func() error { return unix.Fallocate(fd, 0, cur, size-cur) })
+		return preallocate(fd, cur, size-cur)
 	}
 	return durable.IgnoringEINTR(func() error { return unix.Ftruncate(fd, size) })
 }

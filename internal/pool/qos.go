@@ -109,7 +109,7 @@ func (p *Pool) thicken(v volume.Volume) error {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return &os.PathError{Op: "stat", Path: img, Err: err}
 	}
-	err = durable.IgnoringEINTR(func() error { return unix.Fallocate(fd, 0, 0, st.Size) })
+	err = preallocate(fd, 0, st.Size)
 	if err == nil {
 		err = durable.Fsync(fd)
 	}

@@ -55,6 +55,7 @@ const imgPoolName = "ceph-images"
 func newImagePool(t *testing.T, nodes ...string) *imagePool {
 	t.Helper()
 	ip := &imagePool{t: t, c: ceph.Shared(t), nodes: map[string]*imgNode{}}
+	ip.c.WaitForRoom(t)
 	if !*long {
 		// A client's first look at a record another client has just
 		// renamed into place waits for the MDS's next tick (every 5 s

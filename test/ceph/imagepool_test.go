@@ -208,6 +208,7 @@ func TestImagePoolSnapshotsCloneExpand(t *testing.T) {
 // says on every attach what is not guaranteed.
 func TestImagePoolRefusedOnACachingClient(t *testing.T) {
 	c := ceph.Shared(t)
+	c.WaitForRoom(t)
 	pool := filepath.Join(c.MountNode(t, "cached", "--fuse_disable_pagecache=false"), "caching-client", "pool")
 	if err := os.MkdirAll(pool, 0o750); err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package faults
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -63,9 +64,14 @@ type watcher struct {
 	loopRoots []string
 	ours      map[string]bool // loopN → backed by a file under loopRoots; under mu
 
-	ino     *os.File
-	inoFD   int
-	wds     map[int32]string // watch descriptor → directory (relative to pool)
+	ino   *os.File
+	inoFD int
+	wds   map[int32]watched // watch descriptor → directory
+	// roots are pool and spec.mirrors: the directories whose trees are
+	// watched, the same pool as several clients mount it. treeErr is the
+	// first failure to watch them again (drain), under mu.
+	roots   []string
+	treeErr error
 	stopped atomic.Bool
 	wg      sync.WaitGroup
 }
@@ -97,23 +103,29 @@ type watchSpec struct {
 	// loopRoots: when set, loop devices backed by files under them are
 	// watched too (killpoints_loop_test.go).
 	loopRoots []string
+	// mirrors are the pool as the other processes' clients mount it, when
+	// the storage has no brick to watch: a CephFS keeps its files as RADOS
+	// objects, so each process's ceph-fuse mount is watched, where inotify
+	// sees that client's own changes as the process makes them (and none
+	// of the others'). Every event comes through the one inotify queue in
+	// the order the kernel made it, so drain's barrier in pool also stands
+	// for the mirrors.
+	mirrors []string
 }
+
+// watched is a watched directory: its root and its path below it.
+type watched struct{ root, rel string }
 
 func watchKillPointsOf(spec watchSpec, st *stats, driver func() *instance) (*watcher, error) {
 	poolDir := spec.pool
-	w := &watcher{pool: poolDir, barrierDir: spec.barrierDir, kubelet: spec.kubelet, st: st, driver: driver, fired: make(chan string, 1), wds: map[int32]string{}, barriers: map[string]chan struct{}{}}
+	w := &watcher{pool: poolDir, barrierDir: spec.barrierDir, kubelet: spec.kubelet, st: st, driver: driver, fired: make(chan string, 1),
+		wds: map[int32]watched{}, roots: append([]string{poolDir}, spec.mirrors...), barriers: map[string]chan struct{}{}}
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return nil, fmt.Errorf("inotify: %w", err)
 	}
 	w.inoFD, w.ino = fd, os.NewFile(uintptr(fd), "inotify")
-	err = filepath.WalkDir(poolDir, func(path string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			err = w.addWatch(path)
-		}
-		return err
-	})
-	if err != nil {
+	if err := w.watchTrees(); err != nil {
 		w.ino.Close()
 		return nil, err
 	}
@@ -137,14 +149,36 @@ func watchKillPointsOf(spec watchSpec, st *stats, driver func() *instance) (*wat
 
 const inotifyMask = unix.IN_CREATE | unix.IN_CLOSE_WRITE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO | unix.IN_DELETE
 
-func (w *watcher) addWatch(path string) error {
+// watchTrees watches every directory under the roots. Adding a watch
+// again returns the directory's watch as it is, so this also takes in
+// directories made since: on a mirror, those another client made, of
+// which this mount's inotify said nothing.
+func (w *watcher) watchTrees() error {
+	for _, root := range w.roots {
+		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				err = w.addWatch(root, path)
+			}
+			if errors.Is(err, fs.ErrNotExist) && path != root {
+				return nil // removed meanwhile
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *watcher) addWatch(root, path string) error {
 	wd, err := unix.InotifyAddWatch(w.inoFD, path, inotifyMask)
 	if err != nil {
 		return fmt.Errorf("inotify watch %s: %w", path, err)
 	}
-	rel, _ := filepath.Rel(w.pool, path)
+	rel, _ := filepath.Rel(root, path)
 	w.mu.Lock()
-	w.wds[int32(wd)] = rel
+	w.wds[int32(wd)] = watched{root, rel}
 	w.mu.Unlock()
 	return nil
 }
@@ -171,6 +205,14 @@ const barrierPrefix = ".faults-barrier-"
 // runs packages side by side), would count as the call's own, and a kill
 // would land early.
 func (w *watcher) drain() {
+	if len(w.roots) > 1 {
+		// Directories another client made since are watched from here on.
+		if err := w.watchTrees(); err != nil {
+			w.mu.Lock()
+			w.treeErr = cmp.Or(w.treeErr, err)
+			w.mu.Unlock()
+		}
+	}
 	scans := w.scans.Load()
 	defer func() {
 		// The pass running now may have read the table before the call;
@@ -199,6 +241,14 @@ func (w *watcher) drain() {
 	if w.uevents != nil {
 		w.rescanLoops()
 	}
+}
+
+// watchErr is the first failure to watch directories made since the
+// start: boundaries in them would go unseen.
+func (w *watcher) watchErr() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.treeErr
 }
 
 // arm makes the next boundary called point kill the driver running now;
@@ -311,8 +361,9 @@ func (w *watcher) readInotify() {
 			off += unix.SizeofInotifyEvent + int(ev.Len)
 			name := string(bytes.TrimRight(nameBytes, "\x00"))
 			w.mu.Lock()
-			rel, ok := w.wds[ev.Wd]
+			dir, ok := w.wds[ev.Wd]
 			w.mu.Unlock()
+			rel := dir.rel
 			if !ok || name == "" || name == ".lock" {
 				continue
 			}
@@ -327,7 +378,7 @@ func (w *watcher) readInotify() {
 			}
 			if ev.Mask&unix.IN_ISDIR != 0 {
 				if ev.Mask&unix.IN_CREATE != 0 {
-					_ = w.addWatch(filepath.Join(w.pool, rel, name))
+					_ = w.addWatch(dir.root, filepath.Join(dir.root, rel, name))
 				}
 				continue
 			}

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/filevol/filevol/internal/testutil/ceph"
 	procs "github.com/filevol/filevol/test/proc"
 )
 
@@ -46,7 +47,9 @@ func buildDriver(t testing.TB) string {
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	os.Exit(procs.Cleanup(m.Run()))
+	// ceph.Main runs the tests and tears down the CephFS cluster of the
+	// -ceph tests, if one was started.
+	os.Exit(procs.Cleanup(ceph.Main(m)))
 }
 
 // proc is the driver running as a child process, as kubelet runs it in a

@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"os"
@@ -24,13 +25,15 @@ import (
 	"github.com/filevol/filevol/internal/hostos/mount"
 	"github.com/filevol/filevol/internal/inuse"
 	"github.com/filevol/filevol/internal/testutil"
+	"github.com/filevol/filevol/internal/testutil/ceph"
 	"github.com/filevol/filevol/internal/testutil/gluster"
 )
 
 // A shared pool's attach and detach under SIGKILL: a controller process
-// and two node processes on one pool, a local directory or a GlusterFS
-// volume that each process mounts with a FUSE client of its own (as each
-// node of a cluster does, internal/testutil/gluster); the controller is killed
+// and two node processes on one pool, a local directory, a GlusterFS
+// volume or (with -ceph, make faults) a CephFS that each process mounts
+// with a FUSE client of its own (as each node of a cluster does,
+// internal/testutil/gluster and ceph); the controller is killed
 // at every step boundary of ControllerPublishVolume and
 // ControllerUnpublishVolume, node-a at every boundary of NodeStageVolume
 // and NodeUnstageVolume (the watcher of killpoints_test.go names them).
@@ -47,10 +50,13 @@ type sharedPool struct {
 	t       *testing.T
 	backend string
 	dir     string
-	g       *gluster.Cluster // nil on local
+	g       *gluster.Cluster // nil on local and ceph
+	cph     *ceph.Cluster    // nil on local and gluster
+	cephDir string           // ceph: the test's directory in the CephFS
 	// pool is the pool as the controller sees it, pools as each process
-	// does (one directory on local, each one's client mount on gluster);
-	// storage as the storage holds it: the directory, or its brick.
+	// does (one directory on local, each one's client mount on gluster and
+	// ceph); storage as the storage holds it: the directory, its brick, or
+	// (ceph, whose files are RADOS objects) a client of the test's own.
 	pool    string
 	pools   map[string]string
 	storage string
@@ -64,8 +70,17 @@ type sharedPool struct {
 	vols    int
 }
 
+// cephFlag adds ceph to the backends: a cluster's start and the MDS's
+// handovers between clients (a second or more per attach) make it long.
+var cephFlag = flag.Bool("ceph", false, "TestSharedPoolKillPoints also on a CephFS shared pool, and TestWatcherOnCephFSMountsSeesEveryClient (make faults)")
+
 // sharedBackends are the filesystems a shared pool is killed on.
-var sharedBackends = []string{"local", "gluster"}
+func sharedBackends() []string {
+	if *cephFlag {
+		return []string{"local", "gluster", "ceph"}
+	}
+	return []string{"local", "gluster"}
+}
 
 // sharedGluster is the volume's configuration that
 // docs/shared-pools-glusterfs.md requires (and test/multinode uses):
@@ -80,22 +95,28 @@ var sharedClientArgs = gluster.CoherentClientArgs
 func newSharedPool(t *testing.T, backend string) *sharedPool {
 	testutil.RequireRoot(t)
 	sp := &sharedPool{t: t, backend: backend, st: newStats(), nodes: map[string]*proc{}, pools: map[string]string{}, kills: map[string]int{}}
-	if backend == "gluster" {
+	switch backend {
+	case "gluster":
 		// Skips where the harness cannot run (not root, no GlusterFS).
 		sp.g = gluster.Start(t, sharedGluster)
+	case "ceph":
+		sp.startCeph()
 	}
 	sp.dir = testutil.Scratch(t, "faults-shared")
 	for _, name := range []string{"ctrl", "node-a", "node-b"} {
 		pool := filepath.Join(sp.dir, "pool")
-		if sp.g != nil {
+		switch {
+		case sp.g != nil:
 			pool = filepath.Join(sp.g.MountNode(t, name, sharedClientArgs...), "pool")
+		case sp.cph != nil:
+			pool = sp.cephPool(name)
 		}
 		if err := os.MkdirAll(pool, 0o750); err != nil {
 			t.Fatal(err)
 		}
 		sp.pools[name] = pool
 	}
-	if sp.g != nil {
+	if sp.g != nil || sp.cph != nil {
 		// Registered after the clients, so it runs before they go
 		// (cleanups run last first): a device or mount a failed round left
 		// on a client mount would keep the client busy, and a client's
@@ -105,15 +126,23 @@ func newSharedPool(t *testing.T, backend string) *sharedPool {
 		t.Cleanup(sp.cleanKernel)
 	}
 	sp.pool, sp.storage = sp.pools["ctrl"], sp.pools["ctrl"]
-	if sp.g != nil {
+	switch {
+	case sp.g != nil:
 		sp.storage = filepath.Join(sp.g.BrickDir(), "pool")
+	case sp.cph != nil:
+		sp.storage = sp.cephPool("reader")
 	}
 	sp.bin = buildDriver(t)
 	sp.ctrl = sp.newProc("ctrl", "controller")
 	for _, n := range []string{"node-a", "node-b"} {
 		sp.nodes[n] = sp.newProc(n, "node")
 	}
-	w, err := watchKillPointsOf(watchSpec{pool: sp.storage, barrierDir: sp.pool, kubelet: sp.dir, loopRoots: sp.poolDirs()}, sp.st, func() *instance {
+	spec := watchSpec{pool: sp.storage, barrierDir: sp.pool, kubelet: sp.dir, loopRoots: sp.poolDirs()}
+	if sp.cph != nil {
+		// No brick: each process's own mount shows its own changes.
+		spec.pool, spec.mirrors = sp.pool, []string{sp.pools["node-a"], sp.pools["node-b"]}
+	}
+	w, err := watchKillPointsOf(spec, sp.st, func() *instance {
 		if p := sp.target.Load(); p != nil {
 			return p.current()
 		}
@@ -130,6 +159,11 @@ func newSharedPool(t *testing.T, backend string) *sharedPool {
 func (sp *sharedPool) newProc(name, mode string) *proc {
 	p := newProc(sp.t, sp.bin, filepath.Join(sp.dir, name))
 	p.extraArgs = []string{"--mode", mode, "--pool-shared", "--pool-name", sharedPoolName, "--pool-dir", sp.pools[name], "--node-id", name}
+	if sp.cph != nil {
+		// The check of a ceph-fuse client reads its admin socket, which
+		// the harness keeps in its own directory.
+		p.extraArgs = append(p.extraArgs, "--ceph-admin-socket-dir", sp.cph.RunDir())
+	}
 	if err := p.start(); err != nil {
 		sp.t.Fatal(err)
 	}
@@ -157,7 +191,7 @@ type sharedOp struct {
 // the short run of make test, as the group snapshot's kills), on each
 // backend.
 func TestSharedPoolKillPoints(t *testing.T) {
-	for _, backend := range sharedBackends {
+	for _, backend := range sharedBackends() {
 		t.Run(backend, func(t *testing.T) { sharedKillPoints(t, backend) })
 	}
 }
@@ -264,6 +298,9 @@ func (sp *sharedPool) round(op sharedOp, n int) bool {
 	err := op.call(sp, id)
 	point, fired := sp.w.waitFired(200*time.Millisecond, nil)
 	sp.target.Store(nil)
+	if err := sp.w.watchErr(); err != nil {
+		sp.t.Fatalf("the watcher lost sight of part of the pool: %v", err)
+	}
 	if fired {
 		sp.kills[op.name]++
 		sp.st.add(func(s *stats) { s.killPoints[point]++ })

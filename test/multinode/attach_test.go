@@ -19,7 +19,7 @@ import (
 // node), at ControllerPublishVolume and at NodeStageVolume with another
 // node's publish_context.
 func TestAttachDetachAcrossNodes(t *testing.T) {
-	for _, backend := range backends {
+	for _, backend := range backendsWithCeph() {
 		t.Run(backend, func(t *testing.T) {
 			c := newCluster(t, backend, true, "node-a", "node-b", "node-c")
 			id := c.create("moves", ext4Cap)

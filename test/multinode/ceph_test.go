@@ -19,18 +19,22 @@ import (
 
 // withCeph adds ceph to the backends of TestFencingNodeDead,
 // TestFencingNodePartitioned and TestFencingNodeFilevolKilledWhileWriting
-// (about 40 s together after the cluster's start) and runs
-// TestFencingNodeEvictedOnAttach; make test runs
-// TestFencingNodeBlocklisted on ceph, the case no other package proves
-// through filevol, and TestFencingNodeDeadEvictedByController, the
+// (about 40 s together after the cluster's start), of the tests of
+// attach and detach, two controllers, GC, the index, repair and snapshots
+// (backendsWithCeph), and runs TestFencingNodeEvictedOnAttach; make test
+// runs TestFencingNodeBlocklisted on ceph, the case no other package
+// proves through filevol, and TestFencingNodeDeadEvictedByController, the
 // controller's own eviction.
-var withCeph = flag.Bool("ceph", false, "also run the dead, cut-off and killed-filevol fencing cases on a CephFS shared pool (make ceph-long)")
+var withCeph = flag.Bool("ceph", false, "also run the fencing cases and the other shared-pool tests on a CephFS shared pool (make ceph-long)")
 
 func TestMain(m *testing.M) { os.Exit(proc.Cleanup(ceph.Main(m))) }
 
 // fenceBackends are the filesystems the fencing tests run on: ceph only
 // with -ceph, the others always.
-func fenceBackends() []string {
+func fenceBackends() []string { return backendsWithCeph() }
+
+// backendsWithCeph are backends, and ceph with -ceph.
+func backendsWithCeph() []string {
 	if *withCeph {
 		return append(append([]string{}, backends...), "ceph")
 	}
@@ -42,14 +46,7 @@ func fenceBackends() []string {
 func (c *cluster) startCeph() {
 	t := c.t
 	c.cph = ceph.Shared(t)
-	// A client's first look at a record another client has just renamed
-	// into place waits for the MDS's next tick (5 s by default), and an
-	// attach hands records between clients several times
-	// (docs/shared-pools-cephfs.md): a tick a second keeps the tests
-	// short, as test/ceph's image pool tests do.
-	c.cph.Ceph(t, "config", "set", "mds", "mds_tick_interval", "1")
-	t.Cleanup(func() { c.cph.Ceph(t, "config", "rm", "mds", "mds_tick_interval") })
-	c.cephDir = strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+	c.cephDir = c.cph.ForSharedPool(t)
 	c.storage = filepath.Join(c.cph.MountNode(t, "reader"), c.cephDir, "pool")
 }
 

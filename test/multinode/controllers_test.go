@@ -22,7 +22,7 @@ import (
 // other is told which node has it; an attach and a delete never both
 // succeed; and nothing of a deleted volume is left in the pool.
 func TestTwoControllersRaceForOneVolume(t *testing.T) {
-	for _, backend := range backends {
+	for _, backend := range backendsWithCeph() {
 		t.Run(backend, func(t *testing.T) {
 			c := newCluster(t, backend, true, "node-a", "node-b")
 			second := c.start("ctrl2", "controller", c.poolFor("ctrl2"), c.dir)

@@ -22,7 +22,7 @@ import (
 // local directory the nodes share a kernel, a filesystem and a file, and
 // only the owner in the device tells them apart.
 func TestGCLeavesAnotherNodesLoopDevice(t *testing.T) {
-	for _, backend := range backends {
+	for _, backend := range backendsWithCeph() {
 		t.Run(backend, func(t *testing.T) {
 			c := newCluster(t, backend, true, "node-a", "node-b")
 			a, b := c.nodes["node-a"], c.nodes["node-b"]

@@ -17,7 +17,7 @@ import (
 // start leaves the first's create in flight alone; once both are gone, a
 // replica starting alone removes it.
 func TestRepairAtOpenWaitsForTheOwnersOtherReplica(t *testing.T) {
-	for _, backend := range backends {
+	for _, backend := range backendsWithCeph() {
 		t.Run(backend, func(t *testing.T) {
 			c := newCluster(t, backend, true)
 			id := c.create("for-its-id", blockCap)

@@ -19,7 +19,7 @@ import (
 // clone, attached to node-b, hold the file. DeleteVolume of the attached
 // volume is refused naming node-a.
 func TestSnapshotAndCloneOfAnAttachedVolume(t *testing.T) {
-	for _, backend := range backends {
+	for _, backend := range backendsWithCeph() {
 		t.Run(backend, func(t *testing.T) {
 			c := newCluster(t, backend, true, "node-a", "node-b")
 			a, b := c.nodes["node-a"], c.nodes["node-b"]

@@ -12,6 +12,7 @@
 //	c.Blocklist(t, "node-b")       // the OSDs and MDS refuse node-b's client
 //	c.Evict(t, "node-b")           // the MDS drops it (and blocklists it)
 //	c.KillClient(t, "node-a")      // SIGKILL to node-a's ceph-fuse
+//	c.WaitForRoom(t)               // before a test's first volume: statfs has room
 //
 // Start (or the first Shared) takes about 15-25 s on a loaded 2-core
 // machine: the monitor, then the OSD's BlueStore made on a sparse file, the
@@ -57,6 +58,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -104,6 +106,8 @@ type Cluster struct {
 
 	mu      sync.Mutex
 	daemons []*procs.Proc
+	// room: WaitForRoom saw the data pool's room known.
+	room atomic.Bool
 
 	// StartDuration is how long Start took (slot sweep included).
 	StartDuration time.Duration

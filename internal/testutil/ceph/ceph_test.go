@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/moby/sys/mountinfo"
+	"golang.org/x/sys/unix"
 
 	"github.com/filevol/filevol/internal/testutil/procs"
 )
@@ -26,6 +27,12 @@ func TestHarness(t *testing.T) {
 		c := Start(t)
 		slot, dir = c.slot, c.Dir()
 		a := c.MountNode(t, "node-a")
+		// A pool made now must find room.
+		c.WaitForRoom(t)
+		var st unix.Statfs_t
+		if err := unix.Statfs(a, &st); err != nil || st.Bavail == 0 {
+			t.Errorf("statfs of a client after WaitForRoom: %d blocks available, %v; want room", st.Bavail, err)
+		}
 		b := c.MountNode(t, "node-b")
 		if err := os.WriteFile(filepath.Join(a, "hello"), []byte("from a"), 0o644); err != nil {
 			t.Fatal(err)

@@ -153,13 +153,6 @@ func (c *Cluster) bootstrap(logf func(string, ...any), begin time.Time) error {
 	if err := c.waitFor(ctx, "an active MDS", c.mdsActive); err != nil {
 		return err
 	}
-	// A client's statfs reports the data pool's free space as the mgr last
-	// heard it from the OSD: 0 until then, and a pool that says it has no
-	// room refuses every CreateVolume (RESOURCE_EXHAUSTED, seen right after
-	// a start under load).
-	if err := c.waitFor(ctx, "the data pool's free space", c.dataPoolHasRoom); err != nil {
-		return err
-	}
 	logf("ceph: monitor answered after %v; then the pools and filesystem were made in %v, the OSD up in %v, the MDS active in %v",
 		monUp.Sub(begin).Round(time.Millisecond), fsMade.Sub(monUp).Round(time.Millisecond),
 		osdUp.Sub(monUp).Round(time.Millisecond), time.Since(monUp).Round(time.Millisecond))
@@ -206,32 +199,6 @@ func (c *Cluster) mdsActive() (bool, error) {
 			if i.State == "up:active" {
 				return true, nil
 			}
-		}
-	}
-	return false, nil
-}
-
-// dataPoolHasRoom reports whether `ceph df` gives the data pool free
-// space.
-func (c *Cluster) dataPoolHasRoom() (bool, error) {
-	out, err := c.cli(context.Background(), "df", "--format", "json")
-	if err != nil {
-		return false, nil
-	}
-	var d struct {
-		Pools []struct {
-			Name  string `json:"name"`
-			Stats struct {
-				MaxAvail uint64 `json:"max_avail"`
-			} `json:"stats"`
-		} `json:"pools"`
-	}
-	if err := json.Unmarshal([]byte(out), &d); err != nil {
-		return false, fmt.Errorf("df: %w", err)
-	}
-	for _, p := range d.Pools {
-		if p.Name == FSName+"_data" {
-			return p.Stats.MaxAvail > 0, nil
 		}
 	}
 	return false, nil

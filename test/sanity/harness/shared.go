@@ -92,6 +92,7 @@ func CephFSDirs(t *testing.T, names ...string) (*ceph.Cluster, []string) {
 	t.Helper()
 	testutil.RequireRoot(t)
 	c := ceph.Shared(t)
+	c.WaitForRoom(t) // csi-sanity creates volumes at once
 	mnt := c.MountNode(t, "node-a")
 	var dirs []string
 	for _, name := range names {
