@@ -40,16 +40,18 @@ func (b *bench) sharedFS(ctx context.Context) error {
 		return fmt.Errorf("--only sharedfs needs --fio-rounds of at least 1")
 	}
 	return withHarness("sharedfs-bench", func(tb testing.TB) error {
-		var pools []*sharedPool
-		defer func() { b.stopSharedPools(pools) }()
 		begin := time.Now()
-		local := filepath.Join(b.runDir, "localfs")
-		if err := os.MkdirAll(local, 0o700); err != nil {
+		local, undo, err := b.runFS(ctx, "localfs", "xfs", poolFSSize)
+		if err != nil {
 			return err
 		}
-		if err := makeLoopFS(ctx, filepath.Join(b.runDir, "localfs.img"), local, "xfs", poolFSSize); err != nil {
-			return err
-		}
+		var pools []*sharedPool
+		defer func() {
+			b.stopSharedPools(pools)
+			if err := undo(); err != nil {
+				b.rep.note("local xfs: %v", err)
+			}
+		}()
 		g := gluster.Start(tb, gluster.Options{Set: gluster.SharedPoolSettings})
 		gmnt := g.MountNode(tb, "bench", gluster.CoherentClientArgs...)
 		c := ceph.Start(tb)

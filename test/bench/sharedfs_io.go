@@ -53,14 +53,14 @@ func (b *bench) sharedData(ctx context.Context, pools []*sharedPool) error {
 			return fmt.Errorf("%s: %w", p.name, err)
 		}
 		p.vol = t
-		sys, _, err := deviceSysfs(t.file)
+		sys, _, err := deviceSysfs(t.target)
 		if err == nil {
 			p.loopDev, err = loopDevOf(sys)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: the volume's loop device: %w", p.name, err)
 		}
-		p.dioWhat = deviceFacts(t.file)
+		p.dioWhat = deviceFacts(t.target)
 		b.rep.detail("Data path: "+p.name+" volume's device as filevol staged it", "%s: %s", p.loopDev, p.dioWhat)
 		start := time.Now()
 		if err := fioFill(ctx, t.file, size); err != nil {
