@@ -21,8 +21,10 @@ import (
 // only once the shared filesystem has it; their figure is what the job
 // wrote over its whole wall time, that fsync and fio's start included.
 var sharedWorkloads = []workload{
+	{"1M seq write QD1, fsync at end", "write", "1m", 1, true, false},
 	{"1M seq write QD8, fsync at end", "write", "1m", 8, true, false},
 	{"1M seq read QD8", "read", "1m", 8, true, false},
+	{"4k randwrite QD1, fsync at end", "randwrite", "4k", 1, false, false},
 	{"4k randwrite QD16, fsync at end", "randwrite", "4k", 16, false, false},
 	{"4k randread QD16", "randread", "4k", 16, false, false},
 }
