@@ -71,26 +71,20 @@ func (b *bench) sharedData(ctx context.Context, pools []*sharedPool) error {
 		b.rep.detail("Data path: "+p.name+" fill", "%d MiB written O_DIRECT (loop direct I/O as staged) in %s", size>>20, time.Since(start).Round(time.Millisecond))
 		variants = append(variants, dioVariant{p, true}, dioVariant{p, false})
 	}
-	res := make([][][]fioResult, len(sharedWorkloads)) // [workload][variant][round]
-	for w := range res {
-		res[w] = make([][]fioResult, len(variants))
-	}
 	start := time.Now()
-	for round := range b.cfg.fioRounds {
-		for w, wl := range sharedWorkloads {
-			for k := range variants {
-				vi := (k + round + w) % len(variants)
-				v := variants[vi]
-				if err := setLoopDirectIO(v.p.loopDev, v.dio); err != nil {
-					return fmt.Errorf("%s: %w", v.label(), err)
-				}
-				r, err := sharedFioJob(ctx, v.p.vol.file, b.cfg.fioSize, wl, b.cfg.fioRuntime)
-				if err != nil {
-					return fmt.Errorf("%s on %s: %w", wl.name, v.label(), err)
-				}
-				res[w][vi] = append(res[w][vi], r)
-			}
+	res, err := interleaved(b.cfg.fioRounds, len(sharedWorkloads), len(variants), func(w, vi int) (fioResult, error) {
+		v := variants[vi]
+		if err := setLoopDirectIO(v.p.loopDev, v.dio); err != nil {
+			return fioResult{}, fmt.Errorf("%s: %w", v.label(), err)
 		}
+		r, err := sharedFioJob(ctx, v.p.vol.file, size, sharedWorkloads[w], b.cfg.fioRuntime)
+		if err != nil {
+			return r, fmt.Errorf("%s on %s: %w", sharedWorkloads[w].name, v.label(), err)
+		}
+		return r, nil
+	})
+	if err != nil {
+		return err
 	}
 	b.rep.detail("Shared data path run", "%d rounds × %d workloads × %d variants, %s each (+1 s ramp for reads), %d MiB file, in %s; load average after: %s",
 		b.cfg.fioRounds, len(sharedWorkloads), len(variants), b.cfg.fioRuntime, size>>20, time.Since(start).Round(time.Second), loadAvg())
