@@ -18,7 +18,7 @@ REGISTRY ?=
 TAG ?= v$(APP_VERSION)
 MULTIARCH_TAR := _output/images/filevol-multiarch.tar
 
-.PHONY: e2e-podtime image push build-arch print-version print-app-version print-platforms chart-package scale bench-tree-delete bench-cbt e2e e2e-multinode e2e-multinode-killed bench-snapshot bench-guard chart-test deploy images chart-e2e help build run test unit sanity vet deps bench fuzz faults ceph-long stress fulldisk clean e2e-doctor
+.PHONY: bench-sharedfs e2e-podtime image push build-arch print-version print-app-version print-platforms chart-package scale bench-tree-delete bench-cbt e2e e2e-multinode e2e-multinode-killed bench-snapshot bench-guard chart-test deploy images chart-e2e help build run test unit sanity vet deps bench fuzz faults ceph-long stress fulldisk clean e2e-doctor
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -97,6 +97,10 @@ bench-cbt: build deps ## SnapshotMetadata (GetMetadataDelta, GetMetadataAllocate
 
 bench-guard: deps ## the directory pool's quota guard: the window a pod's escaped subvolume has before it is counted (seconds to EDQUOT, MiB past the size) and one pass over 600 subvolumes (root; docs/security.md)
 	$(GO) test -count=1 -run '^$$' -bench 'BenchmarkGuard' -benchtime 5x ./internal/dirpool/
+
+SHAREDFS_ARGS ?= --fio-rounds 3 --fio-size 268435456 --fio-runtime 10s --sharedfs-lifecycle 3
+bench-sharedfs: build deps ## shared image pools on CephFS (ceph-fuse), GlusterFS and a local xfs, interleaved: CreateVolume, attach+stage, fio in a staged volume with the loop device's direct I/O on and off (report in _output/sharedfs; docs/performance.md)
+	./hack/bench.sh --only sharedfs --settle 0 --out _output/sharedfs/report.md $(SHAREDFS_ARGS)
 
 bench-snapshot: build deps ## snapshot, restore and expansion timings on xfs (reflink), btrfs and ext4 pools
 	./hack/bench-snapshot.sh

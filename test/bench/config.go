@@ -31,4 +31,5 @@ type config struct {
 	cbtRounds           int           // changed-block tracking: rounds of both calls per driver
 	cbtFS, cbtChanges   string        // changed-block tracking: pool filesystems; shares changed, in %, comma-separated
 	cbtSame             float64       // changed-block tracking: share of the changed blocks rewritten with their own bytes
+	sharedLifecycle     int           // sharedfs: volumes created, attached, staged and deleted per pool and round
 }

@@ -53,24 +53,16 @@ func (b *bench) dataPath(ctx context.Context) error {
 			b.rep.detail("Data path: "+t.name+" device", "%s", deviceFacts(t.file))
 		}
 	}
-	// res[w][t][round]
-	res := make([][][]fioResult, len(workloads))
-	for w := range res {
-		res[w] = make([][]fioResult, len(targets))
-	}
 	start := time.Now()
-	for round := range b.cfg.fioRounds {
-		for w, wl := range workloads {
-			// Rotate who goes first, so no target always follows the same one.
-			for k := range targets {
-				ti := (k + round + w) % len(targets)
-				r, err := fioJob(ctx, targets[ti].file, size, wl, time.Second, b.cfg.fioRuntime)
-				if err != nil {
-					return fmt.Errorf("%s on %s: %w", wl.name, targets[ti].name, err)
-				}
-				res[w][ti] = append(res[w][ti], r)
-			}
+	res, err := interleaved(b.cfg.fioRounds, len(workloads), len(targets), func(w, ti int) (fioResult, error) {
+		r, err := fioJob(ctx, targets[ti].file, size, workloads[w], time.Second, b.cfg.fioRuntime)
+		if err != nil {
+			return r, fmt.Errorf("%s on %s: %w", workloads[w].name, targets[ti].name, err)
 		}
+		return r, nil
+	})
+	if err != nil {
+		return err
 	}
 	b.rep.detail("Data path run", "%d rounds × %d workloads × %d targets, %s + 1 s ramp each, %d MiB per target, in %s; load average after: %s",
 		b.cfg.fioRounds, len(workloads), len(targets), b.cfg.fioRuntime, size>>20, time.Since(start).Round(time.Second), loadAvg())

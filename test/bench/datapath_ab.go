@@ -102,28 +102,22 @@ func (b *bench) dataPathAB(ctx context.Context) error {
 			variants = append(variants, abVariant{t: t, sys: sys, value: val})
 		}
 	}
-	res := make([][][]fioResult, len(set.wls)) // [workload][variant][round]
-	for w := range res {
-		res[w] = make([][]fioResult, len(variants))
-	}
 	start := time.Now()
-	for round := range b.cfg.fioRounds {
-		for w, wl := range set.wls {
-			for k := range variants {
-				vi := (k + round + w) % len(variants)
-				v := variants[vi]
-				if v.sys != "" {
-					if err := os.WriteFile(filepath.Join(v.sys, set.attr), []byte(v.value), 0); err != nil {
-						return fmt.Errorf("%s %s = %s: %w", v.t.name, set.attr, v.value, err)
-					}
-				}
-				r, err := fioJob(ctx, v.t.file, size, wl, time.Second, b.cfg.fioRuntime)
-				if err != nil {
-					return fmt.Errorf("%s on %s: %w", wl.name, v.label(), err)
-				}
-				res[w][vi] = append(res[w][vi], r)
+	res, err := interleaved(b.cfg.fioRounds, len(set.wls), len(variants), func(w, vi int) (fioResult, error) {
+		v := variants[vi]
+		if v.sys != "" {
+			if err := os.WriteFile(filepath.Join(v.sys, set.attr), []byte(v.value), 0); err != nil {
+				return fioResult{}, fmt.Errorf("%s %s = %s: %w", v.t.name, set.attr, v.value, err)
 			}
 		}
+		r, err := fioJob(ctx, v.t.file, size, set.wls[w], time.Second, b.cfg.fioRuntime)
+		if err != nil {
+			return r, fmt.Errorf("%s on %s: %w", set.wls[w].name, v.label(), err)
+		}
+		return r, nil
+	})
+	if err != nil {
+		return err
 	}
 	b.rep.detail("Data path A/B run", "%s: %d rounds × %d workloads × %d variants, %s each, %d MiB per target, in %s; load average after: %s",
 		set.attr, b.cfg.fioRounds, len(set.wls), len(variants), b.cfg.fioRuntime, size>>20, time.Since(start).Round(time.Second), loadAvg())

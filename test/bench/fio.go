@@ -45,6 +45,31 @@ var bufferedWorkloads = []workload{
 	{"4k randread QD1, buffered", "randread", "4k", 1, false, true},
 }
 
+// interleaved runs job(w, t) for each of nw workloads on each of nt
+// targets in every one of rounds rounds, job by job, so that the
+// machine's load falls on all targets alike; the targets' order is
+// rotated from round to round and workload to workload, so no target
+// always follows the same one. It returns res[w][t][round].
+func interleaved(rounds, nw, nt int, job func(w, t int) (fioResult, error)) ([][][]fioResult, error) {
+	res := make([][][]fioResult, nw)
+	for w := range res {
+		res[w] = make([][]fioResult, nt)
+	}
+	for round := range rounds {
+		for w := range nw {
+			for k := range nt {
+				t := (k + round + w) % nt
+				r, err := job(w, t)
+				if err != nil {
+					return nil, err
+				}
+				res[w][t] = append(res[w][t], r)
+			}
+		}
+	}
+	return res, nil
+}
+
 // fioResult is what one fio run measured for its direction.
 type fioResult struct {
 	iops   float64

@@ -55,7 +55,7 @@ func main() {
 		return nil
 	})
 	flag.DurationVar(&c.settle, "settle", recentlyFreedFor, "on ext4 without a journal, wait this long after the last run ended before measuring (its freed inodes slow every create meanwhile; 0: do not wait)")
-	flag.StringVar(&c.only, "only", "", "run one part only: control (create, lifecycle, memory, listing), datapath (fio, with the encryption A/B), encryption (fio on an encrypted and a plain ext4 volume, A B A B), reference (CreateVolume vs --reference-bin), scale (--scale-volumes on one node), cbt (SnapshotMetadata on xfs and btrfs pools, against --reference-bin when set) or tree-delete (a directory volume of --tree-files files deleted while other calls run, on btrfs and ext4 directory pools); empty: control, datapath and reference (when --reference-bin is set)")
+	flag.StringVar(&c.only, "only", "", "run one part only: control (create, lifecycle, memory, listing), datapath (fio, with the encryption A/B), encryption (fio on an encrypted and a plain ext4 volume, A B A B), reference (CreateVolume vs --reference-bin), scale (--scale-volumes on one node), cbt (SnapshotMetadata on xfs and btrfs pools, against --reference-bin when set), tree-delete (a directory volume of --tree-files files deleted while other calls run, on btrfs and ext4 directory pools) or sharedfs (shared image pools on CephFS, GlusterFS and a local xfs: create, attach+stage, fio with the loop device's direct I/O on and off, --fio-rounds interleaved rounds); empty: control, datapath and reference (when --reference-bin is set)")
 	flag.IntVar(&c.fioRounds, "fio-rounds", 3, "data path: interleaved rounds of every fio workload on every target (0: skip the data path)")
 	flag.Int64Var(&c.fioSize, "fio-size", 512<<20, "data path: bytes of each target fio works on (written once before the rounds)")
 	flag.DurationVar(&c.fioRuntime, "fio-runtime", 4*time.Second, "data path: measured time of one fio job (after a 1 s ramp)")
@@ -73,16 +73,17 @@ func main() {
 	flag.StringVar(&c.cbtFS, "cbt-fs", "xfs,btrfs", "changed-block tracking: the pools' filesystems, comma-separated (xfs, btrfs, ext4)")
 	flag.StringVar(&c.cbtChanges, "cbt-changes", "1,10", "changed-block tracking: the cases, % of the volume's 4 KiB blocks changed between two snapshots, comma-separated")
 	flag.Float64Var(&c.cbtSame, "cbt-same", 0.05, "changed-block tracking: share of the changed blocks rewritten with the bytes they held")
+	flag.IntVar(&c.sharedLifecycle, "sharedfs-lifecycle", 3, "sharedfs: volumes created, attached, staged and deleted per pool in each of --fio-rounds rounds")
 	flag.BoolVar(&c.keep, "keep", false, "leave the run directory (pool, driver log) in place after the run")
 	flag.Parse()
 	if c.iterations < 1 || c.clients < 1 || c.concurrent < 1 || c.lifecycle < 1 || c.volumes < 1 || c.listIterations < 1 ||
 		c.fioRounds < 0 || c.fioSize < 1<<20 || c.fioRuntime < time.Second || c.refRounds < 1 || c.refBlock < 1 || c.scaleVolumes < 1 || c.treeFiles < 1 || c.treeWidth < 1 ||
-		c.cbtGiB < 1 || c.cbtRefGiB < 0 || c.cbtRounds < 1 || c.cbtSame < 0 || c.cbtSame > 1 {
+		c.cbtGiB < 1 || c.sharedLifecycle < 1 || c.cbtRefGiB < 0 || c.cbtRounds < 1 || c.cbtSame < 0 || c.cbtSame > 1 {
 		fmt.Fprintln(os.Stderr, "bench: every count must be at least 1 (--fio-rounds at least 0, --fio-size at least 1 MiB, --fio-runtime at least 1 s)")
 		os.Exit(2)
 	}
-	if !slices.Contains([]string{"", "control", "datapath", "encryption", "reference", "scale", "tree-delete", "cbt"}, c.only) {
-		fmt.Fprintf(os.Stderr, "bench: --only %q: want control, datapath, encryption, reference, scale, cbt or tree-delete\n", c.only)
+	if !slices.Contains([]string{"", "control", "datapath", "encryption", "reference", "scale", "tree-delete", "cbt", "sharedfs"}, c.only) {
+		fmt.Fprintf(os.Stderr, "bench: --only %q: want control, datapath, encryption, reference, scale, cbt, tree-delete or sharedfs\n", c.only)
 		os.Exit(2)
 	}
 	if !slices.Contains([]string{"", "scheduler", "read-ahead"}, c.fioAB) {
@@ -249,6 +250,8 @@ func (b *bench) phases() []func(context.Context) error {
 		return []func(context.Context) error{b.treeDelete}
 	case "cbt":
 		return []func(context.Context) error{b.cbt}
+	case "sharedfs":
+		return []func(context.Context) error{b.sharedFS}
 	}
 	all := append([]func(context.Context) error{b.dataPath, b.dataPathCrypt}, control...)
 	if b.cfg.referenceBin != "" {
