@@ -28,8 +28,5 @@ func withFence(o options.Options, kind sharedfs.Kind, po *pool.Options) func() (
 	if o.Mode == options.ModeController {
 		return nil
 	}
-	return func() (volume.StorageClient, bool, error) {
-		c, ok, err := sharedfs.ClientOf(kind, o.PoolDir)
-		return volume.StorageClient{Kind: string(c.Kind), ID: c.ID, Cluster: c.Cluster}, ok, err
-	}
+	return func() (volume.StorageClient, bool, error) { return sharedfs.ClientOf(kind, o.PoolDir) }
 }

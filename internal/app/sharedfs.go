@@ -58,45 +58,47 @@ func waitSharedFS(ctx context.Context, o options.Options, check func(string) (sh
 // setting and its fix. What it names, and a filesystem filevol does not
 // know, are warnings, logged here.
 func checkSharedFS(o options.Options, check func(string) (sharedfs.Report, error)) (sharedRisks, error) {
+	// Each directory with what its filesystem must show and the flag that
+	// asked for it.
 	type dir struct {
-		flag, path string
-		require    []string
+		flag, path  string
+		require     []string
+		requireFlag string
 	}
-	dirs := []dir{{"--pool-dir", o.PoolDir, o.SharedPoolRequire}}
+	dirs := []dir{{"--pool-dir", o.PoolDir, o.SharedPoolRequire, "--shared-pool-require"}}
 	if o.DirPoolDir != "" {
-		dirs = append(dirs, dir{"--dir-pool-dir", o.DirPoolDir, o.DirPoolRequirements()})
+		d := dir{"--dir-pool-dir", o.DirPoolDir, o.DirPoolRequirements(), "--shared-pool-require"}
+		if o.DirPoolRequire != nil {
+			d.requireFlag = "--dir-pool-require"
+		}
+		dirs = append(dirs, d)
 	}
 	var risks sharedRisks
 	var allowed []string
-	for _, dd := range dirs {
-		d := [2]string{dd.flag, dd.path}
-		r, err := check(d[1])
+	for _, d := range dirs {
+		r, err := check(d.path)
 		ok, err := sharedfs.Allow(err, o.SharedPoolUnsafeAllow)
 		if err != nil {
 			if len(sharedfs.Unmets(err)) == 0 {
-				return risks, fmt.Errorf("shared pool %s (%s): cannot tell its filesystem: %w", d[1], d[0], err)
+				return risks, fmt.Errorf("shared pool %s (%s): cannot tell its filesystem: %w", d.path, d.flag, err)
 			}
 			return risks, fmt.Errorf("shared pool %s (%s) is on %s, which lacks what a shared pool's fencing and coherence need (docs/shared-pools-glusterfs.md); not started:\n%w",
-				d[1], d[0], where(r), err)
+				d.path, d.flag, where(r), err)
 		}
-		if slices.Contains(dd.require, sharedfs.RequireTLS) {
+		if slices.Contains(d.require, sharedfs.RequireTLS) {
 			if u := sharedfs.TLSUnmet(r); u != nil {
-				flag := "--shared-pool-require"
-				if dd.flag == "--dir-pool-dir" && o.DirPoolRequire != nil {
-					flag = "--dir-pool-require"
-				}
-				return risks, fmt.Errorf("shared pool %s (%s) is on %s, and %s=tls; not started: %s", d[1], d[0], where(r), flag, u.Describe())
+				return risks, fmt.Errorf("shared pool %s (%s) is on %s, and %s=tls; not started: %s", d.path, d.flag, where(r), d.requireFlag, u.Describe())
 			}
 		}
-		if d[0] == "--pool-dir" {
+		if d.flag == "--pool-dir" {
 			risks.poolKind = r.Kind
 		}
-		klog.InfoS("shared pool filesystem checked", "flag", d[0], "dir", d[1], "kind", r.Kind, "report", r.String(),
+		klog.InfoS("shared pool filesystem checked", "flag", d.flag, "dir", d.path, "kind", r.Kind, "report", r.String(),
 			"transport", transportName(r), "transportFrom", r.TransportFrom)
 		risks.warnings = append(risks.warnings, r.Warnings...)
 		for _, u := range ok {
-			risks.warnings = append(risks.warnings, fmt.Sprintf("shared pool %s is UNSAFE, allowed by --shared-pool-unsafe-allow=%s: %s", d[1], u.Setting, u.Describe()))
-			allowed = append(allowed, fmt.Sprintf("%s on %s", u.Setting, d[1]))
+			risks.warnings = append(risks.warnings, fmt.Sprintf("shared pool %s is UNSAFE, allowed by --shared-pool-unsafe-allow=%s: %s", d.path, u.Setting, u.Describe()))
+			allowed = append(allowed, fmt.Sprintf("%s on %s", u.Setting, d.path))
 		}
 	}
 	risks.allowed = strings.Join(allowed, ", ")

@@ -71,9 +71,7 @@ func Read(dir string, now time.Time) (Set, error) {
 	if err != nil {
 		return Set{}, fmt.Errorf("the Secret's %s and %s are not a certificate and its private key: %v", KeyCert, KeyKey, err)
 	}
-	if s.Leaf, err = x509.ParseCertificate(pair.Certificate[0]); err != nil {
-		return Set{}, fmt.Errorf("the Secret's %s: %v", KeyCert, err)
-	}
+	s.Leaf = pair.Leaf // parsed by X509KeyPair
 	if now.After(s.Leaf.NotAfter) || now.Before(s.Leaf.NotBefore) {
 		return Set{}, fmt.Errorf("the Secret's %s (subject %q) is valid from %s to %s, not now (%s): the files installed before are kept",
 			KeyCert, s.Leaf.Subject.CommonName, s.Leaf.NotBefore.UTC().Format(time.RFC3339), s.Leaf.NotAfter.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))

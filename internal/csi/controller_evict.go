@@ -47,39 +47,39 @@ const unlockWait = 10 * time.Second
 // fenceGone fences node off volume id when the kind can, the node's
 // in-use record names its client (it still stages the volume), and its
 // device's detach is not pending (a node that reports that is alive: its
-// holders are named instead). It reports whether it fenced, once the
-// image's lock is gone (or after unlockWait), and, when the request's
-// secrets hold no credentials, what they would have done (for a refusal
-// or a log line); an error means nothing was changed. call names the CSI
-// call, for messages.
-func (s *ControllerService) fenceGone(ctx context.Context, st *poolStore, call, id, node string, secrets volume.Secrets) (bool, string, error) {
+// holders are named instead). Having fenced, it returns once the image's
+// lock is gone (or after unlockWait). When the request's secrets hold no
+// credentials it returns what they would have done (for a refusal or a
+// log line); an error means nothing was changed. call names the CSI call,
+// for messages.
+func (s *ControllerService) fenceGone(ctx context.Context, st *poolStore, call, id, node string, secrets volume.Secrets) (hint string, err error) {
 	f, ok := st.VolumeStore.(clientFencer)
 	image, isImage := st.VolumeStore.(imagePather)
 	if !ok || !isImage || node == "" {
-		return false, "", nil
+		return "", nil
 	}
 	e, ok, err := st.inuse.Get(id, node)
 	if err != nil || !ok || e.Client == nil || e.Pending != nil {
-		return false, "", err
+		return "", err
 	}
 	c := storageClient(e.Client)
 	begin := time.Now()
 	err = f.FenceClient(ctx, volume.FenceRequest{Call: call, VolumeID: id, Node: node, Client: c, Secrets: secrets})
 	if errors.Is(err, volume.ErrNoFenceCredentials) {
-		return false, fenceHint(node, c), nil
+		return fenceHint(node, c), nil
 	}
 	if errors.Is(err, errors.ErrUnsupported) {
-		return false, "", nil
+		return "", nil
 	}
 	if err != nil {
-		return false, "", err
+		return "", err
 	}
 	evicted := time.Since(begin)
 	err = waitUnlocked(ctx, image.ImagePath(id))
 	klog.InfoS("node fenced: its client of the pool's storage was evicted, so every volume it mounts through that client is cut off, not only this one; the node must mount the pool again before it serves anything",
 		"call", call, "volumeID", id, "node", node, "client", c.ID, "cluster", c.Cluster,
 		"evictedIn", evicted.Round(time.Millisecond), "lockGoneIn", (time.Since(begin) - evicted).Round(time.Millisecond), "err", err)
-	return true, "", err
+	return "", err
 }
 
 // waitUnlocked waits, at most unlockWait, for the image's lock to go.

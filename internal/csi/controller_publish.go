@@ -118,7 +118,7 @@ func (s *ControllerService) fence(ctx context.Context, st *poolStore, req attach
 	// holder's client (controller_evict.go).
 	hint := ""
 	if d := rec.LastDetach; d != nil && d.Node != req.Node {
-		if _, hint, err = s.fenceGone(ctx, st, "ControllerPublishVolume", req.VolumeID, d.Node, secrets); err != nil {
+		if hint, err = s.fenceGone(ctx, st, "ControllerPublishVolume", req.VolumeID, d.Node, secrets); err != nil {
 			return err
 		}
 	}
@@ -206,7 +206,7 @@ func (s *ControllerService) ControllerUnpublishVolume(ctx context.Context, req *
 	for _, n := range nodes {
 		// Before the record changes: on CephFS the write waits for a
 		// dead node's client (controller_evict.go).
-		_, hint, err := s.fenceGone(ctx, st, "ControllerUnpublishVolume", id, n, req.GetSecrets())
+		hint, err := s.fenceGone(ctx, st, "ControllerUnpublishVolume", id, n, req.GetSecrets())
 		if err != nil {
 			return nil, err
 		}

@@ -3,6 +3,7 @@ package sharedfs
 import (
 	"encoding/json"
 	"errors"
+	"github.com/filevol/filevol/internal/volume"
 	"net"
 	"os"
 	"path/filepath"
@@ -176,7 +177,7 @@ func TestClientOf(t *testing.T) {
 	}
 	for _, k := range []Kind{KindLocal, KindGlusterFS, KindOther} {
 		// A path that does not exist: a kind that read it would fail.
-		if c, ok, err := ClientOf(k, "/nonexistent/pool"); ok || err != nil || c != (Client{}) {
+		if c, ok, err := ClientOf(k, "/nonexistent/pool"); ok || err != nil || c != (volume.StorageClient{}) {
 			t.Errorf("ClientOf(%s) = %+v, %v, %v; want nothing", k, c, ok, err)
 		}
 	}

@@ -3,34 +3,27 @@ package sharedfs
 import (
 	"fmt"
 	"strings"
+
+	"github.com/filevol/filevol/internal/volume"
 )
 
-// Client is the client of a shared filesystem that serves a directory,
-// where the filesystem's cluster names its clients and one with the
-// cluster's credentials can cut a client off: a ceph-fuse client's global
-// ID and its cluster's fsid. A node records it with each volume it
-// stages, so that a controller can evict a node that is gone
-// (docs/shared-pools-cephfs.md).
-type Client struct {
-	Kind    Kind
-	ID      uint64
-	Cluster string
-}
-
 // ClientOf reads the client serving dir on a filesystem of kind (the
-// Kind Check reported): on CephFS its ceph.client_id and
-// ceph.cluster_fsid; ok is false on every other kind (local, GlusterFS,
-// other), which record nothing. It reads two extended attributes and
-// asks nobody.
-func ClientOf(kind Kind, dir string) (c Client, ok bool, err error) {
+// Kind Check reported), where the filesystem's cluster names its clients
+// and one with the cluster's credentials can cut a client off: on CephFS
+// the ceph-fuse client's ceph.client_id and ceph.cluster_fsid. A node
+// records it with each volume it stages, so that a controller can evict
+// a node that is gone (docs/shared-pools-cephfs.md). ok is false on every
+// other kind (local, GlusterFS, other), which record nothing. It reads
+// two extended attributes and asks nobody.
+func ClientOf(kind Kind, dir string) (c volume.StorageClient, ok bool, err error) {
 	if kind != KindCephFS {
-		return Client{}, false, nil
+		return volume.StorageClient{}, false, nil
 	}
 	id, fsid, err := cephClient(realCephEnv(nil), dir)
 	if err != nil {
-		return Client{}, false, err
+		return volume.StorageClient{}, false, err
 	}
-	return Client{Kind: kind, ID: id, Cluster: fsid}, true, nil
+	return volume.StorageClient{Kind: string(kind), ID: id, Cluster: fsid}, true, nil
 }
 
 // CephMonitors is the monitors' addresses (mon_host) of the ceph-fuse

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
-	"golang.org/x/sys/unix"
 
 	"github.com/filevol/filevol/internal/testutil/ceph"
 	"github.com/filevol/filevol/internal/testutil/gluster"
@@ -59,10 +58,9 @@ func (b *bench) sharedFS(ctx context.Context) error {
 		cmnt := c.MountNode(tb, "bench")
 		// A new cluster's statfs says 0 bytes free until the OSD's first
 		// report reaches the monitor; the pool would refuse every create.
-		waited, err := waitForSpace(ctx, cmnt, 2*time.Minute)
-		if err != nil {
-			return err
-		}
+		waitBegin := time.Now()
+		c.WaitForRoom(tb)
+		waited := time.Since(waitBegin)
 		b.rep.detail("Shared filesystems up", "GlusterFS in %s, Ceph in %s (harness starts, slots swept), its statfs showing free space %s later, %s in all",
 			g.StartDuration.Round(time.Millisecond), c.StartDuration.Round(time.Millisecond), waited.Round(time.Millisecond), time.Since(begin).Round(time.Second))
 		for _, p := range []struct {
@@ -88,29 +86,6 @@ func (b *bench) sharedFS(ctx context.Context) error {
 		}
 		return b.sharedData(ctx, pools)
 	})
-}
-
-// waitForSpace waits until statfs of dir shows free space, at most limit,
-// and returns how long that took.
-func waitForSpace(ctx context.Context, dir string, limit time.Duration) (time.Duration, error) {
-	start := time.Now()
-	for {
-		var st unix.Statfs_t
-		if err := unix.Statfs(dir, &st); err != nil {
-			return 0, err
-		}
-		if st.Bavail > 0 {
-			return time.Since(start), nil
-		}
-		if time.Since(start) > limit {
-			return 0, fmt.Errorf("%s: statfs shows no free space after %s", dir, limit)
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }
 
 // startSharedPool starts a filevol serving a shared pool in mnt/filevol-bench.
