@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -90,6 +91,11 @@ type Store[T Record] struct {
 	fd   int
 	sync *durable.DirSync
 	idx  index[T]
+	// gate keeps a Get's read and indexing of a record from straddling a
+	// Remove of it: a reader of every record (a sweep) that read a file
+	// just before Remove unlinked it would index it again after Remove
+	// took it out, and List would show a record that is gone.
+	gate sync.RWMutex
 }
 
 // Open opens the store in cfg.Dir. Call Load before using it.
@@ -144,6 +150,8 @@ func (s *Store[T]) Get(id string) (T, error) {
 		return zero, err
 	}
 	path := s.Path(id)
+	s.gate.RLock()
+	defer s.gate.RUnlock()
 	data, err := durable.ReadReplaced(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		s.idx.remove(id)
@@ -274,6 +282,8 @@ func (s *Store[T]) Remove(id string) error {
 	if err := s.cfg.Valid(id); err != nil {
 		return err
 	}
+	s.gate.Lock()
+	defer s.gate.Unlock()
 	if err := unix.Unlink(s.Path(id)); err != nil && err != unix.ENOENT {
 		return &os.PathError{Op: "remove", Path: s.Path(id), Err: err}
 	}
