@@ -18,10 +18,28 @@ import (
 // the node whose pool holds it.
 const TopologyKey = "topology.filevol.csi.io/node"
 
-// PoolTopologyKey is the topology segment of a volume in a shared pool:
-// the pool's name. Every node that mounts the pool reports it, so the
-// scheduler places a volume's pods only on nodes that can reach it.
+// PoolTopologyKey is the topology key of a volume in a shared pool of
+// filevol's own driver names (filevol.csi.io, shared.filevol.csi.io):
+// its value is the pool's name. Every node that mounts the pool reports
+// it, so the scheduler places a volume's pods only on nodes that can
+// reach it. Other driver names have keys of their own (PoolTopologyKeyOf).
 const PoolTopologyKey = "topology.filevol.csi.io/pool"
+
+// PoolTopologyKeyOf is the topology key of driver's shared pool. kubelet
+// keeps one value per key on a node and refuses a driver that reports
+// another value for a key already there ("topology value collision"), so
+// two shared pools on one node (two releases of the chart: one on
+// GlusterFS, one on CephFS) need keys of their own: topology.<driver>/pool,
+// as the Kubernetes convention names a driver's keys. filevol's own two
+// names keep PoolTopologyKey, which the volumes they made carry in their
+// PersistentVolumes' node affinity.
+func PoolTopologyKeyOf(driver string) string {
+	switch driver {
+	case "", "filevol.csi.io", "shared.filevol.csi.io":
+		return PoolTopologyKey
+	}
+	return "topology." + driver + "/pool"
+}
 
 // Config is what the services need to know about this process.
 type Config struct {
@@ -208,7 +226,7 @@ func (c Config) topology() *csipb.Topology {
 // node's for a node-local pool, the pool's for a shared one.
 func (c Config) topologySegment() (key, value string) {
 	if c.Shared {
-		return PoolTopologyKey, c.PoolName
+		return PoolTopologyKeyOf(c.DriverName), c.PoolName
 	}
 	return TopologyKey, c.NodeID
 }

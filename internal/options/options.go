@@ -166,7 +166,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DirPoolDir, "dir-pool-dir", "", "a directory to serve as a directory pool (provisioningMode: directory): on btrfs a subvolume with a quota per volume, elsewhere plain directories whose size is not enforced; with --pool-shared it is shared too, mounted by every node at this path (default: none)")
 	fs.BoolVar(&o.PoolShared, "pool-shared", false, "the pool directory is shared by several hosts: each process repairs, collects and thaws only what it made (default: node-local)")
 	o.addSharedFlags(fs)
-	fs.StringVar(&o.PoolName, "pool-name", "", "with --pool-shared: the pool's name in its volumes' topology, topology.filevol.csi.io/pool=<name>, the same on every node (default: the pool's ID)")
+	fs.StringVar(&o.PoolName, "pool-name", "", "with --pool-shared: the pool's name in its volumes' topology, topology.filevol.csi.io/pool=<name> (topology.<driver name>/pool for other driver names than filevol.csi.io and shared.filevol.csi.io), the same on every node (default: the pool's ID)")
 	fs.StringVar(&o.ControllerID, "controller-id", "controller", "with --mode controller on a shared pool: this controller's name among the pool's owners, the same for every replica")
 	fs.Int64Var(&o.MaxVolumesPerNode, "max-volumes-per-node", 0, "maximum volumes per node reported to the CO (0: no limit)")
 	fs.Var(&o.ReservedCapacity, "reserved-capacity", "pool space never promised to volumes (e.g. 1Gi)")
@@ -195,8 +195,10 @@ func (o *Options) Validate() error {
 		// It becomes a topology label value (at most 63 characters).
 		return fmt.Errorf("--node-id %q is longer than 63 characters", o.NodeID)
 	}
-	if o.DriverName == "" || len(o.DriverName) > 63 {
-		return fmt.Errorf("--driver-name %q must be 1 to 63 characters", o.DriverName)
+	if len(o.DriverName) > 63 || !driverName.MatchString(o.DriverName) {
+		// The CSIDriver object's name (a DNS subdomain), and the prefix of a
+		// shared pool's topology key (csi.PoolTopologyKeyOf).
+		return fmt.Errorf("--driver-name %q must be 1 to 63 characters of lowercase letters, digits, '-' and '.', a DNS subdomain such as shared.filevol.csi.io", o.DriverName)
 	}
 	if o.DirPoolDir != "" && !filepath.IsAbs(o.DirPoolDir) {
 		return fmt.Errorf("--dir-pool-dir %q must be an absolute path", o.DirPoolDir)
@@ -284,6 +286,8 @@ func ParseEndpoint(ep string) (network, addr string, err error) {
 }
 
 // labelValue is a Kubernetes label value (the topology segment's value).
+var driverName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+
 var labelValue = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$`)
 
 // pathList is a comma-separated list (of paths, or of names) as a

@@ -370,11 +370,19 @@ func TestSharedNotes(t *testing.T) {
 			t.Errorf("NOTES lack %q:\n%s", want, notes)
 		}
 	}
+	if !strings.Contains(notes, "topology.filevol.csi.io/pool=shared)") || !strings.Contains(notes, "files in\n/var/lib/filevol/pool and /mnt/filevol-shared stay") {
+		t.Errorf("NOTES lack the shared pool's topology key or where the volumes stay:\n%s", notes)
+	}
 	notes = render(t, sharedOn+"localPool: {enabled: false}\n").Notes
-	for _, not := range []string{"storageClassName: filevol", "(filevol.csi.io)", "--enable-distributed-snapshotting"} {
+	for _, not := range []string{"storageClassName: filevol", "(filevol.csi.io)", "--enable-distributed-snapshotting", "/var/lib/filevol/pool"} {
 		if strings.Contains(notes, not) {
 			t.Errorf("NOTES of the shared driver alone mention %q:\n%s", not, notes)
 		}
+	}
+	// A second shared driver (a release of its own) has a topology key of its own.
+	notes = render(t, sharedOn+"localPool: {enabled: false}\nsharedPool: {enabled: true, driverName: ceph.filevol.csi.io, name: ceph}\n").Notes
+	if !strings.Contains(notes, "topology.ceph.filevol.csi.io/pool=ceph)") {
+		t.Errorf("NOTES of ceph.filevol.csi.io lack its topology key topology.ceph.filevol.csi.io/pool:\n%s", notes)
 	}
 }
 
