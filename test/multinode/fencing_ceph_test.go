@@ -32,13 +32,24 @@ func resultWithin(ch <-chan marker.Result, d time.Duration) (marker.Result, bool
 // A. B is attached within seconds; nothing A writes during the cut, after
 // B attached, or after the link is back reaches the image.
 func partitionedCeph(t *testing.T, c *cluster, id string, a, b *node) {
+	cutOffAndFenced(t, c, id, a, b, func(cut time.Time) {
+		s := c.evict("node-a")
+		c.killCephClientAtEnd("node-a")
+		t.Logf("ceph: node-a's cut-off client %d (%s) evicted %v after the cut", s.ID, s.Addr, time.Since(cut).Round(time.Millisecond))
+		c.unpublish(id, "node-a") // the force-detach
+	})
+}
+
+// cutOffAndFenced cuts A's link while its pod writes, has fence evict A's
+// client (and kill it at the test's end: killCephClientAtEnd) and
+// force-detach A, then attaches B and checks that nothing A
+// writes during the cut, after B attached, or after the link is back
+// reaches the image.
+func cutOffAndFenced(t *testing.T, c *cluster, id string, a, b *node, fence func(cut time.Time)) {
 	c.cph.CutOff(t, "node-a")
 	cut := time.Now()
 	during := marker.WriteAsync(a.Target, marker.Block(1), "a-during-cut")
-	s := c.evict("node-a")
-	c.killCephClientAtEnd("node-a")
-	t.Logf("ceph: node-a's cut-off client %d (%s) evicted %v after the cut", s.ID, s.Addr, time.Since(cut).Round(time.Millisecond))
-	c.unpublish(id, "node-a") // the force-detach
+	fence(cut)
 	pc, fenced := attachWhenAllowed(t, c, id, "node-b", 30*time.Second, nil)
 	t.Logf("ceph: node-b attached %v after the cut, after %d fencing refusals", time.Since(cut).Round(time.Millisecond), fenced)
 	b.Use(t, id, blockCap, pc)

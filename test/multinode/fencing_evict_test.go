@@ -132,6 +132,36 @@ func TestFencingNodeDeadEvictedByController(t *testing.T) {
 	c.unpublish(id, "node-b")
 }
 
+// TestFencingNodeCutOffEvictedByController (CephFS; make ceph-long): node-a
+// is cut off from the cluster while its pod writes, its client alive but
+// silent. The force-detach with the cluster's credentials evicts it from
+// the controller (the MDS drops a client it cannot reach and blocklists
+// its address), and node-b is attached within seconds, where the MDS
+// alone keeps the lock about 65 s. Nothing node-a writes during the cut,
+// after node-b attached or after the link comes back reaches the image.
+func TestFencingNodeCutOffEvictedByController(t *testing.T) {
+	if !*withCeph {
+		t.Skip("with -ceph (make ceph-long)")
+	}
+	c := newCluster(t, "ceph", true, "node-a", "node-b")
+	id, a, b := fenceSetup(t, c)
+	good, _ := c.fenceSecrets()
+	s := c.cph.Client(t, "node-a")
+	t.Cleanup(func() { c.cph.Unblocklist(t, s) })
+	c.killCephClientAtEnd("node-a")
+	cutOffAndFenced(t, c, id, a, b, func(cut time.Time) {
+		begin := time.Now()
+		if err := c.unpublishWith(id, "node-a", good); err != nil {
+			t.Fatalf("the force-detach of cut-off node-a with the cluster's credentials: %v", err)
+		}
+		t.Logf("ceph: the force-detach with credentials returned in %v, %v after the cut", time.Since(begin).Round(time.Millisecond), time.Since(cut).Round(time.Millisecond))
+		c.fencedLogged("node-a", s.ID)
+	})
+	if out := c.cph.Ceph(t, "osd", "blocklist", "ls"); !strings.Contains(out, s.Addr) {
+		t.Errorf("node-a's address %s is not in the blocklist after its eviction: %s", s.Addr, out)
+	}
+}
+
 // TestFencingNodeEvictedOnAttach (CephFS): node-a's filevol is killed
 // while its client lives and its device holds the volume; Kubernetes
 // force-detaches it without a Secret (as before: the record goes, the
