@@ -115,12 +115,10 @@ func cutMembers(ctx context.Context, st *poolStore, gs GroupStore, gid string, s
 		errs := make([]error, len(srcs))
 		var wg sync.WaitGroup
 		for i, src := range srcs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				snaps[i], errs[i] = st.CreateSnapshot(ctx, volume.SnapshotRequest{
 					Name: volume.GroupMemberName(gid, src), SourceVolumeID: src, Parameters: params, GroupSnapshotID: gid, Secrets: secrets})
-			}()
+			})
 		}
 		wg.Wait()
 		return errors.Join(errs...)

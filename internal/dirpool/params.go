@@ -36,9 +36,9 @@ const (
 	ParamAllowUnenforcedSize = "allowUnenforcedSize"
 
 	// What external-provisioner passes with --extra-create-metadata.
-	ParamPVCNamespace = "csi.storage.k8s.io/pvc/namespace"
-	ParamPVCName      = "csi.storage.k8s.io/pvc/name"
-	ParamPVName       = "csi.storage.k8s.io/pv/name"
+	ParamPVCNamespace = volume.ParamPVCNamespace
+	ParamPVCName      = volume.ParamPVCName
+	ParamPVName       = volume.ParamPVName
 )
 
 // Defaults.

@@ -15,11 +15,7 @@ func (a *Agent) answerAll(reqs []request) (busy bool) {
 	answered := make([]bool, len(reqs))
 	var wg sync.WaitGroup
 	for i, req := range reqs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			held[i], answered[i] = a.answer(req)
-		}()
+		wg.Go(func() { held[i], answered[i] = a.answer(req) })
 	}
 	wg.Wait()
 	for i, req := range reqs {

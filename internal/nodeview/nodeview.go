@@ -30,9 +30,9 @@ import (
 
 // Record parameters that csi-provisioner --extra-create-metadata adds.
 const (
-	ParamPVName       = "csi.storage.k8s.io/pv/name"
-	ParamPVCName      = "csi.storage.k8s.io/pvc/name"
-	ParamPVCNamespace = "csi.storage.k8s.io/pvc/namespace"
+	ParamPVName       = volume.ParamPVName
+	ParamPVCName      = volume.ParamPVCName
+	ParamPVCNamespace = volume.ParamPVCNamespace
 )
 
 // quarantineDir is where the pool moves images without a record (see the

@@ -118,6 +118,19 @@ func (p *Pool) create(ctx context.Context, req volume.CreateRequest) (volume.Vol
 	return v, nil
 }
 
+// provisioningOr checks a provisioning mode asked for: dflt when none
+// was, ErrInvalidArgument when it is neither thin nor thick.
+func provisioningOr(asked, dflt string) (string, error) {
+	switch asked {
+	case "":
+		return dflt, nil
+	case volume.ProvisioningThin, volume.ProvisioningThick:
+		return asked, nil
+	}
+	return "", fmt.Errorf("%w: provisioning %s, want %q or %q",
+		volume.ErrInvalidArgument, quoteShort(asked), volume.ProvisioningThin, volume.ProvisioningThick)
+}
+
 // newVolume validates req and builds the record it will write.
 func (p *Pool) newVolume(req volume.CreateRequest) (volume.Volume, error) {
 	if err := validName(req.Name); err != nil {
@@ -126,14 +139,9 @@ func (p *Pool) newVolume(req volume.CreateRequest) (volume.Volume, error) {
 	if req.CapacityBytes <= 0 {
 		return volume.Volume{}, fmt.Errorf("%w: capacity %d bytes, must be positive", volume.ErrInvalidArgument, req.CapacityBytes)
 	}
-	prov := req.Provisioning
-	switch prov {
-	case "":
-		prov = volume.ProvisioningThin
-	case volume.ProvisioningThin, volume.ProvisioningThick:
-	default:
-		return volume.Volume{}, fmt.Errorf("%w: provisioning %s, want %q or %q",
-			volume.ErrInvalidArgument, quoteShort(prov), volume.ProvisioningThin, volume.ProvisioningThick)
+	prov, err := provisioningOr(req.Provisioning, volume.ProvisioningThin)
+	if err != nil {
+		return volume.Volume{}, err
 	}
 	if err := checkEncryption(req.Encryption); err != nil {
 		return volume.Volume{}, err

@@ -31,8 +31,8 @@ func (p *Pool) expand(ctx context.Context, id string, size, requested int64) (vo
 	if err != nil {
 		return volume.Volume{}, err
 	}
-	if size < v.CapacityBytes {
-		return volume.Volume{}, fmt.Errorf("%w: volume %s has %d bytes, %d requested", volume.ErrShrink, id, v.CapacityBytes, size)
+	if err := volume.CheckGrow(id, v.CapacityBytes, size); err != nil {
+		return volume.Volume{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		return volume.Volume{}, err

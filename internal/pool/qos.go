@@ -51,13 +51,9 @@ func (p *Pool) Modify(ctx context.Context, id string, m volume.Modification) (vo
 			return volume.Volume{}, fmt.Errorf("%w: negative I/O limit %d", volume.ErrInvalidArgument, n)
 		}
 	}
-	prov := m.Provisioning
-	switch prov {
-	case "":
-		prov = v.Provisioning
-	case volume.ProvisioningThin, volume.ProvisioningThick:
-	default:
-		return volume.Volume{}, fmt.Errorf("%w: provisioning %s, want %q or %q", volume.ErrInvalidArgument, quoteShort(prov), volume.ProvisioningThin, volume.ProvisioningThick)
+	prov, err := provisioningOr(m.Provisioning, v.Provisioning)
+	if err != nil {
+		return volume.Volume{}, err
 	}
 	if v.Limits() == q && v.Provisioning == prov {
 		return v, nil

@@ -13,4 +13,11 @@ const (
 	// ParamEncryption asks for a volume encrypted at rest, by scheme
 	// (EncryptionFscrypt).
 	ParamEncryption = "encryption"
+	// ParamPVName, ParamPVCName and ParamPVCNamespace are the
+	// parameters external-provisioner adds with --extra-create-metadata:
+	// the directory pool's subPathPattern reads them, the node view shows
+	// them.
+	ParamPVName       = "csi.storage.k8s.io/pv/name"
+	ParamPVCName      = "csi.storage.k8s.io/pvc/name"
+	ParamPVCNamespace = "csi.storage.k8s.io/pvc/namespace"
 )

@@ -147,7 +147,29 @@ func (h *Host) Calls(op string) int {
 	return n
 }
 
-// begin logs op and returns its injected error, if any. Held: h.mu.
+// call is one call of the fake kernel, op, of one result: under h.mu,
+// logged as name and args, failing with op's injected error before body
+// runs, and with the error body returns added to its line; so no error
+// path of a method can leave its line without its outcome.
+func call[T any](h *Host, op, name string, args []any, body func() (T, error)) (T, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.begin(op, name, args...); err != nil {
+		var zero T
+		return zero, err
+	}
+	v, err := body()
+	return v, h.done(err)
+}
+
+// do is call for an operation that returns an error alone.
+func (h *Host) do(op, name string, args []any, body func() error) error {
+	_, err := call(h, op, name, args, func() (struct{}, error) { return struct{}{}, body() })
+	return err
+}
+
+// begin logs op and returns its injected error, if any. Held: h.mu. Get
+// and Lookup, of two results, call it and done themselves.
 func (h *Host) begin(op, name string, args ...any) error {
 	line := name
 	for _, a := range args {

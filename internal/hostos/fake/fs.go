@@ -42,25 +42,20 @@ func (h *Host) SetStats(backing string, st fs.Stats) {
 
 // Probe implements hostos.FSTools.
 func (h *Host) Probe(ctx context.Context, dev string) (string, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err := h.begin("Probe", "probe", dev); err != nil {
-		return "", err
-	}
-	d, err := h.blockDevice(dev)
-	if err != nil {
-		return "", h.done(err)
-	}
-	if f := h.fs[d.BackingFile]; f != nil {
-		return f.Type, nil
-	}
-	return "", nil
+	return call(h, "Probe", "probe", []any{dev}, func() (string, error) {
+		d, err := h.blockDevice(dev)
+		if err != nil {
+			return "", err
+		}
+		if f := h.fs[d.BackingFile]; f != nil {
+			return f.Type, nil
+		}
+		return "", nil
+	})
 }
 
 // Format implements hostos.FSTools: like mkfs -f, it never checks.
 func (h *Host) Format(ctx context.Context, dev, fstype string, opts ...fs.FormatOptions) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	var o fs.FormatOptions
 	if len(opts) > 0 {
 		o = opts[0]
@@ -69,134 +64,118 @@ func (h *Host) Format(ctx context.Context, dev, fstype string, opts ...fs.Format
 	if o.Encrypt {
 		args = append(args, "encrypt")
 	}
-	if err := h.begin("Format", "format", args...); err != nil {
-		return err
-	}
-	if o.Encrypt && fstype != "ext4" {
-		return h.done(fmt.Errorf("format %s: %w: %s cannot hold encrypted directories", dev, fs.ErrUnsupported, fstype))
-	}
-	d, err := h.blockDevice(dev)
-	switch {
-	case err != nil:
-		return h.done(err)
-	case d.ReadOnly:
-		return h.done(fmt.Errorf("mkfs %s: %w", dev, unix.EROFS))
-	case h.fsMounted(d.Device):
-		return h.done(fmt.Errorf("mkfs %s: mounted: %w", dev, unix.EBUSY))
-	}
-	h.fs[d.BackingFile] = &filesystem{Type: fstype, Size: d.SizeBytes, Encrypt: o.Encrypt}
-	return nil
+	return h.do("Format", "format", args, func() error {
+		if o.Encrypt && fstype != "ext4" {
+			return fmt.Errorf("format %s: %w: %s cannot hold encrypted directories", dev, fs.ErrUnsupported, fstype)
+		}
+		d, err := h.blockDevice(dev)
+		switch {
+		case err != nil:
+			return err
+		case d.ReadOnly:
+			return fmt.Errorf("mkfs %s: %w", dev, unix.EROFS)
+		case h.fsMounted(d.Device):
+			return fmt.Errorf("mkfs %s: mounted: %w", dev, unix.EBUSY)
+		}
+		h.fs[d.BackingFile] = &filesystem{Type: fstype, Size: d.SizeBytes, Encrypt: o.Encrypt}
+		return nil
+	})
 }
 
 // Size implements hostos.FSTools.
 func (h *Host) Size(dev, fstype string) (int64, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err := h.begin("Size", "fs-size", dev, fstype); err != nil {
-		return 0, err
-	}
-	d, err := h.blockDevice(dev)
-	if err != nil {
-		return 0, h.done(err)
-	}
-	f := h.fs[d.BackingFile]
-	if f == nil || f.Type != fstype {
-		return 0, h.done(fmt.Errorf("%s: %w", dev, fs.ErrNoSuperblock))
-	}
-	return f.Size, nil
+	return call(h, "Size", "fs-size", []any{dev, fstype}, func() (int64, error) {
+		d, err := h.blockDevice(dev)
+		if err != nil {
+			return 0, err
+		}
+		f := h.fs[d.BackingFile]
+		if f == nil || f.Type != fstype {
+			return 0, fmt.Errorf("%s: %w", dev, fs.ErrNoSuperblock)
+		}
+		return f.Size, nil
+	})
 }
 
 // Grow implements hostos.FSTools: the filesystem, mounted at mountPoint
 // (the root of a read-write mount of it), takes the device's size.
 func (h *Host) Grow(ctx context.Context, dev, mountPoint, fstype string) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err := h.begin("Grow", "grow", dev, mountPoint, fstype); err != nil {
-		return err
-	}
-	d, err := h.blockDevice(dev)
-	if err != nil {
-		return h.done(err)
-	}
-	m, err := h.fsRoot(mountPoint)
-	switch {
-	case err != nil:
-		return h.done(err)
-	case m.Source != d.Path && (m.Major != d.Major || m.Minor != d.Minor):
-		return h.done(fmt.Errorf("grow %s at %s: a mount of %s: %w", dev, mountPoint, m.Source, unix.EINVAL))
-	case m.ReadOnly():
-		return h.done(fmt.Errorf("grow %s at %s: %w", dev, mountPoint, unix.EROFS))
-	}
-	f := h.fs[d.BackingFile]
-	if f == nil || f.Type != fstype {
-		return h.done(fmt.Errorf("%s: %w", dev, fs.ErrNoSuperblock))
-	}
-	f.Size = d.SizeBytes
-	return nil
+	return h.do("Grow", "grow", []any{dev, mountPoint, fstype}, func() error {
+		d, err := h.blockDevice(dev)
+		if err != nil {
+			return err
+		}
+		m, err := h.fsRoot(mountPoint)
+		switch {
+		case err != nil:
+			return err
+		case m.Source != d.Path && (m.Major != d.Major || m.Minor != d.Minor):
+			return fmt.Errorf("grow %s at %s: a mount of %s: %w", dev, mountPoint, m.Source, unix.EINVAL)
+		case m.ReadOnly():
+			return fmt.Errorf("grow %s at %s: %w", dev, mountPoint, unix.EROFS)
+		}
+		f := h.fs[d.BackingFile]
+		if f == nil || f.Type != fstype {
+			return fmt.Errorf("%s: %w", dev, fs.ErrNoSuperblock)
+		}
+		f.Size = d.SizeBytes
+		return nil
+	})
 }
 
 // GrowOffline implements hostos.FSTools: only an unmounted filesystem.
 func (h *Host) GrowOffline(ctx context.Context, dev, fstype string, repair bool) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err := h.begin("GrowOffline", "grow-offline", dev, fstype, fmt.Sprintf("repair=%v", repair)); err != nil {
-		return err
-	}
-	d, err := h.blockDevice(dev)
-	switch {
-	case err != nil:
-		return h.done(err)
-	case h.fsMounted(d.Device):
-		return h.done(fmt.Errorf("resize2fs %s: %w", dev, fs.ErrInUse))
-	}
-	f := h.fs[d.BackingFile]
-	if f == nil || f.Type != fstype {
-		return h.done(fmt.Errorf("%s: %w", dev, fs.ErrNoSuperblock))
-	}
-	f.Size = d.SizeBytes
-	return nil
+	return h.do("GrowOffline", "grow-offline", []any{dev, fstype, fmt.Sprintf("repair=%v", repair)}, func() error {
+		d, err := h.blockDevice(dev)
+		switch {
+		case err != nil:
+			return err
+		case h.fsMounted(d.Device):
+			return fmt.Errorf("resize2fs %s: %w", dev, fs.ErrInUse)
+		}
+		f := h.fs[d.BackingFile]
+		if f == nil || f.Type != fstype {
+			return fmt.Errorf("%s: %w", dev, fs.ErrNoSuperblock)
+		}
+		f.Size = d.SizeBytes
+		return nil
+	})
 }
 
 // StatFS implements hostos.FSTools for the filesystem holding path: what
 // SetStats set, else an empty filesystem of its size (btrfs with no inode
 // counts, as the kernel reports it).
 func (h *Host) StatFS(path string) (fs.Stats, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err := h.begin("StatFS", "statfs", path); err != nil {
-		return fs.Stats{}, err
-	}
-	m := h.holder(resolve(path))
-	for _, d := range h.devices {
-		if m.Source == d.Path || (m.FSType != "devtmpfs" && m.Major == d.Major && m.Minor == d.Minor) {
-			if st, ok := h.stats[d.BackingFile]; ok {
+	return call(h, "StatFS", "statfs", []any{path}, func() (fs.Stats, error) {
+		m := h.holder(resolve(path))
+		for _, d := range h.devices {
+			if m.Source == d.Path || (m.FSType != "devtmpfs" && m.Major == d.Major && m.Minor == d.Minor) {
+				if st, ok := h.stats[d.BackingFile]; ok {
+					return st, nil
+				}
+				st := fs.Stats{}
+				if f := h.fs[d.BackingFile]; f != nil {
+					st.TotalBytes, st.AvailableBytes = f.Size, f.Size
+					if f.Type != "btrfs" {
+						st.TotalInodes, st.FreeInodes = f.Size/16384, f.Size/16384
+					}
+				}
 				return st, nil
 			}
-			st := fs.Stats{}
-			if f := h.fs[d.BackingFile]; f != nil {
-				st.TotalBytes, st.AvailableBytes = f.Size, f.Size
-				if f.Type != "btrfs" {
-					st.TotalInodes, st.FreeInodes = f.Size/16384, f.Size/16384
-				}
-			}
-			return st, nil
 		}
-	}
-	return fs.Stats{}, nil
+		return fs.Stats{}, nil
+	})
 }
 
 // BlockDeviceSize implements hostos.FSTools.
 func (h *Host) BlockDeviceSize(dev string) (int64, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err := h.begin("BlockDeviceSize", "blockdev-size", dev); err != nil {
-		return 0, err
-	}
-	d, err := h.blockDevice(dev)
-	if err != nil {
-		return 0, h.done(err)
-	}
-	return d.SizeBytes, nil
+	return call(h, "BlockDeviceSize", "blockdev-size", []any{dev}, func() (int64, error) {
+		d, err := h.blockDevice(dev)
+		if err != nil {
+			return 0, err
+		}
+		return d.SizeBytes, nil
+	})
 }
 
 // fsRoot returns the mount at mountPoint when it is the root of a mount,
@@ -213,35 +192,29 @@ func sbKey(m mount.Info) string { return fmt.Sprintf("%d:%d", m.Major, m.Minor) 
 
 // Freeze implements hostos.FSTools: EBUSY when already frozen, as FIFREEZE.
 func (h *Host) Freeze(mountPoint string) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err := h.begin("Freeze", "freeze", mountPoint); err != nil {
-		return err
-	}
-	m, err := h.fsRoot(mountPoint)
-	if err != nil {
-		return h.done(err)
-	}
-	if h.frozen[sbKey(m)] {
-		return h.done(fmt.Errorf("freeze %s: %w", mountPoint, unix.EBUSY))
-	}
-	h.frozen[sbKey(m)] = true
-	return nil
+	return h.do("Freeze", "freeze", []any{mountPoint}, func() error {
+		m, err := h.fsRoot(mountPoint)
+		if err != nil {
+			return err
+		}
+		if h.frozen[sbKey(m)] {
+			return fmt.Errorf("freeze %s: %w", mountPoint, unix.EBUSY)
+		}
+		h.frozen[sbKey(m)] = true
+		return nil
+	})
 }
 
 // Thaw implements hostos.FSTools; a filesystem not frozen is no error.
 func (h *Host) Thaw(mountPoint string) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err := h.begin("Thaw", "thaw", mountPoint); err != nil {
-		return err
-	}
-	m, err := h.fsRoot(mountPoint)
-	if err != nil {
-		return h.done(err)
-	}
-	delete(h.frozen, sbKey(m))
-	return nil
+	return h.do("Thaw", "thaw", []any{mountPoint}, func() error {
+		m, err := h.fsRoot(mountPoint)
+		if err != nil {
+			return err
+		}
+		delete(h.frozen, sbKey(m))
+		return nil
+	})
 }
 
 // Frozen reports whether the filesystem mounted at mountPoint is frozen.

@@ -16,12 +16,9 @@ import (
 
 // Find implements hostos.Loops.
 func (h *Host) Find(backingFile string) ([]loop.Device, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err := h.begin("Find", "find", backingFile); err != nil {
-		return nil, err
-	}
-	return h.find(resolve(backingFile)), nil
+	return call(h, "Find", "find", []any{backingFile}, func() ([]loop.Device, error) {
+		return h.find(resolve(backingFile)), nil
+	})
 }
 
 func (h *Host) find(backing string) []loop.Device {
@@ -46,12 +43,9 @@ func (x liveIndex) Find(backingFile string) ([]loop.Device, error) { return x.h.
 
 // List implements hostos.Loops.
 func (h *Host) List() ([]loop.Device, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err := h.begin("List", "list"); err != nil {
-		return nil, err
-	}
-	return h.sorted(), nil
+	return call(h, "List", "list", nil, func() ([]loop.Device, error) {
+		return h.sorted(), nil
+	})
 }
 
 // sorted returns the devices in number order as sysfs would show them now.
@@ -71,37 +65,31 @@ func (h *Host) sorted() []loop.Device {
 
 // Attach implements hostos.Loops: the lowest free /dev/loopN.
 func (h *Host) Attach(ctx context.Context, backingFile string, opts loop.Options) (loop.Device, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err := h.begin("Attach", "attach", backingFile, fmt.Sprintf("ro=%v", opts.ReadOnly)); err != nil {
-		return loop.Device{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return loop.Device{}, h.done(err)
-	}
-	st, err := os.Stat(backingFile)
-	if err != nil {
-		return loop.Device{}, h.done(fmt.Errorf("open %s: %w", backingFile, err))
-	}
-	n := 0
-	for h.devices[n] != nil {
-		n++
-	}
-	d := loop.Device{Path: fmt.Sprintf("/dev/loop%d", n), Number: n, BackingFile: resolve(backingFile),
-		ReadOnly: opts.ReadOnly, DirectIO: opts.DirectIO, SizeBytes: st.Size(), Major: loopMajor, Minor: uint32(n)}
-	h.devices[n] = &device{Device: d, owner: opts.Owner, locked: opts.Lock || opts.Mark}
-	h.log[len(h.log)-1] += " -> " + d.Path
-	return d, nil
+	return call(h, "Attach", "attach", []any{backingFile, fmt.Sprintf("ro=%v", opts.ReadOnly)}, func() (loop.Device, error) {
+		if err := ctx.Err(); err != nil {
+			return loop.Device{}, err
+		}
+		st, err := os.Stat(backingFile)
+		if err != nil {
+			return loop.Device{}, fmt.Errorf("open %s: %w", backingFile, err)
+		}
+		n := 0
+		for h.devices[n] != nil {
+			n++
+		}
+		d := loop.Device{Path: fmt.Sprintf("/dev/loop%d", n), Number: n, BackingFile: resolve(backingFile),
+			ReadOnly: opts.ReadOnly, DirectIO: opts.DirectIO, SizeBytes: st.Size(), Major: loopMajor, Minor: uint32(n)}
+		h.devices[n] = &device{Device: d, owner: opts.Owner, locked: opts.Lock || opts.Mark}
+		h.log[len(h.log)-1] += " -> " + d.Path
+		return d, nil
+	})
 }
 
 // Detach implements hostos.Loops.
 func (h *Host) Detach(dev string) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err := h.begin("Detach", "detach", dev); err != nil {
-		return err
-	}
-	return h.done(h.detach(dev))
+	return h.do("Detach", "detach", []any{dev}, func() error {
+		return h.detach(dev)
+	})
 }
 
 func (h *Host) detach(dev string) error {
@@ -126,35 +114,29 @@ func (h *Host) detach(dev string) error {
 
 // DetachFile implements hostos.Loops.
 func (h *Host) DetachFile(backingFile string) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err := h.begin("DetachFile", "detach-file", backingFile); err != nil {
-		return err
-	}
-	var errs []error
-	for _, d := range h.find(resolve(backingFile)) {
-		errs = append(errs, h.detach(d.Path))
-	}
-	return h.done(errors.Join(errs...))
+	return h.do("DetachFile", "detach-file", []any{backingFile}, func() error {
+		var errs []error
+		for _, d := range h.find(resolve(backingFile)) {
+			errs = append(errs, h.detach(d.Path))
+		}
+		return errors.Join(errs...)
+	})
 }
 
 // SetCapacity implements hostos.Loops: the device takes its file's size.
 func (h *Host) SetCapacity(dev string) (int64, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err := h.begin("SetCapacity", "set-capacity", dev); err != nil {
-		return 0, err
-	}
-	d, err := h.device(dev)
-	if err != nil {
-		return 0, h.done(err)
-	}
-	st, err := os.Stat(d.BackingFile)
-	if err != nil {
-		return 0, h.done(err)
-	}
-	d.SizeBytes = st.Size()
-	return d.SizeBytes, nil
+	return call(h, "SetCapacity", "set-capacity", []any{dev}, func() (int64, error) {
+		d, err := h.device(dev)
+		if err != nil {
+			return 0, err
+		}
+		st, err := os.Stat(d.BackingFile)
+		if err != nil {
+			return 0, err
+		}
+		d.SizeBytes = st.Size()
+		return d.SizeBytes, nil
+	})
 }
 
 func (h *Host) device(dev string) (*device, error) {
@@ -212,17 +194,14 @@ func (h *Host) BackedBy(d loop.Device, path string) bool {
 // Locked implements hostos.Loops: as the kernel, it sees the locks of the
 // devices attached with Options.Lock or Mark on this very file.
 func (h *Host) Locked(backingFile string) (bool, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err := h.begin("Locked", "locked", backingFile); err != nil {
-		return false, err
-	}
-	for _, d := range h.devices {
-		if d.locked && !d.foreign && d.BackingFile == resolve(backingFile) {
-			return true, nil
+	return call(h, "Locked", "locked", []any{backingFile}, func() (bool, error) {
+		for _, d := range h.devices {
+			if d.locked && !d.foreign && d.BackingFile == resolve(backingFile) {
+				return true, nil
+			}
 		}
-	}
-	return false, nil
+		return false, nil
+	})
 }
 
 // Owner implements hostos.Loops.
@@ -237,18 +216,15 @@ func (h *Host) Owner(d loop.Device) string {
 
 // Named implements hostos.Loops.
 func (h *Host) Named(path string) ([]loop.Device, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err := h.begin("Named", "named", path); err != nil {
-		return nil, err
-	}
-	var out []loop.Device
-	for _, d := range h.sorted() {
-		if loop.Names(d, path) {
-			out = append(out, d)
+	return call(h, "Named", "named", []any{path}, func() ([]loop.Device, error) {
+		var out []loop.Device
+		for _, d := range h.sorted() {
+			if loop.Names(d, path) {
+				out = append(out, d)
+			}
 		}
-	}
-	return out, nil
+		return out, nil
+	})
 }
 
 // Unreachable implements hostos.Loops (SetUnreachable).
@@ -262,15 +238,12 @@ func (h *Host) Unreachable(d loop.Device) bool {
 // DetachUnreachable implements hostos.Loops: as Detach, only while d is
 // still attached to the same path and unreachable.
 func (h *Host) DetachUnreachable(d loop.Device) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err := h.begin("DetachUnreachable", "detach", d.Path); err != nil {
-		return err
-	}
-	if x := h.devices[d.Number]; x == nil || !x.unreachable || x.BackingFile != d.BackingFile {
-		return h.done(nil)
-	}
-	return h.done(h.detach(d.Path))
+	return h.do("DetachUnreachable", "detach", []any{d.Path}, func() error {
+		if x := h.devices[d.Number]; x == nil || !x.unreachable || x.BackingFile != d.BackingFile {
+			return nil
+		}
+		return h.detach(d.Path)
+	})
 }
 
 // Get implements hostos.Loops: the device named, when it is backed by the

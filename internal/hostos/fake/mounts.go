@@ -16,12 +16,9 @@ import (
 
 // Table implements hostos.Mounter: a copy, so callers never see it change.
 func (h *Host) Table() (mount.Table, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err := h.begin("Table", "table"); err != nil {
-		return nil, err
-	}
-	return h.snapshot(), nil
+	return call(h, "Table", "table", nil, func() (mount.Table, error) {
+		return h.snapshot(), nil
+	})
 }
 
 func (h *Host) snapshot() mount.Table {
@@ -59,12 +56,9 @@ func mountOptions(flags uintptr) []string {
 // Mount implements hostos.Mounter. source is an attached loop device
 // carrying fstype, or anything for a filesystem without a device (tmpfs).
 func (h *Host) Mount(source, target, fstype string, options []string) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err := h.begin("Mount", "mount", source, target, fstype, options); err != nil {
-		return err
-	}
-	return h.done(h.mount(source, target, fstype, options))
+	return h.do("Mount", "mount", []any{source, target, fstype, options}, func() error {
+		return h.mount(source, target, fstype, options)
+	})
 }
 
 func (h *Host) mount(source, target, fstype string, options []string) error {
@@ -186,12 +180,9 @@ func mountPoint(target string, dir bool) (string, error) {
 // resolved to the path the descriptor is open on, so the mount's root is
 // that directory's, as the kernel shows it.
 func (h *Host) Bind(source, target string, readOnly bool, options []string) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err := h.begin("Bind", "bind", source, target, fmt.Sprintf("ro=%v", readOnly), options); err != nil {
-		return err
-	}
-	return h.done(h.bind(source, target, readOnly, options))
+	return h.do("Bind", "bind", []any{source, target, fmt.Sprintf("ro=%v", readOnly), options}, func() error {
+		return h.bind(source, target, readOnly, options)
+	})
 }
 
 func (h *Host) bind(source, target string, readOnly bool, options []string) error {
@@ -246,24 +237,21 @@ func (h *Host) bind(source, target string, readOnly bool, options []string) erro
 
 // UnmountAll implements hostos.Mounter.
 func (h *Host) UnmountAll(target string) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err := h.begin("UnmountAll", "unmount", target); err != nil {
-		return err
-	}
-	path := resolve(target)
-	for {
-		top, ok := h.table.Top(path)
-		if !ok || top.ID == rootMountID {
-			return nil
-		}
-		for _, m := range h.table {
-			if m.ParentID == top.ID && m.ID != top.ID {
-				return h.done(fmt.Errorf("unmount %s: %s is mounted below it: %w", target, m.MountPoint, unix.EBUSY))
+	return h.do("UnmountAll", "unmount", []any{target}, func() error {
+		path := resolve(target)
+		for {
+			top, ok := h.table.Top(path)
+			if !ok || top.ID == rootMountID {
+				return nil
 			}
+			for _, m := range h.table {
+				if m.ParentID == top.ID && m.ID != top.ID {
+					return fmt.Errorf("unmount %s: %s is mounted below it: %w", target, m.MountPoint, unix.EBUSY)
+				}
+			}
+			h.table = slices.DeleteFunc(h.table, func(m mount.Info) bool { return m.ID == top.ID })
 		}
-		h.table = slices.DeleteFunc(h.table, func(m mount.Info) bool { return m.ID == top.ID })
-	}
+	})
 }
 
 // fsMounted reports whether d's filesystem is mounted (a device bind does

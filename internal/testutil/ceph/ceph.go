@@ -97,12 +97,10 @@ var programs = []string{"ceph-mon", "ceph-mgr", "ceph-osd", "ceph-mds", "ceph-fu
 type Cluster struct {
 	*procs.Nodes
 
-	slot  int
-	dir   string
-	lock  *os.File
-	srvNS string
-	addr  string
-	fsid  string
+	// held is the slot the cluster runs in (its directory, its server's
+	// namespace and address).
+	held procs.Held
+	fsid string
 
 	mu      sync.Mutex
 	daemons []*procs.Proc
@@ -141,20 +139,14 @@ func start(logf func(string, ...any)) (*Cluster, string, error) {
 	if skip := missing(); skip != "" {
 		return nil, skip, nil
 	}
-	slot, lock, err := slots.Take(logf)
+	held, err := slots.Take(logf)
 	if err != nil {
 		return nil, "", err
 	}
-	c := &Cluster{
-		slot:  slot,
-		lock:  lock,
-		dir:   slots.Dir(slot),
-		srvNS: slots.ServerNS(slot),
-		addr:  slots.ServerAddr(slot),
-	}
-	c.Nodes = procs.NewNodes(procs.NodesConfig{Harness: "ceph", Slots: slots, Slot: slot, Max: maxNodes,
+	c := &Cluster{held: held}
+	c.Nodes = procs.NewNodes(procs.NodesConfig{Harness: "ceph", Slots: slots, Slot: held.Slot, Max: maxNodes,
 		Mount: c.mount, ClientLog: c.clientLog})
-	err = slots.Prepare(slot, "run", "log", "mnt", "mon", "mgr", "osd", "mds")
+	err = slots.Prepare(held.Slot, "run", "log", "mnt", "mon", "mgr", "osd", "mds")
 	if errors.Is(err, procs.ErrNoNetns) {
 		return c, "ceph: " + err.Error(), nil
 	}
@@ -165,7 +157,7 @@ func start(logf func(string, ...any)) (*Cluster, string, error) {
 		return c, "", err
 	}
 	c.StartDuration = time.Since(begin)
-	logf("ceph: cluster %s on %s up in %v (slot %d, %s)", c.fsid, c.addr, c.StartDuration.Round(time.Millisecond), slot, c.dir)
+	logf("ceph: cluster %s on %s up in %v (slot %d, %s)", c.fsid, c.held.Addr, c.StartDuration.Round(time.Millisecond), held.Slot, c.held.Dir)
 	return c, "", nil
 }
 
@@ -184,20 +176,20 @@ func missing() string {
 }
 
 // Addr is the cluster's address (the monitor's and every daemon's).
-func (c *Cluster) Addr() string { return c.addr }
+func (c *Cluster) Addr() string { return c.held.Addr }
 
 // FSID is the cluster's fsid.
 func (c *Cluster) FSID() string { return c.fsid }
 
 // Dir is the slot's directory; tests may make scratch directories under it
 // (what is mounted under it is unmounted at teardown).
-func (c *Cluster) Dir() string { return c.dir }
+func (c *Cluster) Dir() string { return c.held.Dir }
 
 // Conf is the cluster's ceph.conf.
-func (c *Cluster) Conf() string { return filepath.Join(c.dir, "ceph.conf") }
+func (c *Cluster) Conf() string { return filepath.Join(c.held.Dir, "ceph.conf") }
 
 // RunDir holds every daemon's and client's admin socket.
-func (c *Cluster) RunDir() string { return filepath.Join(c.dir, "run") }
+func (c *Cluster) RunDir() string { return filepath.Join(c.held.Dir, "run") }
 
 // LogDir holds every daemon's and client's log.
-func (c *Cluster) LogDir() string { return filepath.Join(c.dir, "log") }
+func (c *Cluster) LogDir() string { return filepath.Join(c.held.Dir, "log") }

@@ -25,7 +25,7 @@ func TestHarness(t *testing.T) {
 	var pids []int
 	t.Run("run", func(t *testing.T) {
 		c := Start(t)
-		slot, dir = c.slot, c.Dir()
+		slot, dir = c.held.Slot, c.Dir()
 		a := c.MountNode(t, "node-a")
 		// A pool made now must find room.
 		c.WaitForRoom(t)
@@ -48,9 +48,9 @@ func TestHarness(t *testing.T) {
 			}
 			pids = append(pids, pid)
 		}
-		srv := procs.InNetns(filepath.Join(procs.NetnsDir, c.srvNS))
+		srv := procs.InNetns(filepath.Join(procs.NetnsDir, c.held.ServerNS))
 		if len(srv) != 4 {
-			t.Errorf("processes in %s: %v, want mon, mgr, osd and mds", c.srvNS, srv)
+			t.Errorf("processes in %s: %v, want mon, mgr, osd and mds", c.held.ServerNS, srv)
 		}
 		pids = append(pids, srv...)
 		if a, b := c.ClientUser(t, "node-a"), c.ClientUser(t, "node-b"); a == b {

@@ -18,10 +18,9 @@ var slots = procs.Slots{Base: Base, Max: maxSlots, NetnsPrefix: Prefix, KillWait
 func (c *Cluster) teardown(logf func(string, ...any)) error {
 	start := time.Now()
 	errs := []error{c.stopAll()}
-	if err := slots.Clean(c.slot); err != nil {
+	if err := slots.Release(c.held); err != nil {
 		errs = append(errs, err)
 	}
-	_ = c.lock.Close()
-	logf("ceph: slot %d torn down in %v", c.slot, time.Since(start).Round(time.Millisecond))
+	logf("ceph: slot %d torn down in %v", c.held.Slot, time.Since(start).Round(time.Millisecond))
 	return errors.Join(errs...)
 }

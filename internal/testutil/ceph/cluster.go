@@ -74,7 +74,7 @@ fuse disable pagecache = true
 // is active.
 func (c *Cluster) bootstrap(logf func(string, ...any), begin time.Time) error {
 	c.fsid = newUUID()
-	conf := fmt.Sprintf(confTemplate, c.dir, c.fsid, c.addr, fmt.Sprintf("%s.%d.0/24", netPrefix, c.slot))
+	conf := fmt.Sprintf(confTemplate, c.held.Dir, c.fsid, c.held.Addr, fmt.Sprintf("%s.%d.0/24", netPrefix, c.held.Slot))
 	if err := os.WriteFile(c.Conf(), []byte(conf), 0o644); err != nil {
 		return err
 	}
@@ -86,12 +86,12 @@ func (c *Cluster) bootstrap(logf func(string, ...any), begin time.Time) error {
 	for _, e := range all {
 		keys[e.name] = newKey()
 	}
-	files := map[string][]entity{filepath.Join(c.dir, "mon.keyring"): all}
+	files := map[string][]entity{filepath.Join(c.held.Dir, "mon.keyring"): all}
 	for _, e := range all[1:] {
-		path := filepath.Join(c.dir, "keys", e.name+".keyring")
+		path := filepath.Join(c.held.Dir, "keys", e.name+".keyring")
 		switch kind, id, _ := strings.Cut(e.name, "."); kind {
 		case "mgr", "osd", "mds": // $<type>_data/keyring, a daemon's default
-			path = filepath.Join(c.dir, kind, id, "keyring")
+			path = filepath.Join(c.held.Dir, kind, id, "keyring")
 		}
 		files[path] = []entity{e}
 	}
@@ -103,12 +103,12 @@ func (c *Cluster) bootstrap(logf func(string, ...any), begin time.Time) error {
 			return err
 		}
 	}
-	monmap := filepath.Join(c.dir, "monmap")
+	monmap := filepath.Join(c.held.Dir, "monmap")
 	if err := c.run("monmaptool", "--create", "--fsid", c.fsid, "--addv", monID,
-		fmt.Sprintf("[v2:%s:3300,v1:%s:6789]", c.addr, c.addr), monmap); err != nil {
+		fmt.Sprintf("[v2:%s:3300,v1:%s:6789]", c.held.Addr, c.held.Addr), monmap); err != nil {
 		return err
 	}
-	if err := c.run("ceph-mon", "-c", c.Conf(), "--mkfs", "-i", monID, "--monmap", monmap, "--keyring", filepath.Join(c.dir, "mon.keyring")); err != nil {
+	if err := c.run("ceph-mon", "-c", c.Conf(), "--mkfs", "-i", monID, "--monmap", monmap, "--keyring", filepath.Join(c.held.Dir, "mon.keyring")); err != nil {
 		return err
 	}
 	if err := c.startDaemon("mon", monID); err != nil {
@@ -230,7 +230,7 @@ func (c *Cluster) waitFor(ctx context.Context, what string, ready func() (bool, 
 // namespace, as our child.
 func (c *Cluster) startDaemon(kind, id string) error {
 	name := kind + "." + id
-	p, err := c.spawn(name, c.srvNS, "ceph-"+kind, "-f", "-c", c.Conf(), "-i", id)
+	p, err := c.spawn(name, c.held.ServerNS, "ceph-"+kind, "-f", "-c", c.Conf(), "-i", id)
 	if err != nil {
 		return err
 	}
@@ -243,7 +243,7 @@ func (c *Cluster) startDaemon(kind, id string) error {
 // spawn starts prog in network namespace ns as our child
 // (procs.Spawn). Its output goes to log/<name>.out.
 func (c *Cluster) spawn(name, ns, prog string, args ...string) (*procs.Proc, error) {
-	return procs.Spawn(c.dir, name, ns, filepath.Join(c.LogDir(), name+".out"), prog, args...)
+	return procs.Spawn(c.held.Dir, name, ns, filepath.Join(c.LogDir(), name+".out"), prog, args...)
 }
 
 // deadDaemon is a daemon that has exited, or nil.
@@ -262,7 +262,7 @@ func (c *Cluster) deadDaemon() *procs.Proc {
 
 // run runs a program to its end in the cluster's network namespace.
 func (c *Cluster) run(prog string, args ...string) error {
-	cmd := exec.Command("nsenter", append([]string{"--net=" + filepath.Join(procs.NetnsDir, c.srvNS), "--", prog}, args...)...)
+	cmd := exec.Command("nsenter", append([]string{"--net=" + filepath.Join(procs.NetnsDir, c.held.ServerNS), "--", prog}, args...)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("%s %s: %w: %s", prog, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
@@ -274,7 +274,7 @@ func (c *Cluster) run(prog string, args ...string) error {
 func (c *Cluster) cli(ctx context.Context, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	full := append([]string{"--net=" + filepath.Join(procs.NetnsDir, c.srvNS), "--", "ceph", "-c", c.Conf(), "-n", "client.admin", "--connect-timeout", "20"}, args...)
+	full := append([]string{"--net=" + filepath.Join(procs.NetnsDir, c.held.ServerNS), "--", "ceph", "-c", c.Conf(), "-n", "client.admin", "--connect-timeout", "20"}, args...)
 	cmd := exec.CommandContext(ctx, "nsenter", full...)
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr

@@ -27,7 +27,7 @@ func (c *Cluster) FileObjects(t testing.TB, ino uint64) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "nsenter", "--net="+filepath.Join(procs.NetnsDir, c.srvNS), "--",
+	cmd := exec.CommandContext(ctx, "nsenter", "--net="+filepath.Join(procs.NetnsDir, c.held.ServerNS), "--",
 		"rados", "-c", c.Conf(), "-n", "client.admin", "-p", DataPool, "ls")
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr

@@ -27,9 +27,8 @@ func (c *Cluster) teardown() error {
 			errs = append(errs, fmt.Errorf("server (pid %d) did not exit", c.server.Cmd.Process.Pid))
 		}
 	}
-	if err := slots.Clean(c.slot); err != nil {
+	if err := slots.Release(c.held); err != nil {
 		errs = append(errs, err)
 	}
-	_ = c.lock.Close()
 	return errors.Join(errs...)
 }

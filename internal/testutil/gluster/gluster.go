@@ -102,12 +102,10 @@ type Options struct {
 type Cluster struct {
 	*procs.Nodes
 
-	slot  int
-	dir   string
-	lock  *os.File
-	srvNS string
-	addr  string
-	tls   bool
+	// held is the slot the cluster runs in (its directory, its server's
+	// namespace and address).
+	held procs.Held
+	tls  bool
 
 	server *procs.Proc
 
@@ -125,27 +123,21 @@ func Start(t testing.TB, opts ...Options) *Cluster {
 	}
 	begin := time.Now()
 	requirePrograms(t)
-	slot, lock, err := slots.Take(t.Logf)
+	held, err := slots.Take(t.Logf)
 	if err != nil {
 		t.Fatalf("gluster: %v", err)
 	}
-	c := &Cluster{
-		slot:  slot,
-		lock:  lock,
-		dir:   slots.Dir(slot),
-		srvNS: slots.ServerNS(slot),
-		addr:  slots.ServerAddr(slot),
-	}
-	c.Nodes = procs.NewNodes(procs.NodesConfig{Harness: "gluster", Slots: slots, Slot: slot, Max: maxNodes,
+	c := &Cluster{held: held}
+	c.Nodes = procs.NewNodes(procs.NodesConfig{Harness: "gluster", Slots: slots, Slot: held.Slot, Max: maxNodes,
 		Mount: c.mount, ClientLog: c.clientLog})
 	t.Cleanup(func() {
 		start := time.Now()
 		if err := c.teardown(); err != nil {
 			t.Errorf("gluster: teardown: %v", err)
 		}
-		t.Logf("gluster: slot %d torn down in %v", c.slot, time.Since(start).Round(time.Millisecond))
+		t.Logf("gluster: slot %d torn down in %v", c.held.Slot, time.Since(start).Round(time.Millisecond))
 	})
-	err = slots.Prepare(slot, "run", "lib", "log", "brick", "mnt")
+	err = slots.Prepare(held.Slot, "run", "lib", "log", "brick", "mnt")
 	if errors.Is(err, procs.ErrNoNetns) {
 		t.Skipf("gluster: %v", err)
 	}
@@ -154,22 +146,22 @@ func Start(t testing.TB, opts ...Options) *Cluster {
 	}
 	netDone := time.Now()
 	if err := c.startServer(); err != nil {
-		t.Fatalf("gluster: %v\n%s", err, procs.Tail(filepath.Join(c.dir, "log", "glusterd.log"), 20))
+		t.Fatalf("gluster: %v\n%s", err, procs.Tail(filepath.Join(c.held.Dir, "log", "glusterd.log"), 20))
 	}
 	serverUp := time.Now()
 	if o.TLS {
-		files, err := makeTLS(c.dir)
+		files, err := makeTLS(c.held.Dir)
 		if err != nil {
 			t.Fatalf("gluster: %v", err)
 		}
 		o.Set, c.tls = append(tlsSettings(files), o.Set...), true
 	}
 	if err := c.createVolume(o); err != nil {
-		t.Fatalf("gluster: %v\n%s", err, procs.Tail(filepath.Join(c.dir, "log", "glusterd.log"), 20))
+		t.Fatalf("gluster: %v\n%s", err, procs.Tail(filepath.Join(c.held.Dir, "log", "glusterd.log"), 20))
 	}
 	c.StartDuration = time.Since(begin)
 	t.Logf("gluster: volume %s on %s:%s (tls %v) started in %v (slot %d; sweep and network %v, glusterd %v, volume %v)",
-		volName, c.addr, c.BrickDir(), c.tls, c.StartDuration.Round(time.Millisecond), slot,
+		volName, c.held.Addr, c.BrickDir(), c.tls, c.StartDuration.Round(time.Millisecond), held.Slot,
 		netDone.Sub(begin).Round(time.Millisecond), serverUp.Sub(netDone).Round(time.Millisecond), time.Since(serverUp).Round(time.Millisecond))
 	return c
 }
@@ -193,22 +185,22 @@ func requirePrograms(t testing.TB) {
 func (c *Cluster) TLS() bool { return c.tls }
 
 // Addr is the server's address (the brick's host in the volume).
-func (c *Cluster) Addr() string { return c.addr }
+func (c *Cluster) Addr() string { return c.held.Addr }
 
 // Volume is the volume's name.
 func (c *Cluster) Volume() string { return volName }
 
 // BrickDir is the brick's directory on the host: a file F of the volume is
 // BrickDir()/F there, and what it holds is what reached the server.
-func (c *Cluster) BrickDir() string { return filepath.Join(c.dir, "brick") }
+func (c *Cluster) BrickDir() string { return filepath.Join(c.held.Dir, "brick") }
 
 // Dir is the slot's directory, /tmp/fvgl/N; tests may make scratch
 // directories under it (what is mounted under it is unmounted at teardown).
-func (c *Cluster) Dir() string { return c.dir }
+func (c *Cluster) Dir() string { return c.held.Dir }
 
 // LogDir holds glusterd's, the brick's and every client's logs.
-func (c *Cluster) LogDir() string { return filepath.Join(c.dir, "log") }
+func (c *Cluster) LogDir() string { return filepath.Join(c.held.Dir, "log") }
 
 // ServerNetns is the path of the server's network namespace, where the
 // bridge br0 carries every packet between the nodes and the server.
-func (c *Cluster) ServerNetns() string { return filepath.Join(procs.NetnsDir, c.srvNS) }
+func (c *Cluster) ServerNetns() string { return filepath.Join(procs.NetnsDir, c.held.ServerNS) }

@@ -28,7 +28,7 @@ func TestHarness(t *testing.T) {
 	var pids []int
 	t.Run("run", func(t *testing.T) {
 		g := Start(t, Options{PingTimeout: 5 * time.Second})
-		slot, dir = g.slot, g.Dir()
+		slot, dir = g.held.Slot, g.Dir()
 		a := g.MountNode(t, "node-a")
 		b := g.MountNode(t, "node-b")
 		if err := os.WriteFile(filepath.Join(a, "hello"), []byte("from a"), 0o644); err != nil {
@@ -51,18 +51,18 @@ func TestHarness(t *testing.T) {
 			}
 			pids = append(pids, pid)
 		}
-		pids = append(pids, procs.InNetns(filepath.Join(procs.NetnsDir, g.srvNS))...)
+		pids = append(pids, procs.InNetns(filepath.Join(procs.NetnsDir, g.held.ServerNS))...)
 		if len(pids) < 4 { // 2 clients, glusterd, the brick (and unshare is outside: in the host's)
 			t.Errorf("processes: %v, want 2 clients and glusterd and its brick", pids)
 		}
 		pids = append(pids, g.server.Cmd.Process.Pid)
 
 		g.CutOff(t, "node-a")
-		if up := linkUp(t, g.srvNS, "p0"); up {
+		if up := linkUp(t, g.held.ServerNS, "p0"); up {
 			t.Errorf("node-a's port is up after CutOff")
 		}
 		g.Restore(t, "node-a")
-		if up := linkUp(t, g.srvNS, "p0"); !up {
+		if up := linkUp(t, g.held.ServerNS, "p0"); !up {
 			t.Errorf("node-a's port is down after Restore")
 		}
 		if _, err := os.ReadFile(filepath.Join(a, "hello")); err != nil {
@@ -73,7 +73,7 @@ func TestHarness(t *testing.T) {
 		// bridge's MAC alone, so the others' ARP entries stay right and
 		// their next call is answered at once.
 		t.Run("node-c", func(t *testing.T) { g.MountNode(t, "node-c") })
-		if out, err := exec.Command("ip", "-n", g.srvNS, "-o", "link", "show", "br0").CombinedOutput(); err != nil ||
+		if out, err := exec.Command("ip", "-n", g.held.ServerNS, "-o", "link", "show", "br0").CombinedOutput(); err != nil ||
 			!strings.Contains(string(out), fmt.Sprintf("02:66:76:67:%02x:01", slot)) {
 			t.Errorf("bridge after a node's removal: %s %v", out, err)
 		}
@@ -97,7 +97,7 @@ func TestStartSweepsAKilledRun(t *testing.T) {
 	if os.Getenv("FVGL_HELPER") == "1" {
 		g := Start(t)
 		g.MountNode(t, "node-a")
-		fmt.Printf("ready %d %d\n", g.slot, g.server.Cmd.Process.Pid)
+		fmt.Printf("ready %d %d\n", g.held.Slot, g.server.Cmd.Process.Pid)
 		time.Sleep(time.Minute) // killed before
 		return
 	}
@@ -136,7 +136,7 @@ func TestStartSweepsAKilledRun(t *testing.T) {
 	t.Run("sweep", func(t *testing.T) {
 		start := time.Now()
 		g := Start(t)
-		t.Logf("Start with a sweep: %v (slot %d, swept slot %d)", time.Since(start).Round(time.Millisecond), g.slot, slot)
+		t.Logf("Start with a sweep: %v (slot %d, swept slot %d)", time.Since(start).Round(time.Millisecond), g.held.Slot, slot)
 		// Whether or not the new cluster reuses the slot, the killed run's
 		// processes, mounts and node namespace are gone now.
 		for _, p := range pids {
@@ -223,7 +223,7 @@ func TestServerHoldsNoForeignMounts(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = unix.Unmount(foreign, unix.MNT_DETACH) })
 	g := Start(t, Options{})
-	for _, pid := range procs.InNetns(filepath.Join(procs.NetnsDir, g.srvNS)) {
+	for _, pid := range procs.InNetns(filepath.Join(procs.NetnsDir, g.held.ServerNS)) {
 		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", pid))
 		if err != nil {
 			continue // exited meanwhile

@@ -16,7 +16,7 @@ import (
 
 // clientLog is node n's client's log.
 func (c *Cluster) clientLog(n *procs.Node) string {
-	return filepath.Join(c.dir, "log", "client-"+n.Name+".log")
+	return filepath.Join(c.held.Dir, "log", "client-"+n.Name+".log")
 }
 
 // mount starts the node's FUSE client (`glusterfs -N`, our child, in the
@@ -25,10 +25,10 @@ func (c *Cluster) clientLog(n *procs.Node) string {
 func (c *Cluster) mount(n *procs.Node, clientArgs []string) error {
 	log := c.clientLog(n)
 	args := []string{"-N", "--process-name", "fuse",
-		"--volfile-server=" + c.addr, "--volfile-id=" + volName,
+		"--volfile-server=" + c.held.Addr, "--volfile-id=" + volName,
 		"--log-file=" + log}
 	args = append(append(args, clientArgs...), n.Mnt)
-	p, err := procs.Spawn(c.dir, "client-"+n.Name, n.Link.NS, log+".out", "glusterfs", args...)
+	p, err := procs.Spawn(c.held.Dir, "client-"+n.Name, n.Link.NS, log+".out", "glusterfs", args...)
 	if err != nil {
 		return err
 	}

@@ -51,7 +51,7 @@ exit 0
 // The harness's child is unshare (with --kill-child), whose namespaces the
 // CLI enters.
 func (c *Cluster) startServer() error {
-	vol := filepath.Join(c.dir, "glusterd.vol")
+	vol := filepath.Join(c.held.Dir, "glusterd.vol")
 	if err := os.WriteFile(vol, []byte(glusterdVol), 0o644); err != nil {
 		return err
 	}
@@ -60,7 +60,7 @@ func (c *Cluster) startServer() error {
 	// namespace only, gsyncd is a shell script that answers --version as
 	// glusterd wants and does nothing else (glusterd refuses to start
 	// with a gsyncd that fails); the tests use no geo-replication.
-	noGsyncd := filepath.Join(c.dir, "no-gsyncd")
+	noGsyncd := filepath.Join(c.held.Dir, "no-gsyncd")
 	if err := os.WriteFile(noGsyncd, []byte(fakeGsyncd), 0o755); err != nil {
 		return err
 	}
@@ -85,20 +85,20 @@ mount --bind %[1]s/log /var/log/glusterfs
 libexec=$(glusterfs --print-libexecdir)
 if [ -e "$libexec/gsyncd" ]; then mount --bind %[1]s/no-gsyncd "$libexec/gsyncd"; fi
 glusterd -N -f %[1]s/glusterd.vol -l /var/log/glusterfs/glusterd.log -p /run/glusterd.pid &
-wait $!`, c.dir)
+wait $!`, c.held.Dir)
 	for _, d := range []string{"/var/lib/glusterd", "/var/log/glusterfs"} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
 	}
-	server, err := procs.Spawn(c.dir, "server", c.srvNS, filepath.Join(c.dir, "log", "server.out"),
+	server, err := procs.Spawn(c.held.Dir, "server", c.held.ServerNS, filepath.Join(c.held.Dir, "log", "server.out"),
 		"unshare", "--mount", "--propagation", "private", "--pid", "--fork", "--kill-child", "--mount-proc",
 		"--", "sh", "-c", script)
 	if err != nil {
 		return err
 	}
 	c.server = server
-	sock := filepath.Join(c.dir, "run", "glusterd.socket")
+	sock := filepath.Join(c.held.Dir, "run", "glusterd.socket")
 	deadline := time.Now().Add(readyTimeout)
 	for {
 		if _, err := os.Stat(sock); err == nil {
@@ -108,7 +108,7 @@ wait $!`, c.dir)
 		}
 		select {
 		case <-server.Done:
-			return fmt.Errorf("glusterd exited: %v\n%s", server.Cmd.ProcessState, procs.Tail(filepath.Join(c.dir, "log", "server.out"), 10))
+			return fmt.Errorf("glusterd exited: %v\n%s", server.Cmd.ProcessState, procs.Tail(filepath.Join(c.held.Dir, "log", "server.out"), 10))
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
@@ -122,7 +122,7 @@ wait $!`, c.dir)
 // brick is online.
 func (c *Cluster) createVolume(o Options) error {
 	ctx := context.Background()
-	if _, err := c.cli(ctx, "volume", "create", volName, c.addr+":"+c.BrickDir(), "force"); err != nil {
+	if _, err := c.cli(ctx, "volume", "create", volName, c.held.Addr+":"+c.BrickDir(), "force"); err != nil {
 		return err
 	}
 	set := slices.Clone(o.Set)
@@ -207,13 +207,13 @@ func (c *Cluster) cli(ctx context.Context, args ...string) (string, error) {
 func (c *Cluster) RestartBrick(t testing.TB) {
 	t.Helper()
 	var bricks []int
-	for _, pid := range procs.InNetns(filepath.Join(procs.NetnsDir, c.srvNS)) {
+	for _, pid := range procs.InNetns(filepath.Join(procs.NetnsDir, c.held.ServerNS)) {
 		if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil && strings.TrimSpace(string(comm)) == "glusterfsd" {
 			bricks = append(bricks, pid)
 		}
 	}
 	if len(bricks) != 1 {
-		t.Fatalf("gluster: brick processes in %s: %v, want one", c.srvNS, bricks)
+		t.Fatalf("gluster: brick processes in %s: %v, want one", c.held.ServerNS, bricks)
 	}
 	if err := procs.KillAndWait(bricks, 5*time.Second); err != nil {
 		t.Fatalf("gluster: kill brick: %v", err)

@@ -27,7 +27,7 @@ func TestTLSHarness(t *testing.T) {
 	var dir string
 	t.Run("run", func(t *testing.T) {
 		g := Start(t, Options{TLS: true})
-		slot, dir = g.slot, g.Dir()
+		slot, dir = g.held.Slot, g.Dir()
 		if !g.TLS() {
 			t.Fatal("TLS() false")
 		}

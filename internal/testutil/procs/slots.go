@@ -70,18 +70,29 @@ func (s Slots) Netns(slot int, name string) string {
 // Dir is slot's directory.
 func (s Slots) Dir(slot int) string { return filepath.Join(s.Base, strconv.Itoa(slot)) }
 
+// Held is a slot a harness took: its number, its directory, its
+// server's namespace and address, and the lock that makes them its own
+// until Release.
+type Held struct {
+	Slot     int
+	Dir      string
+	ServerNS string
+	Addr     string
+	lock     *os.File
+}
+
 // Take sweeps every slot whose lock is free (cleaning what a killed run
 // left there, logging what it could not) and keeps the first one, locked.
-func (s Slots) Take(logf func(string, ...any)) (int, *os.File, error) {
+func (s Slots) Take(logf func(string, ...any)) (Held, error) {
 	if err := os.MkdirAll(s.Base, 0o755); err != nil {
-		return 0, nil, err
+		return Held{}, err
 	}
 	kept := -1
 	var keptLock *os.File
 	for slot := range s.Max {
 		f, err := os.OpenFile(filepath.Join(s.Base, fmt.Sprintf("slot-%d.lock", slot)), os.O_RDWR|os.O_CREATE, 0o644)
 		if err != nil {
-			return 0, nil, err
+			return Held{}, err
 		}
 		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 			f.Close() // a live process holds it
@@ -99,9 +110,17 @@ func (s Slots) Take(logf func(string, ...any)) (int, *os.File, error) {
 		}
 	}
 	if kept < 0 {
-		return 0, nil, fmt.Errorf("no free slot of %d under %s", s.Max, s.Base)
+		return Held{}, fmt.Errorf("no free slot of %d under %s", s.Max, s.Base)
 	}
-	return kept, keptLock, nil
+	return Held{Slot: kept, Dir: s.Dir(kept), ServerNS: s.ServerNS(kept), Addr: s.ServerAddr(kept), lock: keptLock}, nil
+}
+
+// Release cleans the held slot (Clean) and gives up its lock, also when
+// the cleaning failed: the next Take sweeps it again.
+func (s Slots) Release(h Held) error {
+	err := s.Clean(h.Slot)
+	_ = h.lock.Close()
+	return err
 }
 
 // Clean removes whatever slot's owner left: the processes it recorded
