@@ -13,6 +13,10 @@ PKGS=(
   openssl jq curl bc          # PKI, scripts
   util-linux mount iproute2   # losetup, mountpoint, nsenter, ip
   openssh-server openssh-client # the node's sshd for the upstream [Disruptive] tests (up.sh)
+  # The multi-node cluster's shared pools (test/e2e/multinode): GlusterFS (gluster.sh) and
+  # a one-host Ceph with its CephFS (ceph.sh), each node's client too.
+  glusterfs-server glusterfs-client
+  ceph-mon ceph-mgr ceph-osd ceph-mds ceph-fuse ceph-common
 )
 
 if [ "$(id -u)" != 0 ]; then

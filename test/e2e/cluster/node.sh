@@ -34,6 +34,9 @@
 #                  SERVER:VOLUME at MOUNTPOINT in the node's namespaces, by a client that is
 #                  one of the node's processes (killed by `kill`, started again by
 #                  `revive`); with WAIT_FILE, once that file is there in the node's view
+#   ceph-client NAME CONF MOUNTPOINT  mount the CephFS of ceph.conf CONF at MOUNTPOINT in the
+#                  node's namespaces, as cephx user client.NAME, by a ceph-fuse that is one
+#                  of the node's processes (killed by `kill`, started again by `revive`)
 #   names          the nodes that have a state directory
 #   mount NAME SOURCE MOUNTPOINT TYPE  mount SOURCE in the node's mount namespace (a
 #                  filesystem the host has mounted too: the same superblock, one kernel)
@@ -293,7 +296,21 @@ start_procs() {
   start "$n" containerd containerd --config "$d/containerd/config.toml"
   start "$n" fwd socat TCP-LISTEN:6443,bind=127.0.0.1,reuseaddr,fork TCP:$MN_HOST_IP:6443
   [ ! -s "$d/pool-client.env" ] || start_pool_client "$n"
+  [ ! -s "$d/ceph-client.env" ] || start_ceph_client "$n"
   start_sshd "$n"
+}
+# start_ceph_client NAME: the node's ceph-fuse (ceph-client), one of the node's processes,
+# as start_pool_client's GlusterFS client is: a dead or evicted client's mount is unmounted
+# lazily first (loop devices on its files may hold it), and revive mounts a new client.
+start_ceph_client() {
+  local n=$1 d conf mnt i; d=$(nd "$n"); read -r conf mnt < "$d/ceph-client.env"
+  if nsx "$n" findmnt -n -t fuse.ceph-fuse "$mnt" >/dev/null 2>&1; then nsx "$n" umount -l "$mnt"; fi
+  start "$n" ceph-client ceph-fuse -f -c "$conf" -n "client.$n" "$mnt"
+  for ((i = 0; i < 240; i++)); do
+    [ -n "$(nsx "$n" findmnt -n -t fuse.ceph-fuse "$mnt" 2>/dev/null)" ] && return 0
+    sleep 0.25
+  done
+  die "$n: the CephFS of $conf not mounted at $mnt"
 }
 # start_pool_client NAME: the node's FUSE client of the shared pool's GlusterFS volume
 # (pool-client), one of the node's processes: `kill` kills it (a dead node's client is
@@ -463,6 +480,8 @@ case $cmd in
   exec) n=$1; shift; valid_name "$n"; nsx "$n" "$@" ;;
   pool-client) [ $# = 4 ] || [ $# = 5 ] || die "usage: node.sh pool-client NAME SERVER VOLUME MOUNTPOINT [WAIT_FILE]"
     valid_name "$1"; echo "$2 $3 $4 ${5:-}" > "$(nd "$1")/pool-client.env"; start_pool_client "$1" ;;
+  ceph-client) [ $# = 3 ] || die "usage: node.sh ceph-client NAME CONF MOUNTPOINT"
+    valid_name "$1"; echo "$2 $3" > "$(nd "$1")/ceph-client.env"; start_ceph_client "$1" ;;
   names) owned node ;;
   mount) [ $# = 4 ] || die "usage: node.sh mount NAME SOURCE MOUNTPOINT TYPE"
     valid_name "$1"; nsx "$1" mkdir -p "$3"; nsx "$1" mount -t "$4" "$2" "$3" ;;

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// classDir: the shared driver's directory class (values.yaml), on the btrfs run.sh
+// classDir: the GlusterFS release's directory class (values.yaml), on the btrfs run.sh
 // mounts at the same path on every node.
 const classDir = "filevol-dir"
 
@@ -24,15 +24,14 @@ var allNodes = []string{"vm", "n2", "n3"}
 // One ReadWriteMany directory claim, a pod on each of the three nodes, all writing at
 // once: each waits until all three are up, writes 8 MiB of its own with its checksum,
 // then checks the other two's files against their checksums. Writing past the claim's
-// 64 MiB fails with EDQUOT (the claim's btrfs qgroup) from every node. Deleting the claim
-// deletes its directory.
-func TestDirectoryClaimFromThreeNodes(t *testing.T) {
-	dirPool := os.Getenv("FILEVOL_E2E_DIR_POOL")
-	if dirPool == "" {
-		t.Fatal("FILEVOL_E2E_DIR_POOL is not set (run.sh sets it)")
-	}
+// 64 MiB fails with EDQUOT (the claim's btrfs qgroup; on CephFS its quota) from every
+// node. Deleting the claim deletes its directory. On each shared backend.
+func TestDirectoryClaimFromThreeNodes(t *testing.T) { eachBackend(t, directoryClaimFromThreeNodes) }
+
+func directoryClaimFromThreeNodes(t *testing.T, be sharedBackend) {
+	dirPool := be.dirs
 	ns := namespace(t)
-	class := classDir
+	class := be.dirClass
 	c := &v1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "shared"},
 		Spec: v1.PersistentVolumeClaimSpec{

@@ -44,6 +44,10 @@ POOL=$STATE_DIR/pool
 # gluster.sh's server address and volume, and where every node mounts it (values.yaml).
 GL_IP=10.89.1.250 GL_VOL=fvmn SHARED_POOL=$STATE_DIR/shared-pool GL_TLS_DIR=$STATE_DIR/shared-pool-tls
 MOUNTS=
+# ceph.sh's CephFS: its configuration, where every node mounts it (values-ceph.yaml), the
+# stories' reader; the second release (values-ceph.yaml) installed beside the first.
+CEPH_CONF=$STATE_DIR/ceph/ceph.conf CEPH_MNT=$STATE_DIR/cephfs CEPH_READER=$STATE_DIR/ceph/reader
+CEPH_UP= CEPH_INSTALL=
 # The directory pool (values.yaml sharedPool.dirPool): a btrfs in this file, mounted here.
 DIR_POOL=$STATE_DIR/dir-pool
 K=("$KUBECTL" --kubeconfig "$ADMIN_KUBECONFIG")
@@ -66,6 +70,7 @@ finish() {
   if [ -n "$CHILD" ] && kill -0 "$CHILD" 2>/dev/null; then kill -TERM "$CHILD"; wait "$CHILD"; fi
   # The shared pool's mounts, if still waiting: before the clean-up, or they would mount after it.
   if [ -n "$MOUNTS" ]; then pkill -TERM -P "$MOUNTS" 2>/dev/null; kill -TERM "$MOUNTS" 2>/dev/null; wait "$MOUNTS" 2>/dev/null; fi
+  for p in $CEPH_UP $CEPH_INSTALL; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
   # Before the lock (the builds), the cluster on this state dir is someone else's: touch nothing.
   if [ -z "${TL:-}" ]; then
     note "total: $(since)s, exit $rc (before the cluster)"
@@ -158,6 +163,9 @@ for spec in "${NODES[@]}"; do
   # shellcheck disable=SC2086
   fg "$CLUSTER_DIR/node.sh" up $spec
 done
+# The second shared pool: a CephFS (ceph.sh), started beside what follows (about 15-40 s).
+"$HERE/ceph.sh" up > "$OUT/ceph-up.log" 2>&1 &
+CEPH_UP=$!
 # The shared pool: one GlusterFS volume over TLS (gluster.sh); every node's own client mounts
 # it once filevol has installed the certificates from the chart's Secret (step 3).
 fg "$HERE/gluster.sh" up
@@ -175,6 +183,15 @@ mount -o loop "$DIR_POOL.img" "$DIR_POOL"
 dev=$(findmnt -n -o SOURCE --target "$DIR_POOL")
 for spec in "${NODES[@]}"; do fg "$CLUSTER_DIR/node.sh" mount "${spec%% *}" "$dev" "$DIR_POOL" btrfs; done
 log "dir pool: btrfs on $dev ($DIR_POOL.img) at $DIR_POOL on vm, ${NODES[*]%% *}"
+# The CephFS, mounted on every node by a ceph-fuse client of its own (vm's on the host, n2's
+# and n3's in their namespaces), and by the stories' reader.
+tc=$(date +%s)
+wait "$CEPH_UP" || die "ceph.sh up failed: $(tail -n 15 "$OUT/ceph-up.log")"
+CEPH_UP=
+fg "$HERE/ceph.sh" mount-vm
+for spec in "${NODES[@]}"; do fg "$CLUSTER_DIR/node.sh" ceph-client "${spec%% *}" "$CEPH_CONF" "$CEPH_MNT"; done
+fg "$HERE/ceph.sh" mount-reader
+note "ceph: $(grep -o 'cluster [0-9a-f-]* at [0-9.]*' "$OUT/ceph-up.log"), mounted on vm, ${NODES[*]%% *} and by the reader: ready $(( $(date +%s) - tc ))s after the directory pool"
 if [ "${MN_STOP_AFTER:-}" = dir-pool ]; then
   log "MN_STOP_AFTER=dir-pool: the nodes, GlusterFS and the directory pool are up"
   sleep infinity & wait $!
@@ -205,22 +222,31 @@ CHART_SH=$REPO_ROOT/hack/tools/e2e/chart.sh
   done
 } > "$OUT/mounts.log" 2>&1 &
 MOUNTS=$!
+# The CephFS release, installed at the same time (its pool is mounted already).
+"$CHART_SH" helm upgrade --install filevol-ceph "$REPO_ROOT/charts/filevol" --namespace filevol \
+  -f "$REPO_ROOT/hack/tools/e2e/values-e2e.yaml" -f "$HERE/values.yaml" -f "$HERE/values-ceph.yaml" \
+  --wait --timeout 5m > "$OUT/install-ceph.log" 2>&1 &
+CEPH_INSTALL=$!
 fg "$CHART_SH" helm upgrade --install filevol "$REPO_ROOT/charts/filevol" --namespace filevol --create-namespace \
   -f "$REPO_ROOT/hack/tools/e2e/values-e2e.yaml" -f "$HERE/values.yaml" --set sharedPool.clientTLS.hostDir="$GL_TLS_DIR" \
   --wait --timeout 5m > "$OUT/install.log" 2>&1 ||
   die "helm install failed: $(tail -n 30 "$OUT/install.log"; tail -n 5 "$OUT/mounts.log")"
 wait "$MOUNTS" || die "the shared pool's clients did not mount: $(tail -n 10 "$OUT/mounts.log")"
 MOUNTS=
+wait "$CEPH_INSTALL" || die "helm install of filevol-ceph failed: $(tail -n 30 "$OUT/install-ceph.log")"
+CEPH_INSTALL=
 if [ "${MN_STOP_AFTER:-}" = install ]; then
   log "MN_STOP_AFTER=install: filevol installed, the GlusterFS clients mounted over TLS"
   sleep infinity & wait $!
 fi
 for i in $(seq 120); do
-  regs=$("${K[@]}" get csinode -o jsonpath='{range .items[*]}{.metadata.name}={.spec.drivers[*].name}{"\n"}{end}' | grep -c 'filevol.csi.io.*shared.filevol.csi.io\|shared.filevol.csi.io.*filevol.csi.io' || true)
+  # Every node lists the three drivers: the node-local one and both shared ones.
+  regs=$("${K[@]}" get csinode -o jsonpath='{range .items[*]}{.metadata.name}={.spec.drivers[*].name}{"\n"}{end}' |
+    awk '/[= ]filevol\.csi\.io( |$)/ && /[= ]shared\.filevol\.csi\.io( |$)/ && /[= ]ceph\.filevol\.csi\.io( |$)/' | wc -l)
   [ "$regs" = 3 ] && break
   sleep 1
 done
-[ "$regs" = 3 ] || die "filevol and shared.filevol.csi.io registered on $regs of 3 nodes: $("${K[@]}" get csinode -o wide)"
+[ "$regs" = 3 ] || die "filevol, shared.filevol.csi.io and ceph.filevol.csi.io registered on $regs of 3 nodes: $("${K[@]}" get csinode -o wide)"
 # One listing of the pods: name, node, containers and their restart counts (comma lists).
 pods=$("${K[@]}" -n filevol get pods --no-headers -o custom-columns='P:.metadata.name,N:.spec.nodeName,C:.status.containerStatuses[*].name,R:.status.containerStatuses[*].restartCount')
 note "install: $(( $(date +%s) - t ))s; $(awk '{r = $4; gsub(/[,0]/, "", r); printf "%s@%s%s ", $1, $2, (r == "" ? "" : " (restarted: " $4 ")")}' <<< "$pods")"
@@ -240,7 +266,7 @@ rc=0
 fg env FILEVOL_E2E_KUBECONFIG="$ADMIN_KUBECONFIG" FILEVOL_E2E_IMAGE="$BUSYBOX_TAG" \
   FILEVOL_E2E_NODE_SH="$CLUSTER_DIR/node.sh" FILEVOL_E2E_KUBECTL="$KUBECTL" FILEVOL_E2E_KUBECTL_FILEVOL="$REPO_ROOT/bin/kubectl-filevol" \
   FILEVOL_E2E_POOL_MIB="vm=$MN_POOL_VM,n2=$MN_POOL_N2,n3=$MN_POOL_N3" FILEVOL_E2E_GLUSTER_BRICK="$STATE_DIR/gluster/brick" \
-  FILEVOL_E2E_DIR_POOL="$DIR_POOL" FILEVOL_E2E_STATE="$STATE_DIR" \
+  FILEVOL_E2E_DIR_POOL="$DIR_POOL" FILEVOL_E2E_STATE="$STATE_DIR" FILEVOL_E2E_CEPH_READER="$CEPH_READER" \
   "$OUT/bin/multinode.test" -test.v -test.timeout 20m ${MN_RUN:+-test.run "$MN_RUN"} > "$OUT/stories.log" 2>&1 || rc=$?
 lines=$(grep -E '^--- (PASS|FAIL|SKIP)' "$OUT/stories.log" || true)
 pass=$(grep -c '^--- PASS' <<<"$lines" || true) fail=$(grep -c '^--- FAIL' <<<"$lines" || true)

@@ -1,0 +1,50 @@
+//go:build e2e
+
+package multinode
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// sharedBackend is one of the cluster's two shared pools, each a release of the chart
+// with a driver of its own (run.sh): its classes, and where the stories read what reached
+// its storage from a view of their own, never through a node.
+type sharedBackend struct {
+	name string
+	// class: the driver's ext4 image class; dirClass: its directory class (ReadWriteMany).
+	class, dirClass string
+	// images holds the image pool's files (volumes/<handle>.img), dirs the directory
+	// pool's, as the storage holds them.
+	images, dirs string
+}
+
+// sharedBackends: GlusterFS over TLS (gluster.sh; values.yaml), its directory pool a
+// btrfs every node mounts from one loop device; and CephFS (ceph.sh; values-ceph.yaml),
+// image and directory pools in one CephFS, read through ceph.sh's reader client.
+func sharedBackends(t *testing.T) []sharedBackend {
+	t.Helper()
+	env := func(k string) string {
+		v := os.Getenv(k)
+		if v == "" {
+			t.Fatalf("%s is not set (run.sh sets it)", k)
+		}
+		return v
+	}
+	reader := env("FILEVOL_E2E_CEPH_READER")
+	return []sharedBackend{
+		{name: "gluster", class: classShared, dirClass: classDir,
+			images: env("FILEVOL_E2E_GLUSTER_BRICK"), dirs: env("FILEVOL_E2E_DIR_POOL")},
+		{name: "ceph", class: "filevol-ceph", dirClass: "filevol-ceph-dir",
+			images: filepath.Join(reader, "images"), dirs: filepath.Join(reader, "dirs")},
+	}
+}
+
+// eachBackend runs story on every shared backend, one after the other (stories kill and
+// drain nodes: two at once would meet on them).
+func eachBackend(t *testing.T, story func(t *testing.T, b sharedBackend)) {
+	for _, b := range sharedBackends(t) {
+		t.Run(b.name, func(t *testing.T) { story(t, b) })
+	}
+}
