@@ -25,8 +25,8 @@ var allNodes = []string{"vm", "n2", "n3"}
 // once: each waits until all three are up, writes 8 MiB of its own with its checksum,
 // then checks the other two's files against their checksums. Writing past the claim's
 // 64 MiB fails with EDQUOT (the claim's btrfs qgroup; on CephFS its quota) from every
-// node. Deleting the claim deletes its directory. On each shared backend.
-func TestDirectoryClaimFromThreeNodes(t *testing.T) { eachBackend(t, directoryClaimFromThreeNodes) }
+// node. Deleting the claim deletes its directory. On both shared backends at once.
+func TestDirectoryClaimFromThreeNodes(t *testing.T) { eachBackendAtOnce(t, directoryClaimFromThreeNodes) }
 
 func directoryClaimFromThreeNodes(t *testing.T, be sharedBackend) {
 	dirPool := be.dirs

@@ -127,22 +127,23 @@ func sharedVolumeMovesByDrain(t *testing.T, be sharedBackend) {
 const seqCheck = `awk '{ if (bad == "" && $0 == sprintf("%08d", NR)) last = NR; else if (bad == "") { bad = NR; what = $0 } else more = 1 }
   END { ok = bad == "" || (!more && bad == NR); print last + 0, (ok ? "ok" : "bad line " bad ": " what) }' /data/seq`
 
-// A node dies while its pod writes. The writer on n3 appends numbered records and
-// prints each number once it is synced (the acknowledgement). n3 is killed (its kubelet,
+// A node dies while its pod writes. The writer on the backend's victim (n3 on GlusterFS,
+// n2 on CephFS: both backends at once) appends numbered records and prints each number
+// once it is synced (the acknowledgement). The victim is killed (its kubelet,
 // containerd, containers and its shared pools' clients; its veth cut) and tainted
-// out-of-service: the pod is deleted, the volume force-detached from n3 and attached to
-// n2, where every acknowledged record is found intact. Then the image is left alone (the
+// out-of-service: the pod is deleted, the volume force-detached from it and attached to
+// vm, where every acknowledged record is found intact. Then the image is left alone (the
 // pod on n2 gone, the volume detached), everything is synced while n3's device is still
 // there, and not one byte of the image as the storage holds it (the GlusterFS brick; the
 // CephFS through the reader's client) changes. On each shared backend: on CephFS the
 // force-detach waits until the MDS gives up on n3's client (about a minute, its
 // session_timeout; docs/shared-pools-cephfs.md) unless the controller evicts it.
 func TestSharedVolumeNodeKilledWhileWriting(t *testing.T) {
-	eachBackend(t, sharedVolumeNodeKilledWhileWriting)
+	eachBackendAtOnce(t, sharedVolumeNodeKilledWhileWriting)
 }
 
 func sharedVolumeNodeKilledWhileWriting(t *testing.T, be sharedBackend) {
-	const a, b = "n3", "n2"
+	a, b := be.victim, "vm"
 	ns := namespace(t)
 	claim(t, ns, "log", be.class, "64Mi")
 	pod(t, ns, "writer", "log", a,
@@ -188,9 +189,9 @@ func sharedVolumeNodeKilledWhileWriting(t *testing.T, be sharedBackend) {
 		t.Fatalf("on %s: %d records, but %d were acknowledged", b, n, acked)
 	}
 
-	// The image at rest: no pod uses it, the volume is detached from n2. n3's loop device
+	// The image at rest: no pod uses it, the volume is detached from b. a's loop device
 	// and its filesystem on it are still there (the kernel outlives the node here): a sync
-	// of every filesystem flushes whatever n3 still holds towards its dead client, and not
+	// of every filesystem flushes whatever a still holds towards its dead client, and not
 	// one byte of the image in the storage may change.
 	deletePod(t, ns, "reader")
 	eventually(t, 3*time.Minute, "volume "+pv+" detached everywhere", func() (bool, error) {
