@@ -120,7 +120,7 @@ func client(addr string) *s3.Client {
 	return s3.New(s3.Options{
 		BaseEndpoint: aws.String("http://" + addr),
 		Region:       "minio", // what velero's docs give for a non-AWS store; any name works
-		UsePathStyle: true,   // s3ForcePathStyle=true in the backup location
+		UsePathStyle: true,    // s3ForcePathStyle=true in the backup location
 		Credentials:  credentials.NewStaticCredentialsProvider("velero", "secret", ""),
 	})
 }
