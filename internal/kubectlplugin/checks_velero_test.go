@@ -1,8 +1,6 @@
 package kubectlplugin
 
 import (
-	"bytes"
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -58,6 +56,16 @@ func moverClaim(kind, name string) (*corev1.PersistentVolumeClaim, *corev1.Pod) 
 	return c, p
 }
 
+// provisioningFailed is a data mover's claim, placed on node, that the
+// provisioner failed with err a minute ago, and its pod.
+func provisioningFailed(kind, name, node, err string) []runtime.Object {
+	claim, mover := moverClaim(kind, name)
+	claim.Annotations = map[string]string{annSelectedNode: node}
+	ev := event("PersistentVolumeClaim", "velero", name, "Warning", "ProvisioningFailed",
+		`failed to provision volume with StorageClass "filevol": `+err, time.Minute)
+	return []runtime.Object{claim, mover, ev}
+}
+
 func dynamicClient(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
 	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{dataUploads: "DataUploadList", dataDownloads: "DataDownloadList"}, objs...)
@@ -67,16 +75,9 @@ func dynamicClient(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
 // standard output and standard error.
 func runDoctor(t *testing.T, dyn *dynamicfake.FakeDynamicClient, objs ...runtime.Object) (string, string) {
 	t.Helper()
-	var out, errOut bytes.Buffer
 	env, o := testEnv(objs...)
-	env.Out, env.Err = &out, &errOut
-	if dyn != nil {
-		env.Dynamic = dyn
-	}
-	if err := Run(context.Background(), env, o, []string{"doctor"}); err != nil {
-		t.Fatalf("doctor: %v\n%s", err, errOut.String())
-	}
-	return out.String(), errOut.String()
+	env.Dynamic = dyn
+	return runIn(t, env, o, []string{"doctor"})
 }
 
 func TestDoctorDataUploadWaitsOnAFullNode(t *testing.T) {
@@ -99,12 +100,10 @@ func TestDoctorDataUploadWaitsOnAFullNode(t *testing.T) {
 }
 
 func TestDoctorDataUploadOnANodeWithoutTheSnapshot(t *testing.T) {
-	claim, mover := moverClaim("DataUpload", "nightly-9x1z")
-	claim.Annotations = map[string]string{annSelectedNode: "node-2"}
-	ev := event("PersistentVolumeClaim", "velero", "nightly-9x1z", "Warning", "ProvisioningFailed",
-		`failed to provision volume with StorageClass "filevol": rpc error: code = NotFound desc = snapshot "fv1-snap-0123" is not in the pool of node node-2: filevol snapshots are node-local, restore it on the node that took it`, time.Minute)
+	failed := provisioningFailed("DataUpload", "nightly-9x1z", "node-2",
+		`rpc error: code = NotFound desc = snapshot "fv1-snap-0123" is not in the pool of node node-2: filevol snapshots are node-local, restore it on the node that took it`)
 	out, _ := runDoctor(t, dynamicClient(dataUpload("nightly-9x1z", "Accepted", 12*time.Minute)),
-		append(base(), node("node-2"), csiNode("node-2"), claim, mover, ev)...)
+		append(append(base(), node("node-2"), csiNode("node-2")), failed...)...)
 	mustContain(t, out,
 		"ERROR   dataupload/nightly-9x1z -n velero: backup nightly does not move: Accepted for 12m, its claim velero/nightly-9x1z is Pending",
 		"is not in the pool of node node-2: filevol snapshots are node-local",
@@ -112,12 +111,10 @@ func TestDoctorDataUploadOnANodeWithoutTheSnapshot(t *testing.T) {
 }
 
 func TestDoctorDataDownloadNoRoom(t *testing.T) {
-	claim, mover := moverClaim("DataDownload", "nightly-restore-5m8p")
-	claim.Annotations = map[string]string{annSelectedNode: "node-1"}
-	ev := event("PersistentVolumeClaim", "velero", "nightly-restore-5m8p", "Warning", "ProvisioningFailed",
-		`failed to provision volume with StorageClass "filevol": rpc error: code = ResourceExhausted desc = RESOURCE_EXHAUSTED not enough space in the pool: 1073741824 bytes asked, 0 available`, 30*time.Second)
+	failed := provisioningFailed("DataDownload", "nightly-restore-5m8p", "node-1",
+		`rpc error: code = ResourceExhausted desc = RESOURCE_EXHAUSTED not enough space in the pool: 1073741824 bytes asked, 0 available`)
 	out, _ := runDoctor(t, dynamicClient(dataDownload("nightly-restore-5m8p", "Accepted", 3*time.Minute)),
-		append(base(), claim, mover, ev)...)
+		append(base(), failed...)...)
 	mustContain(t, out,
 		"ERROR   datadownload/nightly-restore-5m8p -n velero: restore nightly-restore does not move: Accepted for 3m, its claim velero/nightly-restore-5m8p is Pending",
 		"cause: velero restores the data of claim app/db into claim velero/nightly-restore-5m8p (StorageClass filevol), written by its data-mover pod, before it hands the volume to app/db; "+
