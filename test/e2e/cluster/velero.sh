@@ -43,17 +43,28 @@ TOOLS=(velero velero-plugin-for-aws s3store cp-plugin)
 #   --default-snapshot-move-data   every backup moves its CSI snapshots' data
 #   --use-volume-snapshots=false   no VolumeSnapshotLocation: the snapshots are CSI ones
 #   region, s3ForcePathStyle, s3Url: an S3 API at an IP address (no virtual-host buckets)
+#   --kubeconfig              a placeholder: velero builds its client before it reads
+#                             --dry-run, and refuses to start without a configuration, but
+#                             renders without contacting any server (127.0.0.1:1 is never
+#                             dialled), so rendering needs no cluster
 velero_install_yaml() {
   [ $# = 4 ] || die "velero_install_yaml S3_URL SECRET_FILE VELERO_IMAGE PLUGIN_IMAGE"
   [[ $1 =~ ^http://[0-9.]+:[0-9]+$ ]] || die "S3_URL $1: want http://IP:PORT (the harness's s3store)"
   [ -s "$2" ] || die "secret file $2 missing or empty"
-  "$DIR/bin/velero" install --dry-run -o yaml \
+  local kc rc=0
+  kc=$(mktemp /tmp/filevol-velero-kubeconfig.XXXXXX)
+  printf '%s\n' 'apiVersion: v1' 'kind: Config' 'current-context: none' \
+    'clusters: [{name: none, cluster: {server: "https://127.0.0.1:1"}}]' \
+    'users: [{name: none, user: {}}]' 'contexts: [{name: none, context: {cluster: none, user: none}}]' > "$kc"
+  "$DIR/bin/velero" install --kubeconfig "$kc" --dry-run -o yaml \
     --provider aws --plugins "$4" --image "$3" \
     --bucket "$BUCKET" --secret-file "$2" \
     --backup-location-config "region=minio,s3ForcePathStyle=true,s3Url=$1" \
     --use-volume-snapshots=false \
     --features=EnableCSI --use-node-agent --privileged-node-agent \
-    --default-snapshot-move-data
+    --default-snapshot-move-data || rc=$?
+  rm -f "$kc"
+  return "$rc"
 }
 
 complete() {
