@@ -18,7 +18,7 @@ REGISTRY ?=
 TAG ?= v$(APP_VERSION)
 MULTIARCH_TAR := _output/images/filevol-multiarch.tar
 
-.PHONY: bench-sharedfs e2e-podtime image push build-arch print-version print-app-version print-platforms chart-package scale bench-tree-delete bench-cbt e2e e2e-multinode e2e-multinode-killed bench-snapshot bench-guard chart-test deploy images chart-e2e help build run test unit sanity vet deps bench fuzz faults ceph-long stress fulldisk clean e2e-doctor
+.PHONY: bench-sharedfs e2e-podtime image push build-arch print-version print-app-version print-platforms chart-package scale bench-tree-delete bench-cbt e2e e2e-multinode e2e-multinode-killed bench-snapshot bench-guard chart-test deploy images chart-e2e help build run test unit sanity vet deps bench fuzz faults ceph-long stress fulldisk clean e2e-doctor velero-test
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -55,8 +55,11 @@ run: build ## run the driver on an embedded pool in _output/run (Ctrl-C stops it
 deps: ## install the host programs the driver and tests need (root, Debian)
 	./hack/install-deps.sh
 
-test: deps vet chart-test ## everything, as root: vet, chart tests, unit tests, and on real loop devices and mounts csi-sanity (in one process, and split into controller and node processes), lifecycle, fault, full-disk and stress tests (-race)
+test: deps vet chart-test velero-test ## everything, as root: vet, chart tests, unit tests, and on real loop devices and mounts csi-sanity (in one process, and split into controller and node processes), lifecycle, fault, full-disk and stress tests (-race)
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+velero-test: ## the e2e harness's S3 store and plugin copier (test/e2e/cluster/velero, a module of its own): vet and tests, on 127.0.0.1
+	cd test/e2e/cluster/velero && $(GO) vet ./cmd/... && $(GO) test -race -count=1 ./cmd/...
 
 unit: ## unit tests of internal/ (no root: the tests that need loop devices or mounts skip; the node service's tests run on hostos/fake)
 	$(GO) test -count=1 ./internal/...

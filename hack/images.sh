@@ -40,10 +40,15 @@
 # architecture is cached like the host's (rootfs.ARCH-KEY.tar). Writes
 # filevol-multiarch.txt (tarball, platforms, names) and per platform the package and
 # file lists. Runs without root too, with the static checks only.
+#
+# --velero [OUT_DIR]: only velero.tar and velero-plugin-for-aws.tar (hack/images-velero.sh
+# says what they hold), from test/e2e/cluster/velero.sh's cache, and velero-images.txt;
+# the default build neither builds nor lists them. No root needed.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-MULTIARCH=
+MULTIARCH= VELERO=
 if [ "${1:-}" = --multiarch ]; then MULTIARCH=1; shift; fi
+if [ "${1:-}" = --velero ]; then VELERO=1; shift; fi
 OUT=$(realpath -m "${1:-$ROOT/_output/images}")
 CACHE=${FILEVOL_IMAGES_CACHE:-/var/cache/filevol-images}
 FILEVOL_REPO=${FILEVOL_IMAGE:-ghcr.io/filevol/filevol}
@@ -54,7 +59,7 @@ SLIM=(usr/share/man usr/share/info usr/share/groff usr/share/lintian usr/share/l
 
 log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*"; }
 die() { log "ERROR: $*" >&2; exit 1; }
-[ -n "$MULTIARCH" ] || [ "$(id -u)" = 0 ] || die "hack/images.sh needs root (chroot checks of the rootfs)"
+[ -n "$MULTIARCH$VELERO" ] || [ "$(id -u)" = 0 ] || die "hack/images.sh needs root (chroot checks of the rootfs)"
 for c in apt-get apt-cache dpkg-deb tar chroot jq readelf objcopy go; do command -v "$c" >/dev/null || die "$c missing"; done
 
 W=$(mktemp -d /tmp/filevol-images.XXXXXX); trap 'rm -rf "$W"' EXIT
@@ -199,6 +204,11 @@ log "tools (hack/tools module)"
 app=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$ROOT/charts/filevol/Chart.yaml")
 [ -n "$app" ] || die "no appVersion in charts/filevol/Chart.yaml"
 if [ -n "$MULTIARCH" ]; then multiarch; exit 0; fi
+if [ -n "$VELERO" ]; then
+  # shellcheck source=hack/images-velero.sh
+  source "$ROOT/hack/images-velero.sh"
+  velero_images; exit 0
+fi
 
 log "filevol binary (make build)"
 make -s -C "$ROOT" build

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -99,7 +100,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kubectl-filevol: %v\n", err)
 		return 1
 	}
-	err = Run(context.Background(), Env{Clients: cs, Config: cfg, Namespace: ns, Now: time.Now(), Out: stdout, Err: stderr}, o, fs.Args())
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "kubectl-filevol: %v\n", err)
+		return 1
+	}
+	err = Run(context.Background(), Env{Clients: cs, Dynamic: dyn, Config: cfg, Namespace: ns, Now: time.Now(), Out: stdout, Err: stderr}, o, fs.Args())
 	var ue usageError
 	switch {
 	case errors.As(err, &ue):
@@ -114,7 +120,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 
 // Env is what a command runs against; tests pass a fake clientset.
 type Env struct {
-	Clients   kubernetes.Interface
+	Clients kubernetes.Interface
+	// Dynamic reads what has no typed client (velero's data movers); nil
+	// leaves those checks out.
+	Dynamic   dynamic.Interface
 	Config    *rest.Config
 	Namespace string
 	Now       time.Time
@@ -140,7 +149,7 @@ func Run(ctx context.Context, env Env, o Options, args []string) error {
 		return usageError{fmt.Errorf("-o %q must be json or yaml", o.Output)}
 	}
 	c, err := load(ctx, env.Clients, loadOptions{driver: o.Driver, driverSelector: o.DriverSelector,
-		driverNamespace: o.DriverNamespace, now: env.Now, grace: o.MinAge})
+		driverNamespace: o.DriverNamespace, now: env.Now, grace: o.MinAge, dynamic: env.Dynamic})
 	if err != nil {
 		return err
 	}

@@ -33,6 +33,9 @@ type cluster struct {
 	events     []corev1.Event
 	capacities []storagev1.CSIStorageCapacity
 	driverPods []corev1.Pod
+	// dataMovers are velero's DataUploads and DataDownloads (none without
+	// velero, or without a dynamic client).
+	dataMovers []dataMover
 
 	// views are the drivers' node-side views by node; viewErrs why one
 	// could not be had.

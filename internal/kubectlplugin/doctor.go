@@ -56,6 +56,7 @@ var checks = []check{
 	checkTerminatingPVs,
 	checkTerminatingPVCs,
 	checkReleasedPVs,
+	checkDataMovers, // before the claims it names
 	checkPendingPVCs,
 	checkStuckPods,
 	checkGoneNodes,

@@ -145,9 +145,7 @@ func (f fakeViewer) view(_ context.Context, n string) (*api.Report, error) {
 // its standard output.
 func run(t *testing.T, views fakeViewer, args []string, objs ...runtime.Object) string {
 	t.Helper()
-	var out, errOut bytes.Buffer
 	env, o := testEnv(objs...)
-	env.Out, env.Err = &out, &errOut
 	if views != nil {
 		env.viewer = views
 	}
@@ -157,10 +155,19 @@ func run(t *testing.T, views fakeViewer, args []string, objs ...runtime.Object) 
 			args = append(args[:i], args[i+2:]...)
 		}
 	}
+	out, _ := runIn(t, env, o, args)
+	return out
+}
+
+// runIn runs a command in env and returns its standard output and error.
+func runIn(t *testing.T, env Env, o Options, args []string) (string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	env.Out, env.Err = &out, &errOut
 	if err := Run(context.Background(), env, o, args); err != nil {
 		t.Fatalf("%v: %v\n%s", args, err, errOut.String())
 	}
-	return out.String()
+	return out.String(), errOut.String()
 }
 
 // testEnv is an Env over a fake clientset holding objs, with no driver

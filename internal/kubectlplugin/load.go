@@ -11,6 +11,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/filevol/filevol/internal/nodeview/api"
@@ -21,6 +22,8 @@ type loadOptions struct {
 	driver, driverSelector, driverNamespace string
 	now                                     time.Time
 	grace                                   time.Duration
+	// dynamic reads velero's data movers; nil leaves them out.
+	dynamic dynamic.Interface
 }
 
 // load reads the cluster. A resource that cannot be listed (forbidden, or
@@ -87,6 +90,9 @@ func load(ctx context.Context, cs kubernetes.Interface, o loadOptions) (*cluster
 		if listed("driver pods", err) {
 			c.driverPods = l.Items
 		}
+	}
+	if o.dynamic != nil {
+		loadDataMovers(ctx, o.dynamic, c)
 	}
 	return c, nil
 }

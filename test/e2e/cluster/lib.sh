@@ -26,9 +26,10 @@ BRIDGE=filevol-e2e0     # CNI bridge: no gateway, no masquerade, pod traffic sta
 POD_SUBNET=10.88.0.0/16
 SERVICE_CIDR=10.0.0.0/24
 
-# cluster_versions: versions.env but its SNAPSHOT_METADATA_ lines, which
-# snapshot-metadata.sh keys a cache of its own on: what the cluster's builds depend on.
-cluster_versions() { grep -v '^SNAPSHOT_METADATA_' "$CLUSTER_DIR/versions.env"; }
+# cluster_versions: versions.env but its SNAPSHOT_METADATA_ and VELERO_ lines, which
+# snapshot-metadata.sh and velero.sh key caches of their own on: what the cluster's
+# builds depend on.
+cluster_versions() { grep -v -e '^SNAPSHOT_METADATA_' -e '^VELERO_' "$CLUSTER_DIR/versions.env"; }
 
 # The cache key: every input of the Go builds (versions, the pinned go.mod/go.sum files,
 # the Go toolchain). Changing any of them selects a fresh cache directory.
