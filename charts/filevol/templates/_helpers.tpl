@@ -291,3 +291,9 @@ cannot. */}}
   mountPath: /host/cgroup
 {{- end }}
 {{- end }}
+
+{{/* filevol.publishSecretNamespace: the namespace of
+sharedPool.controllerPublishSecret (the release's when unset). */}}
+{{- define "filevol.publishSecretNamespace" -}}
+{{- .Values.sharedPool.controllerPublishSecret.namespace | default .Release.Namespace -}}
+{{- end }}
