@@ -21,8 +21,8 @@
 #
 #   up NAME IP ZONE [POOL_MIB]   make and start the node; POOL_MIB > 0 puts a tmpfs of that
 #                                size on its pool directory (different pool sizes)
-#   kill NAME      SIGKILL its kubelet, containerd, forwarder, shims and containers, and
-#                  cut its network (the host side of its veth goes down); its namespaces,
+#   kill NAME      cut its network (the host side of its veth goes down), then SIGKILL its
+#                  kubelet, containerd, forwarder, shims and containers; its namespaces,
 #                  mounts and loop devices stay, as a powered-off disk would keep its data
 #   revive NAME    network up, containerd, forwarder and kubelet started again
 #   down NAME      everything of the node gone: processes, mounts, namespaces, loop devices
@@ -395,9 +395,12 @@ stop_all() { # NAME SIGNAL
 kill_node() {
   local n=$1
   valid_name "$n"
-  stop_all "$n" KILL
+  # The link first: a machine that loses its power says nothing more, where a process
+  # killed on a live kernel has its connections closed for it (a shared pool's server
+  # then drops its client at once: CephFS's MDS does, and lets its locks go).
   ip link set "fve-$n" down
-  log "$n: killed (kubelet, containerd, shims, containers, forwarder) and cut off the network"
+  stop_all "$n" KILL
+  log "$n: cut off the network, then killed (kubelet, containerd, shims, containers, forwarder)"
 }
 
 revive() {

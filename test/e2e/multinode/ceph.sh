@@ -7,8 +7,9 @@
 #                 on our node bridge (node.sh net-up) at $CEPH_IP through the veth fve-ceph;
 #                 each daemon in the foreground, recorded (down.sh stops it by PID); then the
 #                 filesystem, its snapshots allowed, and one cephx user per node (client.vm,
-#                 client.n2, client.n3: rwps, the filesystem with quotas and snapshots) and
-#                 client.reader (the test's own view of what reached the cluster). Waits for
+#                 client.n2, client.n3: rwps, the filesystem with quotas and snapshots),
+#                 client.reader (the test's own view of what reached the cluster) and
+#                 client.fence (the controller's eviction: mon r, mds *). Waits for
 #                 an active MDS and for the data pool's room to be known (a client's statfs
 #                 says 0 bytes free until then, and the pool refuses every volume).
 #   mount-vm      node vm's client: vm is the host (its kubelet runs in the host's
@@ -16,6 +17,7 @@
 #                 bridge's host address; mounted at $CEPH_MNT. Then the pools' directories.
 #   mount-reader  client.reader at $CEPH/reader: the stories read an image there, never
 #                 through a node.
+#   fence-key     print client.fence's key
 #   cli ARGS...   the ceph CLI as client.admin
 #
 # n2 and n3 mount it through `node.sh ceph-client`: their clients run in their own
@@ -144,6 +146,9 @@ EOF
   keyring osd.0 mon='allow profile osd' mgr='allow profile osd' osd='allow *' > "$CEPH/osd/0/keyring"
   keyring mds.a mon='allow profile mds' osd='allow rwx' mds='allow' mgr='allow profile mds' > "$CEPH/mds/a/keyring"
   for u in "${NODE_USERS[@]}" reader; do keyring "client.$u" "${node[@]}" > "$CEPH/keys/client.$u.keyring"; done
+  # The shared controller's: what evicts a node's client, and no more (cephevict); run.sh
+  # puts it in the controller-publish Secret.
+  keyring client.fence mon='allow r' mds='allow *' > "$CEPH/keys/client.fence.keyring"
   cat "$CEPH"/keys/*.keyring "$CEPH"/{mgr/x,osd/0,mds/a}/keyring > "$CEPH/mon.keyring"
   chmod 600 "$CEPH"/keys/*.keyring "$CEPH"/*/*/keyring "$CEPH/mon.keyring"
 
@@ -198,6 +203,7 @@ case ${1:-} in
     for d in "${POOL_DIRS[@]}"; do mkdir -p "$CEPH_MNT/$d"; done
     log "ceph: vm mounted cephfs at $CEPH_MNT" ;;
   mount-reader) mount_client reader "$CEPH/reader"; log "ceph: the reader mounted cephfs at $CEPH/reader" ;;
+  fence-key) awk '$1 == "key" {print $3}' "$CEPH/keys/client.fence.keyring" ;;
   cli) shift; cli "$@" ;;
-  *) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

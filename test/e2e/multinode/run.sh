@@ -222,7 +222,11 @@ CHART_SH=$REPO_ROOT/hack/tools/e2e/chart.sh
   done
 } > "$OUT/mounts.log" 2>&1 &
 MOUNTS=$!
-# The CephFS release, installed at the same time (its pool is mounted already).
+# The CephFS release, installed at the same time (its pool is mounted already). Its
+# controller evicts a force-detached node's client with ceph.sh's client.fence, given in
+# the controller-publish Secret (values-ceph.yaml).
+"$HERE/ceph.sh" fence-key | { read -r key; "${K[@]}" -n filevol create secret generic filevol-ceph-fence \
+  --from-literal=adminID=fence --from-literal=adminKey="$key" --dry-run=client -o yaml; } | "${K[@]}" apply -f - >/dev/null
 "$CHART_SH" helm upgrade --install filevol-ceph "$REPO_ROOT/charts/filevol" --namespace filevol \
   -f "$REPO_ROOT/hack/tools/e2e/values-e2e.yaml" -f "$HERE/values.yaml" -f "$HERE/values-ceph.yaml" \
   --wait --timeout 5m > "$OUT/install-ceph.log" 2>&1 &

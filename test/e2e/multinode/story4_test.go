@@ -129,15 +129,17 @@ const seqCheck = `awk '{ if (bad == "" && $0 == sprintf("%08d", NR)) last = NR; 
 
 // A node dies while its pod writes. The writer on the backend's victim (n3 on GlusterFS,
 // n2 on CephFS: both backends at once) appends numbered records and prints each number
-// once it is synced (the acknowledgement). The victim is killed (its kubelet,
-// containerd, containers and its shared pools' clients; its veth cut) and tainted
-// out-of-service: the pod is deleted, the volume force-detached from it and attached to
-// vm, where every acknowledged record is found intact. Then the image is left alone (the
-// pod on n2 gone, the volume detached), everything is synced while n3's device is still
-// there, and not one byte of the image as the storage holds it (the GlusterFS brick; the
-// CephFS through the reader's client) changes. On each shared backend: on CephFS the
-// force-detach waits until the MDS gives up on n3's client (about a minute, its
-// session_timeout; docs/shared-pools-cephfs.md) unless the controller evicts it.
+// once it is synced (the acknowledgement). The victim is cut off and killed (its veth
+// cut first, as a power loss says nothing more; then its kubelet, containerd,
+// containers and its shared pools' clients) and tainted out-of-service: the pod is
+// deleted, the volume force-detached from it (on CephFS the controller evicts the
+// victim's client, given the cluster's credentials) and attached to vm, where every
+// acknowledged record is found intact. Then the image is left alone (the
+// pod on vm gone, the volume detached), everything is synced while the victim's device is
+// still there, and not one byte of the image as the storage holds it (the GlusterFS brick; the
+// CephFS through the reader's client) changes. Without the eviction the force-detach
+// on CephFS would wait until the MDS gives up on the silent client (about a minute, its
+// session_timeout; docs/shared-pools-cephfs.md).
 func TestSharedVolumeNodeKilledWhileWriting(t *testing.T) {
 	eachBackendAtOnce(t, sharedVolumeNodeKilledWhileWriting)
 }
@@ -179,6 +181,9 @@ func sharedVolumeNodeKilledWhileWriting(t *testing.T, be sharedBackend) {
 	pod(t, ns, "reader", "log", b, `sleep 3600`, v1.RestartPolicyAlways)
 	podRunning(t, ns, "reader", 4*time.Minute)
 	attachedOnlyTo(t, pv, b, time.Minute)
+	if be.evicts && !controllerLogged(t, be, "node fenced", `node="`+a+`"`) {
+		t.Errorf("no controller of %s logged that it fenced %s (evicted its client) at the force-detach", be.release, a)
+	}
 	got := strings.Fields(kubectl(t.Context(), "-n", ns, "exec", "reader", "--", "sh", "-c", seqCheck))
 	if len(got) < 2 || got[1] != "ok" {
 		t.Fatalf("records on %s: %v, want 1..n in order", b, got)
