@@ -11,8 +11,9 @@
 #                bin/filevol): a node that pulled filevol.tar fetches layer 3 only
 #   layer 3      the ceph CLI: ceph-common's /usr/bin/ceph alone (debroot -only; the
 #                package's other 40 MB of tools are left out), the Python 3.11
-#                interpreter and standard library, python3-rados (librados2) and the
-#                modules the CLI imports (ceph_argparse, ceph_daemon, prettytable),
+#                interpreter and standard library, python3-rados (librados2),
+#                python3-cephfs (libcephfs2) and the modules the CLI imports
+#                (ceph_argparse, ceph_daemon, prettytable),
 #                plus every library their ELF files load (debroot)
 #
 # The rootfs of all three is checked as the filevol image's is (every ELF file's
@@ -21,9 +22,12 @@
 # `make images-ceph-test` (test/cephimage, the harness's cluster).
 
 # The packages of layer 3, beside PACKAGES; DEBROOT_ARGS keeps of ceph-common its
-# one program.
+# one program. python3-cephfs (libcephfs2) is what `ceph tell mds.*` talks to an MDS
+# through (ceph_argparse imports cephfs for it): without it `ceph status` answers but
+# the eviction fails with "CephFS unavailable, have you installed libcephfs?" (seen by
+# make images-ceph-test).
 CEPH_PACKAGES=(ceph-common python3-minimal python3.11-minimal libpython3.11-minimal libpython3.11-stdlib
-               python3-rados python3-ceph-argparse python3-prettytable python3-wcwidth)
+               python3-rados python3-cephfs python3-ceph-argparse python3-prettytable python3-wcwidth)
 
 # ceph_image: filevol-ceph.tar and filevol-ceph.txt in OUT. Needs W, the filevol binary
 # at $W/filevol, version and app (hack/images.sh sets them).
@@ -50,15 +54,17 @@ ceph_image() {
 
   # What the tarball really holds: the driver's programs and the CLI's files, in its layers.
   mkdir "$V" && tar -xf "$OUT/filevol-ceph.tar" -C "$V"
-  image_files "$V" "$(jq -r '.manifests[0].digest | sub("sha256:"; "")' "$V/index.json")" > "$OUT/filevol-ceph.files.txt"
+  local manifest; manifest=$(jq -r '.manifests[0].digest | sub("sha256:"; "")' "$V/index.json")
+  image_files "$V" "$manifest" > "$OUT/filevol-ceph.files.txt"
   for f in sbin/mkfs.ext4 sbin/losetup bin/mount usr/local/bin/filevol usr/bin/ceph usr/bin/python3 usr/bin/python3.11 \
            usr/lib/python3/dist-packages/ceph_argparse.py usr/lib/python3/dist-packages/ceph_daemon.py \
            usr/lib/python3/dist-packages/rados.cpython-311-x86_64-linux-gnu.so \
+           usr/lib/python3/dist-packages/cephfs.cpython-311-x86_64-linux-gnu.so usr/lib/x86_64-linux-gnu/libcephfs.so.2 \
            usr/lib/x86_64-linux-gnu/librados.so.2 usr/lib/x86_64-linux-gnu/ceph/libceph-common.so.2; do
     grep -qx "$f" "$OUT/filevol-ceph.files.txt" || die "$f is not in filevol-ceph.tar"
   done
   echo "filevol-ceph.tar $repo:v$app $repo:$version" > "$OUT/filevol-ceph.txt"
-  log "done: $OUT/filevol-ceph.tar ($(du -m "$OUT/filevol-ceph.tar" | cut -f1) MB, its own layer $(gzip -c "$W/ceph.layer.tar" | wc -c | awk '{printf "%.1f", $1/1e6}') MB gzip; $(wc -l < "$OUT/filevol-ceph.files.txt") entries)"
+  log "done: $OUT/filevol-ceph.tar ($(du -m "$OUT/filevol-ceph.tar" | cut -f1) MB, its own layer $(jq -r '.layers[2].size / 1e6 * 10 | round / 10' "$V/blobs/sha256/$manifest") MB; $(wc -l < "$OUT/filevol-ceph.files.txt") entries)"
 }
 
 # ceph_layer BASE FULL OUT: a tarball of what FULL adds to BASE (every directory of
@@ -86,8 +92,8 @@ ceph_chroot_check() {
     die "ceph --version in the image: $out"
   [[ $out == "ceph version "* ]] || die "ceph --version in the image: $out"
   printf '  %-22s %s\n' ceph "$out"
-  out=$(env -i PATH=/usr/bin:/bin LC_ALL=C chroot "$R" python3 -c \
-        'import rados, ceph_argparse, ceph_daemon, prettytable; rados.Rados(conf={}); print(rados.__file__)' 2>&1) ||
+  out=$(env -i PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C chroot "$R" python3 -c \
+        'import rados, cephfs, ceph_argparse, ceph_daemon, prettytable; rados.Rados(conf={}); print(rados.__file__, cephfs.__file__)' 2>&1) ||
     die "the ceph CLI's modules in the image: $out"
   printf '  %-22s %s\n' "python3 modules" "$out"
   rm -r "$R/dev"

@@ -193,18 +193,16 @@ func listed(t *testing.T, netns string, base []string, id uint64) bool {
 	if err != nil {
 		t.Fatalf("ceph tell mds.* client ls from the image: %v: %s", err, out)
 	}
-	// With mds.* the CLI prefixes each MDS's answer with its name.
+	// With mds.* the CLI may prefix each MDS's answer with its name.
 	for _, l := range strings.Split(out, "\n") {
-		var ls []struct {
-			ID uint64 `json:"id"`
-		}
-		if _, body, ok := strings.Cut(l, ": "); ok && json.Unmarshal([]byte(body), &ls) == nil {
-			for _, s := range ls {
-				if s.ID == id {
-					return true
-				}
+		_, named, _ := strings.Cut(l, ": ")
+		for _, body := range []string{l, named} {
+			var ls []struct {
+				ID uint64 `json:"id"`
 			}
-		} else if json.Unmarshal([]byte(l), &ls) == nil {
+			if json.Unmarshal([]byte(body), &ls) != nil {
+				continue
+			}
 			for _, s := range ls {
 				if s.ID == id {
 					return true
