@@ -4,7 +4,8 @@
 // prints its version, answers the harness's cluster (status, client ls)
 // and evicts a node's ceph-fuse client through internal/cephevict, the
 // code the controller runs. FILEVOL_CEPH_IMAGE names the image tarball
-// (make images-ceph-test sets it); without it the test skips.
+// (make images-ceph-test sets it); without it the test skips, as in make
+// test.
 package cephimage
 
 import (
@@ -47,7 +48,7 @@ func image(t *testing.T) (root, keys string) {
 	t.Helper()
 	path := os.Getenv(envImage)
 	if path == "" {
-		t.Skipf("%s is not set: make images-ceph-test builds the image (hack/images.sh --ceph) and runs this test with it", envImage)
+		t.Skipf("%s is not set: make images-ceph builds the image (hack/images.sh --ceph), make images-ceph-test runs this test with it", envImage)
 	}
 	testutil.RequireRoot(t)
 	dir := testutil.Scratch(t, "cephimage")
