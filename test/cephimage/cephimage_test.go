@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,8 +21,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
+	"github.com/filevol/filevol/internal/answer"
 	"github.com/filevol/filevol/internal/cephevict"
 	"github.com/filevol/filevol/internal/sharedfs"
 	"github.com/filevol/filevol/internal/testutil"
@@ -161,8 +162,10 @@ func TestImageCeph(t *testing.T) {
 	}
 
 	err = e.Evict(context.Background(), req(string(wrong)))
-	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), cephevict.KeyAdminKey) {
-		t.Fatalf("eviction with a wrong key through the image's ceph: %v, want FAILED_PRECONDITION naming %s", err, cephevict.KeyAdminKey)
+	var coded *answer.CodedError
+	if !errors.As(err, &coded) || coded.Code != codes.FailedPrecondition || !strings.Contains(err.Error(), cephevict.KeyAdminKey) ||
+		strings.Contains(err.Error(), string(wrong)) {
+		t.Fatalf("eviction with a wrong key through the image's ceph: %v, want FAILED_PRECONDITION naming %s (and not the key)", err, cephevict.KeyAdminKey)
 	}
 	if !listed(t, netns, base, victim.ID) {
 		t.Fatalf("node-a's client %d is gone after an eviction the cluster refused", victim.ID)
