@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Sourced by hack/images.sh --ceph (whose header says why this is a second image):
 # filevol-ceph.tar, ghcr.io/filevol/filevol-ceph:v<chart appVersion> and :<git version>
-# (FILEVOL_CEPH_IMAGE overrides the repository), for this host's architecture only.
+# (FILEVOL_CEPH_REPO overrides the repository), for this host's architecture only.
 # The shared pool's controller runs it when the chart's sharedPool.controller.cephCLI
 # is true: its filevol evicts a force-detached node's ceph-fuse client with
 # `ceph tell mds.* client evict` (internal/cephevict), and the filevol image has no
@@ -10,7 +10,7 @@
 #   layer 1, 2   filevol.tar's two layers, byte for byte (the Debian rootfs, then
 #                bin/filevol): a node that pulled filevol.tar fetches layer 3 only
 #   layer 3      the ceph CLI: ceph-common's /usr/bin/ceph alone (debroot -only; the
-#                package's other 40 MB of tools are left out), the Python 3.11
+#                package's other 45 MB of tools are left out), the Python 3.11
 #                interpreter and standard library, python3-rados (librados2),
 #                python3-cephfs (libcephfs2) and the modules the CLI imports
 #                (ceph_argparse, ceph_daemon, prettytable),
@@ -32,7 +32,7 @@ CEPH_PACKAGES=(ceph-common python3-minimal python3.11-minimal libpython3.11-mini
 # ceph_image: filevol-ceph.tar and filevol-ceph.txt in OUT. Needs W, the filevol binary
 # at $W/filevol, version and app (hack/images.sh sets them).
 ceph_image() {
-  local repo=${FILEVOL_CEPH_IMAGE:-ghcr.io/filevol/filevol-ceph} B=$W/rootfs R=$W/rootfs-ceph V=$W/verify-ceph f
+  local repo=${FILEVOL_CEPH_REPO:-ghcr.io/filevol/filevol-ceph} B=$W/rootfs R=$W/rootfs-ceph V=$W/verify-ceph f
   rootfs "$HOST_ARCH" "$B" "$W/base.packages.txt"
   local base=("${PACKAGES[@]}")
   PACKAGES+=("${CEPH_PACKAGES[@]}") DEBROOT_ARGS=(-only ceph-common=/usr/bin/ceph) ROOTFS_NAME=ceph-rootfs

@@ -12,7 +12,7 @@ import (
 // PATH alone (and the package's copyright and status file), and the
 // libraries are those PATH loads. For a package that ships one program
 // among many an image needs (ceph-common: /usr/bin/ceph, a Python
-// program, beside 40 MB of other tools and the libraries they load).
+// program, beside 45 MB of other tools and the libraries they load).
 type onlyFlag map[string][]string
 
 func (o onlyFlag) String() string { return fmt.Sprint(map[string][]string(o)) }
