@@ -146,6 +146,14 @@ push: ## push _output/images/filevol-multiarch.tar (make image) to REGISTRY=host
 	cd hack/tools && $(GO) run ./cmd/ociimage push $(if $(INSECURE),-insecure) -digests $(CURDIR)/_output/images/digests.txt \
 		$(CURDIR)/$(MULTIARCH_TAR) $(REGISTRY):$(TAG)
 
+.PHONY: images-ceph images-ceph-test
+images-ceph: ## _output/images/filevol-ceph.tar: the filevol image plus the ceph CLI, for the shared controller's eviction of CephFS clients (sharedPool.controller.cephCLI; root; host architecture)
+	./hack/images.sh --ceph
+
+images-ceph-test: ## the filevol-ceph image's own ceph, run from its rootfs read-only and without capabilities: its version, `ceph status` and `client ls` against the harness's CephFS cluster, and internal/cephevict's eviction through it (root; about 30 s; needs make images-ceph)
+	@test -s _output/images/filevol-ceph.tar || { echo "_output/images/filevol-ceph.tar missing: run make images-ceph first"; exit 2; }
+	FILEVOL_CEPH_IMAGE=$(CURDIR)/_output/images/filevol-ceph.tar $(GO) test -count=1 -v -timeout 10m ./test/cephimage/
+
 chart-package: ## helm package charts/filevol into _output/chart (the project's helm, hack/tools)
 	@mkdir -p _output/chart
 	cd hack/tools && $(GO) tool helm package $(CURDIR)/charts/filevol --destination $(CURDIR)/_output/chart

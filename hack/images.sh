@@ -24,6 +24,18 @@
 # rootfs (per package lists and code, see below) are cached in
 # ${FILEVOL_IMAGES_CACHE:-/var/cache/filevol-images}.
 #
+# --ceph [OUT_DIR]: only filevol-ceph.tar (ghcr.io/filevol/filevol-ceph), the filevol
+# image plus the ceph CLI that the shared pool's controller runs to evict a node's
+# ceph-fuse client (hack/images-ceph.sh says what it holds). A second image, not the
+# filevol image grown, because every node pulls the filevol image and one controller
+# needs the CLI. Measured (bookworm's ceph 16.2.15): filevol.tar 45.6 MB; the CLI
+# (ceph-common's /usr/bin/ceph alone, Python 3.11, python3-rados and -cephfs and the
+# libraries they load) is a third layer of 21.9 MB, +48 % (57 MB unpacked); all of
+# ceph-common would have been about +58 MB, +127 % (its tools load boost, ICU, curl,
+# ldap, ...). filevol-ceph.tar's first two layers are filevol.tar's, so a node that has
+# one fetches only the CLI's layer of the other. Host architecture only: --multiarch
+# does not make it (bookworm has the arm64 packages; not built or checked here).
+#
 # --multiarch: filevol-multiarch.tar, one OCI image index named like filevol.tar
 # (ghcr.io/filevol/filevol:v<appVersion> and :<git version>) with an image per platform
 # of FILEVOL_PLATFORMS (default "linux/amd64 linux/arm64"; the Makefile's PLATFORMS):
@@ -45,6 +57,7 @@
 # says what they hold), from test/e2e/cluster/velero.sh's cache, and velero-images.txt;
 # the default build neither builds nor lists them. No root needed.
 set -euo pipefail
+CEPH=; if [ "${1:-}" = --ceph ]; then CEPH=1; shift; fi
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 MULTIARCH= VELERO=
 if [ "${1:-}" = --multiarch ]; then MULTIARCH=1; shift; fi
@@ -69,16 +82,16 @@ TAR=(tar --numeric-owner --owner=0 --group=0 --sort=name --mtime=2025-01-01 --fo
 
 # rootfs ARCH DIR LIST: the Debian bookworm rootfs of ARCH at DIR, its package list at LIST.
 rootfs() {
-  local arch=$1 R=$2 list=$3 key cached apt=() name=rootfs
+  local arch=$1 R=$2 list=$3 key cached apt=() name=${ROOTFS_NAME:-rootfs}
   log "Debian bookworm rootfs ($arch): ${PACKAGES[*]} + their libraries"
   # apt (and debroot, through it) sees bookworm only: its own sources, lists and status.
   source "$ROOT/hack/debian-bookworm.sh"
-  if [ "$arch" != "$HOST_ARCH" ]; then apt=(--arch "$arch"); name=rootfs.$arch; fi
+  if [ "$arch" != "$HOST_ARCH" ]; then apt=(--arch "$arch"); name=$name.$arch; fi
   bookworm_apt "$CACHE" "${apt[@]}"
   # The rootfs is a function of the package lists apt fetched (refreshed once a day), the
   # packages asked for and this script's and debroot's code: made once per such key and
   # kept in the cache (resolving and unpacking took ~35 s of every build).
-  key=$( { cat "$(dirname "$APT_CONFIG")"/lists/*InRelease; printf '%s\n' "${PACKAGES[@]}" "${SLIM[@]}"
+  key=$( { cat "$(dirname "$APT_CONFIG")"/lists/*InRelease; printf '%s\n' "${PACKAGES[@]}" "${SLIM[@]}" ${DEBROOT_ARGS[@]+"${DEBROOT_ARGS[@]}"}
            [ "$arch" = "$HOST_ARCH" ] || echo "$arch"
            cat "$ROOT"/hack/images.sh "$ROOT"/hack/tools/cmd/debroot/*.go; } | sha256sum | cut -c1-16)
   cached=$CACHE/$name-$key.tar
@@ -86,7 +99,7 @@ rootfs() {
     log "  cached: $cached"
     mkdir "$R" && tar -xf "$cached" -C "$R" && cp "$cached.packages.txt" "$list"
   else
-    "$W/debroot" -arch "$arch" -debs "$CACHE/debs" -out "$R" -list "$list" "${PACKAGES[@]}"
+    "$W/debroot" -arch "$arch" ${DEBROOT_ARGS[@]+"${DEBROOT_ARGS[@]}"} -debs "$CACHE/debs" -out "$R" -list "$list" "${PACKAGES[@]}"
     for d in "${SLIM[@]}"; do rm -rf "${R:?}/$d"; done
     find "$R/usr/share/doc" -type f ! -name copyright -delete 2>/dev/null || true
     find "$R/usr/share/doc" -depth -type d -empty -delete 2>/dev/null || true
@@ -217,6 +230,11 @@ make -s -C "$ROOT" build
 objcopy --strip-debug "$ROOT/bin/filevol" "$W/filevol"
 version=$("$ROOT/bin/filevol" --version 2>/dev/null | awk '{print $NF}' || true)
 [ -n "$version" ] || version=$(cd "$ROOT" && git describe --tags --always --dirty 2>/dev/null || echo dev)
+if [ -n "$CEPH" ]; then
+  # shellcheck source=hack/images-ceph.sh
+  source "$ROOT/hack/images-ceph.sh"
+  ceph_image; exit 0
+fi
 
 R=$W/rootfs
 rootfs "$HOST_ARCH" "$R" "$OUT/filevol.packages.txt"

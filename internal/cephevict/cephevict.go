@@ -186,7 +186,7 @@ func failure(ctx context.Context, id string, c volume.StorageClient, mons string
 	what := fmt.Sprintf("evict client %d of cluster %s as client.%s (monitors %s)", c.ID, c.Cluster, id, mons)
 	switch {
 	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist):
-		return answer.Coded(codes.Unavailable, "%s: the ceph program (ceph-common) is not installed in the controller: %v", what, err)
+		return answer.Coded(codes.Unavailable, "%s: the ceph program (ceph-common) is not installed in the controller (the chart's filevol image has none: sharedPool.controller.cephCLI: true runs the controller from the filevol-ceph image, which has it): %v", what, err)
 	case ctx.Err() != nil:
 		return answer.Coded(codes.Unavailable, "%s: no answer in time (%v): %s", what, ctx.Err(), out)
 	case strings.Contains(out, "permission denied") || strings.Contains(out, "EACCES") || strings.Contains(out, "access denied"):

@@ -156,5 +156,5 @@ func TestEvictRunsTheCLI(t *testing.T) {
 	e, _ = evictor(t, fsid, 1, "error connecting to the cluster: timed out")
 	wantCoded(t, "no monitor", e.Evict(context.Background(), request(volume.Secrets{KeyAdminID: "fence", KeyAdminKey: key})), codes.Unavailable, "timed out")
 	e.Program = filepath.Join(t.TempDir(), "ceph")
-	wantCoded(t, "no program", e.Evict(context.Background(), request(volume.Secrets{KeyAdminID: "fence", KeyAdminKey: key})), codes.Unavailable, "ceph-common")
+	wantCoded(t, "no program", e.Evict(context.Background(), request(volume.Secrets{KeyAdminID: "fence", KeyAdminKey: key})), codes.Unavailable, "ceph-common", "sharedPool.controller.cephCLI")
 }

@@ -36,7 +36,7 @@ app.kubernetes.io/component: {{ .component }}
 {{- define "filevol.image" -}}
 {{- $img := index .root.Values.image .key }}
 {{- $tag := $img.tag }}
-{{- if and (not $tag) (eq .key "filevol") }}{{ $tag = printf "v%s" .root.Chart.AppVersion }}{{ end }}
+{{- if and (not $tag) (has .key (list "filevol" "filevolCeph")) }}{{ $tag = printf "v%s" .root.Chart.AppVersion }}{{ end }}
 {{- printf "%s:%s" $img.repository $tag }}
 {{- end }}
 

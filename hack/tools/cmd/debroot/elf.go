@@ -49,6 +49,16 @@ func closure(pkgs map[string]*pkg, wanted []string) (map[string]bool, error) {
 			}
 		}
 	}
+	// Then the private directories a program reaches through its RUNPATH
+	// (librados2's /usr/lib/<triplet>/ceph/libceph-common.so.2): a name
+	// found in the standard directories above keeps that owner.
+	for name, p := range pkgs {
+		for _, e := range privateLibs(p.dir) {
+			if _, dup := owner[e]; !dup {
+				owner[e] = name
+			}
+		}
+	}
 	keep := map[string]bool{}
 	var missing []string
 	var visit func(name string) error
@@ -83,6 +93,28 @@ func closure(pkgs map[string]*pkg, wanted []string) (map[string]bool, error) {
 		return nil, fmt.Errorf("no candidate package provides:\n  %s", strings.Join(missing, "\n  "))
 	}
 	return keep, nil
+}
+
+// privateLibs lists the base names of the shared objects in the
+// subdirectories of dir's library directories (usr/lib/<triplet>/ceph).
+func privateLibs(dir string) []string {
+	standard := map[string]bool{}
+	for _, d := range libDirs(arch) {
+		standard[filepath.Join(dir, d)] = true
+	}
+	var names []string
+	for _, d := range []string{"lib", "usr/lib"} {
+		_ = filepath.WalkDir(filepath.Join(dir, d), func(path string, e fs.DirEntry, err error) error {
+			if err != nil || e.IsDir() || standard[filepath.Dir(path)] {
+				return nil
+			}
+			if b := e.Name(); strings.HasSuffix(b, ".so") || strings.Contains(b, ".so.") {
+				names = append(names, b)
+			}
+			return nil
+		})
+	}
+	return names
 }
 
 // needed maps each DT_NEEDED soname and ELF interpreter of the regular

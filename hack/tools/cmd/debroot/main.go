@@ -5,7 +5,7 @@
 // no program loads is left out, and a DT_NEEDED that no candidate provides
 // is an error. Used by hack/images.sh for the filevol image.
 //
-//	debroot [-arch amd64|arm64] -debs CACHE -out ROOTFS -list PACKAGES.txt pkg...
+//	debroot [-arch amd64|arm64] [-only PKG=PATH]... -debs CACHE -out ROOTFS -list PACKAGES.txt pkg...
 //	debroot [-arch amd64|arm64] -check ROOTFS
 //
 // -arch is the Debian architecture of the packages (what apt is configured
@@ -14,7 +14,8 @@
 // root file system without running anything in it, for an architecture the
 // host cannot execute: every ELF file is of that architecture, and its
 // interpreter and every DT_NEEDED library resolve inside the root the way
-// the dynamic loader would find them (check.go).
+// the dynamic loader would find them (check.go). -only keeps one file of a
+// package, and the libraries that file loads (only.go).
 package main
 
 import (
@@ -35,6 +36,7 @@ func main() {
 	list := flag.String("list", "", "write the included packages and versions here")
 	archName := flag.String("arch", "amd64", "Debian architecture: amd64 or arm64")
 	check := flag.String("check", "", "check this root file system statically instead of building one")
+	flag.Var(only, "only", "PACKAGE=PATH: of PACKAGE keep only PATH (repeatable)")
 	flag.Parse()
 	a, ok := arches[*archName]
 	if !ok {
@@ -80,6 +82,11 @@ func run(debDir, out, list string, wanted []string) error {
 		p, err := fetch(debDir, stage, name)
 		if err != nil {
 			return err
+		}
+		if keep, ok := only[name]; ok {
+			if err := prune(p, keep); err != nil {
+				return err
+			}
 		}
 		pkgs[name] = p
 	}
@@ -181,6 +188,9 @@ func show(name string) (*control, error) {
 	shown[name] = c
 	return c, nil
 }
+
+// only is -only: the packages of which one path is kept.
+var only = onlyFlag{}
 
 type pkg struct {
 	name, version, dir string
