@@ -118,6 +118,11 @@ make -C "$REPO_ROOT" --no-print-directory build >/dev/null
 (cd "$REPO_ROOT" && go test -c -tags e2e -o "$OUT/bin/multinode.test" ./test/e2e/multinode &&
   go build -o "$OUT/bin/capprobe" ./test/e2e/capprobe)
 "$REPO_ROOT/hack/images.sh" "$REPO_ROOT/_output/images" > "$OUT/images.log" 2>&1 || die "hack/images.sh failed: $(tail -20 "$OUT/images.log")"
+# The CephFS release's controller runs filevol-ceph (values-ceph.yaml: cephCLI), imported
+# on every node with the rest (images.txt, which node.sh reads too).
+"$REPO_ROOT/hack/images.sh" --ceph "$REPO_ROOT/_output/images" > "$OUT/images-ceph.log" 2>&1 ||
+  die "hack/images.sh --ceph failed: $(tail -20 "$OUT/images-ceph.log")"
+cat "$REPO_ROOT/_output/images/filevol-ceph.txt" >> "$REPO_ROOT/_output/images/images.txt"
 note "build: $(since)s"
 fi
 [ "${MN_BUILD_ONLY:-0}" != 1 ] || exit 0
