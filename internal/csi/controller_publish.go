@@ -65,7 +65,8 @@ func (s *ControllerService) ControllerPublishVolume(ctx context.Context, req *cs
 	}
 	// Only a multi-node kind's volume is published MULTI_NODE_* (checked above,
 	// and at create: checkMultiNodeCapabilities).
-	areq := attach.Request{VolumeID: vol.ID, Node: node, ReadOnly: req.GetReadonly() || readerOnly(c), SingleNode: !multiNode(c)}
+	areq := attach.Request{VolumeID: vol.ID, Node: node, ReadOnly: req.GetReadonly() || readerOnly(c), SingleNode: !multiNode(c),
+		Client: s.notedClient(st, node)}
 	if err := s.fence(ctx, st, areq, req.GetSecrets()); err != nil {
 		return nil, err
 	}
@@ -118,7 +119,7 @@ func (s *ControllerService) fence(ctx context.Context, st *poolStore, req attach
 	// holder's client (controller_evict.go).
 	hint := ""
 	if d := rec.LastDetach; d != nil && d.Node != req.Node {
-		if hint, err = s.fenceGone(ctx, st, "ControllerPublishVolume", req.VolumeID, d.Node, secrets); err != nil {
+		if hint, err = s.fenceGone(ctx, st, "ControllerPublishVolume", req.VolumeID, d.Node, d.Client, secrets); err != nil {
 			return err
 		}
 	}
@@ -195,18 +196,19 @@ func (s *ControllerService) ControllerUnpublishVolume(ctx context.Context, req *
 		return nil, err
 	}
 	defer unlock()
+	rec, err := st.attach.Of(id)
+	if err != nil {
+		return nil, err
+	}
 	nodes := []string{node}
 	if node == "" {
-		rec, err := st.attach.Of(id)
-		if err != nil {
-			return nil, err
-		}
 		nodes = rec.Nodes()
 	}
 	for _, n := range nodes {
 		// Before the record changes: on CephFS the write waits for a
 		// dead node's client (controller_evict.go).
-		hint, err := s.fenceGone(ctx, st, "ControllerUnpublishVolume", id, n, req.GetSecrets())
+		a, _ := rec.Find(n)
+		hint, err := s.fenceGone(ctx, st, "ControllerUnpublishVolume", id, n, a.Client, req.GetSecrets())
 		if err != nil {
 			return nil, err
 		}
