@@ -57,35 +57,36 @@ const unlockWait = 10 * time.Second
 // (controller_silent.go). Having fenced, it returns once the image's lock
 // is gone (or after unlockWait). When the request's secrets hold no
 // credentials it returns what they would have done (for a refusal or a
-// log line); an error means nothing was changed. call names the CSI call,
-// for messages.
-func (s *ControllerService) fenceGone(ctx context.Context, st *poolStore, call, id, node string, noted *inuse.Client, secrets volume.Secrets) (hint string, err error) {
+// log line); silent says the node's records do not answer (no refusal
+// reads them then); an error means nothing was changed. call names the
+// CSI call, for messages.
+func (s *ControllerService) fenceGone(ctx context.Context, st *poolStore, call, id, node string, noted *inuse.Client, secrets volume.Secrets) (hint string, silent bool, err error) {
 	f, ok := st.VolumeStore.(clientFencer)
 	image, isImage := st.VolumeStore.(imagePather)
 	if !ok || !isImage || node == "" {
-		return "", nil
+		return "", false, nil
 	}
 	begin := time.Now()
 	e, ok, silent, err := s.inUseOf(ctx, st, id, node, noted != nil)
 	switch {
 	case err != nil:
-		return "", err
+		return "", false, err
 	case silent:
 		e.Client = noted
 	case !ok || e.Client == nil || e.Pending != nil:
-		return "", nil
+		return "", false, nil
 	}
 	c := storageClient(e.Client)
 	read := time.Since(begin)
 	err = f.FenceClient(ctx, volume.FenceRequest{Call: call, VolumeID: id, Node: node, Client: c, Secrets: secrets})
 	if errors.Is(err, volume.ErrNoFenceCredentials) {
-		return fenceHint(node, c), nil
+		return fenceHint(node, c, silent), silent, nil
 	}
 	if errors.Is(err, errors.ErrUnsupported) {
-		return "", nil
+		return "", silent, nil
 	}
 	if err != nil {
-		return "", err
+		return "", silent, err
 	}
 	evicted := time.Since(begin) - read
 	err = waitUnlocked(ctx, image.ImagePath(id))
@@ -93,7 +94,7 @@ func (s *ControllerService) fenceGone(ctx context.Context, st *poolStore, call, 
 		"call", call, "volumeID", id, "node", node, "client", c.ID, "cluster", c.Cluster, "silent", silent,
 		"clientKnownIn", read.Round(time.Millisecond), "evictedIn", evicted.Round(time.Millisecond),
 		"lockGoneIn", (time.Since(begin) - read - evicted).Round(time.Millisecond), "err", err)
-	return "", err
+	return "", silent, err
 }
 
 // waitUnlocked waits, at most unlockWait, for the image's lock to go.
@@ -117,9 +118,13 @@ func storageClient(c *inuse.Client) volume.StorageClient {
 }
 
 // fenceHint says what the cluster's credentials would have done about
-// node's client c.
-func fenceHint(node string, c volume.StorageClient) string {
-	return fmt.Sprintf("node %s staged it through %s client %d: the controller would evict that client itself (fencing the whole node) on the force-detach or this attach, "+
+// node's client c, silent when it does not answer.
+func fenceHint(node string, c volume.StorageClient, silent bool) string {
+	how := "staged it through"
+	if silent {
+		how = "does not answer (its in-use record did not, the pool did), attached through"
+	}
+	return fmt.Sprintf("node %s "+how+" %s client %d: the controller would evict that client itself (fencing the whole node) on the force-detach or this attach, "+
 		"were it given the cluster's credentials (adminID and adminKey) in the StorageClass's controller-publish Secret "+
 		"(csi.storage.k8s.io/controller-publish-secret-name and -namespace; docs/shared-pools-cephfs.md)", node, c.Kind, c.ID)
 }
