@@ -16,7 +16,6 @@ import (
 	"github.com/filevol/filevol/internal/attach"
 	"github.com/filevol/filevol/internal/inuse"
 	"github.com/filevol/filevol/internal/poolowner"
-	"github.com/filevol/filevol/internal/volume"
 )
 
 // stall makes path a FIFO: a read of it waits, as a read of a file a
@@ -74,20 +73,7 @@ func TestSilentNodeFencedByItsAttachmentsClient(t *testing.T) {
 	defer cancelAll()
 	dir := e.pool.Dir()
 	recordOf := func(id string) string { return filepath.Join(dir, inuse.DirName, id+"@"+inuse.NodeKey("n1")+".json") }
-	attached := func(name string) string {
-		t.Helper()
-		v, err := e.pool.Create(ctx, volume.CreateRequest{Name: name, CapacityBytes: 1 << 20})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := e.pool.CommitImage(v); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := e.publish(v.ID, "n1"); err != nil {
-			t.Fatal(err)
-		}
-		return v.ID
-	}
+	attached := func(name string) string { return e.attached(t, name, "n1") }
 	unpublish := func(ctx context.Context, id string, secrets map[string]string) error {
 		_, err := e.ctl.ControllerUnpublishVolume(ctx, &csipb.ControllerUnpublishVolumeRequest{VolumeId: id, NodeId: "n1", Secrets: secrets})
 		return err
