@@ -74,6 +74,13 @@ func Run(ctx context.Context, o options.Options) error {
 	// Closing releases the pool's shared lock, so the next process to open
 	// it may repair what a crash left.
 	defer p.Close()
+	if storageClient != nil {
+		// Noted before serving: the controller reads it at this node's
+		// first attach (app/fence.go).
+		if _, _, err := storageClient(); err != nil {
+			klog.ErrorS(err, "read this node's client of the pool's filesystem")
+		}
+	}
 	host := hostos.New(p.Dir())
 	d := csi.New(csi.Config{
 		DriverName:        o.DriverName,

@@ -19,6 +19,10 @@
 // of a node that went away) and comes back with an old publish_context is
 // refused, even if the same node was attached again meanwhile.
 //
+// An attachment names the node's client of the pool's filesystem where
+// the node noted one (CephFS): what the controller evicts to fence the
+// node once it no longer answers (internal/csi/controller_evict.go).
+//
 // A change is durable when the call returns: written to a temporary file,
 // fsynced, renamed over the record, and the directory fsynced.
 //
@@ -58,61 +62,6 @@ var (
 	// ErrCorrupt: a record that cannot be read; never taken for "none".
 	ErrCorrupt = errors.New("attachment record unreadable")
 )
-
-// Attachment is one node's attachment of a volume.
-type Attachment struct {
-	Node     string `json:"node"`
-	ReadOnly bool   `json:"readOnly,omitempty"`
-	// SingleNode: the access mode allows this node alone (SINGLE_NODE_*).
-	SingleNode bool      `json:"singleNode,omitempty"`
-	Epoch      uint64    `json:"epoch"`
-	Since      time.Time `json:"since"`
-}
-
-// Detachment is the last detach of a node, kept for messages: a refused
-// attach says which node had the volume last and when it left.
-type Detachment struct {
-	Node  string    `json:"node"`
-	Epoch uint64    `json:"epoch"`
-	At    time.Time `json:"at"`
-}
-
-// Record is a volume's attachments.
-type Record struct {
-	Version  int    `json:"version"`
-	VolumeID string `json:"volumeID"`
-	// LastEpoch is the last epoch handed out; the next is LastEpoch+1.
-	LastEpoch   uint64       `json:"lastEpoch"`
-	Attachments []Attachment `json:"attachments,omitempty"`
-	LastDetach  *Detachment  `json:"lastDetach,omitempty"`
-}
-
-// Find returns node's attachment.
-func (r Record) Find(node string) (Attachment, bool) {
-	for _, a := range r.Attachments {
-		if a.Node == node {
-			return a, true
-		}
-	}
-	return Attachment{}, false
-}
-
-// Nodes lists the attached nodes in the record's order.
-func (r Record) Nodes() []string {
-	out := make([]string, 0, len(r.Attachments))
-	for _, a := range r.Attachments {
-		out = append(out, a.Node)
-	}
-	return out
-}
-
-// Request is what ControllerPublishVolume asks for.
-type Request struct {
-	VolumeID   string
-	Node       string
-	ReadOnly   bool
-	SingleNode bool
-}
 
 // Store is the attachment records of one pool, safe for concurrent use by
 // any number of processes that share the pool.
@@ -162,8 +111,16 @@ func (s *Store) Attach(req Request, exists func() error) (Attachment, error) {
 				return false, fmt.Errorf("volume %s on node %s (read-only %v, single-node %v; asked read-only %v, single-node %v): %w",
 					req.VolumeID, req.Node, a.ReadOnly, a.SingleNode, req.ReadOnly, req.SingleNode, ErrIncompatible)
 			}
-			out = a
-			return false, nil
+			if req.Client == nil || a.Client != nil && *a.Client == *req.Client {
+				out = a
+				return false, nil
+			}
+			// The node's client mounted again since: the fence must
+			// name the new one.
+			i := slices.IndexFunc(r.Attachments, func(a Attachment) bool { return a.Node == req.Node })
+			r.Attachments[i].Client = req.Client
+			out = r.Attachments[i]
+			return true, nil
 		}
 		for _, a := range r.Attachments {
 			if req.SingleNode || a.SingleNode {
@@ -171,7 +128,7 @@ func (s *Store) Attach(req Request, exists func() error) (Attachment, error) {
 			}
 		}
 		r.LastEpoch++
-		out = Attachment{Node: req.Node, ReadOnly: req.ReadOnly, SingleNode: req.SingleNode, Epoch: r.LastEpoch, Since: s.now()}
+		out = Attachment{Node: req.Node, ReadOnly: req.ReadOnly, SingleNode: req.SingleNode, Epoch: r.LastEpoch, Since: s.now(), Client: req.Client}
 		r.Attachments = append(r.Attachments, out)
 		return true, nil
 	})
@@ -194,7 +151,7 @@ func (s *Store) Detach(volumeID, node string) error {
 		if i < 0 {
 			return false, nil
 		}
-		r.LastDetach = &Detachment{Node: node, Epoch: r.Attachments[i].Epoch, At: s.now()}
+		r.LastDetach = &Detachment{Node: node, Epoch: r.Attachments[i].Epoch, At: s.now(), Client: r.Attachments[i].Client}
 		r.Attachments = slices.Delete(r.Attachments, i, i+1)
 		return true, nil
 	})
@@ -290,20 +247,6 @@ func (s *Store) change(volumeID string, fn func(*Record) (bool, error)) error {
 		return s.write(r)
 	})
 }
-
-// ElsewhereError says which node holds a single-node volume.
-type ElsewhereError struct {
-	VolumeID string
-	Node     string
-	Since    time.Time
-}
-
-func (e *ElsewhereError) Error() string {
-	return fmt.Sprintf("volume %s is attached to node %s since %s: %v", e.VolumeID, e.Node, e.Since.Format(time.RFC3339), ErrAttachedElsewhere)
-}
-
-// Is makes errors.Is(err, ErrAttachedElsewhere) true.
-func (e *ElsewhereError) Is(target error) bool { return target == ErrAttachedElsewhere }
 
 // OfNode lists the volumes attached to node, for the attach limit. A
 // record that cannot be read is an error: it may hold an attachment.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"strings"
+	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"k8s.io/klog/v2"
@@ -24,6 +25,9 @@ type ControllerService struct {
 	cfg    Config
 	stores routes[*poolStore]
 	locks  *inflight
+	// silentAfter, when set, replaces the wait for a node's record
+	// before its client is taken for silent (controller_silent.go).
+	silentAfter time.Duration
 }
 
 // CreateVolume makes a sparse (or thick) image and its record. It is

@@ -70,18 +70,9 @@ func TestFenceReceivesTheSecrets(t *testing.T) {
 	client := &inuse.Client{Kind: "cephfs", ID: 4127, Cluster: "d034fad0-ebd3-4b1c-b9b7-4e42fe4397f3"}
 	attached := func(name string) string {
 		t.Helper()
-		v, err := e.pool.Create(ctx, volume.CreateRequest{Name: name, CapacityBytes: 1 << 20})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := e.pool.CommitImage(v); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := e.publish(v.ID, "n1"); err != nil {
-			t.Fatal(err)
-		}
-		f.holdImage(t, e, v.ID)
-		return v.ID
+		id := e.attached(t, name, "n1")
+		f.holdImage(t, e, id)
+		return id
 	}
 	unpublish := func(id string, secrets map[string]string) error {
 		_, err := e.ctl.ControllerUnpublishVolume(ctx, &csipb.ControllerUnpublishVolumeRequest{VolumeId: id, NodeId: "n1", Secrets: secrets})

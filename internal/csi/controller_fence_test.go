@@ -48,6 +48,30 @@ func newFenceEnvWith(t *testing.T, fence func(context.Context, volume.FenceReque
 // holds it, after it was attached to n1 and force-detached when detached.
 func (e *fenceEnv) lockedVolume(t *testing.T, name string, detached bool) string {
 	t.Helper()
+	var id string
+	if detached {
+		id = e.attached(t, name, "n1")
+		if _, err := e.ctl.ControllerUnpublishVolume(context.Background(), &csipb.ControllerUnpublishVolumeRequest{VolumeId: id, NodeId: "n1"}); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		id = e.attached(t, name, "")
+	}
+	f, err := os.OpenFile(e.pool.ImagePath(id), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if err := (ofd.Kernel{}).TryLock(f, ofd.Write, ofd.Whole); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// attached is a new volume, its image made, attached to node ("": to
+// none).
+func (e *fenceEnv) attached(t *testing.T, name, node string) string {
+	t.Helper()
 	v, err := e.pool.Create(context.Background(), volume.CreateRequest{Name: name, CapacityBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
@@ -55,20 +79,10 @@ func (e *fenceEnv) lockedVolume(t *testing.T, name string, detached bool) string
 	if _, err := e.pool.CommitImage(v); err != nil {
 		t.Fatal(err)
 	}
-	if detached {
-		if _, err := e.publish(v.ID, "n1"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := e.ctl.ControllerUnpublishVolume(context.Background(), &csipb.ControllerUnpublishVolumeRequest{VolumeId: v.ID, NodeId: "n1"}); err != nil {
-			t.Fatal(err)
-		}
+	if node == "" {
+		return v.ID
 	}
-	f, err := os.OpenFile(e.pool.ImagePath(v.ID), os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	if err := (ofd.Kernel{}).TryLock(f, ofd.Write, ofd.Whole); err != nil {
+	if _, err := e.publish(v.ID, node); err != nil {
 		t.Fatal(err)
 	}
 	return v.ID

@@ -65,7 +65,8 @@ func (s *ControllerService) ControllerPublishVolume(ctx context.Context, req *cs
 	}
 	// Only a multi-node kind's volume is published MULTI_NODE_* (checked above,
 	// and at create: checkMultiNodeCapabilities).
-	areq := attach.Request{VolumeID: vol.ID, Node: node, ReadOnly: req.GetReadonly() || readerOnly(c), SingleNode: !multiNode(c)}
+	areq := attach.Request{VolumeID: vol.ID, Node: node, ReadOnly: req.GetReadonly() || readerOnly(c), SingleNode: !multiNode(c),
+		Client: s.notedClient(st, node)}
 	if err := s.fence(ctx, st, areq, req.GetSecrets()); err != nil {
 		return nil, err
 	}
@@ -116,9 +117,9 @@ func (s *ControllerService) fence(ctx context.Context, st *poolStore, req attach
 	}
 	// Before the lock is asked: on CephFS the question waits for a dead
 	// holder's client (controller_evict.go).
-	hint := ""
+	hint, silent := "", false
 	if d := rec.LastDetach; d != nil && d.Node != req.Node {
-		if hint, err = s.fenceGone(ctx, st, "ControllerPublishVolume", req.VolumeID, d.Node, secrets); err != nil {
+		if hint, silent, err = s.fenceGone(ctx, st, "ControllerPublishVolume", req.VolumeID, d.Node, d.Client, secrets); err != nil {
 			return err
 		}
 	}
@@ -137,10 +138,14 @@ func (s *ControllerService) fence(ctx context.Context, st *poolStore, req attach
 	if hint != "" {
 		hint = "; " + hint
 	}
+	detail := ""
+	if !silent { // a silent node's records wait for its client
+		detail = fenceDetail(st, req.VolumeID, holder, req.Node)
+	}
 	// What the holder recorded of its device (controller_fence.go).
 	return fmt.Errorf("%w: %s still holds the image of volume %s open for writing through its loop device, so it could still write to it; "+
 		"it lets go when filevol on that node unstages the volume, when the node's loop device is detached, or when the node's client is cut off from the pool's storage%s",
-		loop.ErrLocked, last, req.VolumeID, fenceDetail(st, req.VolumeID, holder, req.Node)+hint)
+		loop.ErrLocked, last, req.VolumeID, detail+hint)
 }
 
 // checkAttachLimit refuses a new attachment beyond --max-volumes-per-node
@@ -195,18 +200,19 @@ func (s *ControllerService) ControllerUnpublishVolume(ctx context.Context, req *
 		return nil, err
 	}
 	defer unlock()
+	rec, err := st.attach.Of(id)
+	if err != nil {
+		return nil, err
+	}
 	nodes := []string{node}
 	if node == "" {
-		rec, err := st.attach.Of(id)
-		if err != nil {
-			return nil, err
-		}
 		nodes = rec.Nodes()
 	}
 	for _, n := range nodes {
 		// Before the record changes: on CephFS the write waits for a
 		// dead node's client (controller_evict.go).
-		hint, err := s.fenceGone(ctx, st, "ControllerUnpublishVolume", id, n, req.GetSecrets())
+		a, _ := rec.Find(n)
+		hint, _, err := s.fenceGone(ctx, st, "ControllerUnpublishVolume", id, n, a.Client, req.GetSecrets())
 		if err != nil {
 			return nil, err
 		}

@@ -16,3 +16,11 @@ func (p *Pool) Traits() volume.Traits { return Traits }
 
 // KnownNode reports whether node has opened the pool (poolowner.Known).
 func (p *Pool) KnownNode(node string) bool { return poolowner.Known(p.dir, node) }
+
+// NodeClient is what node noted of its client of the pool's filesystem
+// (poolowner.NoteClient), for the controller's attachment record: false
+// when it noted none.
+func (p *Pool) NodeClient(node string) (volume.StorageClient, bool, error) {
+	c, ok, err := poolowner.ClientOf(p.dir, node)
+	return volume.StorageClient{Kind: c.Kind, ID: c.ID, Cluster: c.Cluster}, ok, err
+}

@@ -6,6 +6,7 @@
 // a node reaches the pool (Known) without one kind importing the other.
 //
 //	<dir>/owners/<key>/owner    the owner's name, for people reading the pool
+//	<dir>/owners/<key>/client   a node's client of the pool's filesystem (client.go)
 //
 // What else an owner keeps in its directory is its pool's (the image
 // pool's owner lock, a node's freeze marks).
@@ -65,16 +66,23 @@ func Known(dir, owner string) bool {
 // writeName records whose key the directory odir is, once: an operator
 // reading .tmp-<id>@<key>.img in the pool can tell whose it is.
 func writeName(odir, name string) error {
-	path := filepath.Join(odir, nameFile)
-	if cur, err := os.ReadFile(path); err == nil && bytes.Equal(cur, []byte(name+"\n")) {
+	return writeOnce(odir, nameFile, []byte(name+"\n"))
+}
+
+// writeOnce makes odir/file hold data, unless it already does: a
+// temporary file renamed over it, so a reader sees the old content or the
+// new, whole. Two processes of the owner may write it at once: each its
+// own temporary file.
+func writeOnce(odir, file string, data []byte) error {
+	path := filepath.Join(odir, file)
+	if cur, err := os.ReadFile(path); err == nil && bytes.Equal(cur, data) {
 		return nil
 	}
-	// Two processes of the owner may write it at once: each its own file.
-	f, err := os.CreateTemp(odir, recordstore.TmpPrefix+nameFile+"-*")
+	f, err := os.CreateTemp(odir, recordstore.TmpPrefix+file+"-*")
 	if err != nil {
 		return err
 	}
-	_, err = f.WriteString(name + "\n")
+	_, err = f.Write(data)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

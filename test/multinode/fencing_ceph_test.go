@@ -44,14 +44,15 @@ func partitionedCeph(t *testing.T, c *cluster, id string, a, b *node) {
 // client (and kill it at the test's end: killCephClientAtEnd) and
 // force-detach A, then attaches B and checks that nothing A
 // writes during the cut, after B attached, or after the link is back
-// reaches the image.
-func cutOffAndFenced(t *testing.T, c *cluster, id string, a, b *node, fence func(cut time.Time)) {
+// reaches the image. It returns how long after the cut B was attached.
+func cutOffAndFenced(t *testing.T, c *cluster, id string, a, b *node, fence func(cut time.Time)) (attached time.Duration) {
 	c.cph.CutOff(t, "node-a")
 	cut := time.Now()
 	during := marker.WriteAsync(a.Target, marker.Block(1), "a-during-cut")
 	fence(cut)
 	pc, fenced := attachWhenAllowed(t, c, id, "node-b", 30*time.Second, nil)
-	t.Logf("ceph: node-b attached %v after the cut, after %d fencing refusals", time.Since(cut).Round(time.Millisecond), fenced)
+	attached = time.Since(cut)
+	t.Logf("ceph: node-b attached %v after the cut, after %d fencing refusals", attached.Round(time.Millisecond), fenced)
 	b.Use(t, id, blockCap, pc)
 	if w := marker.Write(b.Target, marker.Block(100), "b"); !w.OK() {
 		t.Fatalf("node-b's write: %v", w)
@@ -88,6 +89,7 @@ func cutOffAndFenced(t *testing.T, c *cluster, id string, a, b *node, fence func
 	}
 	b.Release(t, id)
 	c.unpublish(id, "node-b")
+	return attached
 }
 
 // TestFencingNodeBlocklisted (CephFS only; the one ceph case make test

@@ -1,6 +1,7 @@
 package multinode
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/filevol/filevol/internal/attach"
 	"github.com/filevol/filevol/internal/inuse"
+	"github.com/filevol/filevol/internal/testutil/ceph"
 	"github.com/filevol/filevol/test/kubesim"
 	"github.com/filevol/filevol/test/marker"
 )
@@ -134,11 +136,14 @@ func TestFencingNodeDeadEvictedByController(t *testing.T) {
 
 // TestFencingNodeCutOffEvictedByController (CephFS; make ceph-long): node-a
 // is cut off from the cluster while its pod writes, its client alive but
-// silent. The force-detach with the cluster's credentials evicts it from
-// the controller (the MDS drops a client it cannot reach and blocklists
-// its address), and node-b is attached within seconds, where the MDS
-// alone keeps the lock about 65 s. Nothing node-a writes during the cut,
-// after node-b attached or after the link comes back reaches the image.
+// silent, as a node that lost its power or its link. The force-detach
+// with the cluster's credentials evicts it from the controller, which
+// learns node-a's client from the attachment record (node-a noted it in
+// the pool, the controller copied it at the attach), since node-a's own
+// records wait on its silent client until the MDS's session_timeout; so
+// node-b is attached before that timeout could have freed node-a's lock.
+// Nothing node-a writes during the cut, after node-b attached or after
+// the link comes back reaches the image.
 func TestFencingNodeCutOffEvictedByController(t *testing.T) {
 	if !*withCeph {
 		t.Skip("with -ceph (make ceph-long)")
@@ -147,19 +152,57 @@ func TestFencingNodeCutOffEvictedByController(t *testing.T) {
 	id, a, b := fenceSetup(t, c)
 	good, _ := c.fenceSecrets()
 	s := c.cph.Client(t, "node-a")
+	c.checkAttachmentClient(id, "node-a", s.ID)
+	timeout := c.sessionTimeout()
 	t.Cleanup(func() { c.cph.Unblocklist(t, s) })
 	c.killCephClientAtEnd("node-a")
-	cutOffAndFenced(t, c, id, a, b, func(cut time.Time) {
+	attached := cutOffAndFenced(t, c, id, a, b, func(cut time.Time) {
 		begin := time.Now()
 		if err := c.unpublishWith(id, "node-a", good); err != nil {
 			t.Fatalf("the force-detach of cut-off node-a with the cluster's credentials: %v", err)
 		}
 		t.Logf("ceph: the force-detach with credentials returned in %v, %v after the cut", time.Since(begin).Round(time.Millisecond), time.Since(cut).Round(time.Millisecond))
 		c.fencedLogged("node-a", s.ID)
+		if !c.ctrlP.LogHas("node fenced", "silent=true") {
+			t.Errorf("the controller did not fence node-a as silent, by the client its attachment names:\n%s", c.ctrlP.LogText())
+		}
 	})
+	if attached >= timeout {
+		t.Errorf("node-b attached %v after the cut: not before the MDS's session_timeout (%v) could have freed node-a's lock", attached.Round(time.Millisecond), timeout)
+	}
 	if out := c.cph.Ceph(t, "osd", "blocklist", "ls"); !strings.Contains(out, s.Addr) {
 		t.Errorf("node-a's address %s is not in the blocklist after its eviction: %s", s.Addr, out)
 	}
+}
+
+// checkAttachmentClient: the controller's attachment record of the volume
+// to node names node's ceph-fuse client id and the cluster.
+func (c *cluster) checkAttachmentClient(id, node string, client uint64) {
+	c.t.Helper()
+	rec, err := attach.New(c.storage).Of(id)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	a, ok := rec.Find(node)
+	if !ok || a.Client == nil || a.Client.Kind != "cephfs" || a.Client.ID != client || a.Client.Cluster != c.cph.FSID() {
+		c.t.Fatalf("the attachment of %s to %s: %+v (found %v); want cephfs client %d of %s", id, node, a, ok, client, c.cph.FSID())
+	}
+}
+
+// sessionTimeout is the MDS's session_timeout, after which it gives up on
+// a client that does not answer.
+func (c *cluster) sessionTimeout() time.Duration {
+	c.t.Helper()
+	var fs struct {
+		MDSMap struct {
+			SessionTimeout int `json:"session_timeout"`
+		} `json:"mdsmap"`
+	}
+	out := c.cph.Ceph(c.t, "fs", "get", ceph.FSName, "--format", "json")
+	if err := json.Unmarshal([]byte(out), &fs); err != nil || fs.MDSMap.SessionTimeout <= 0 {
+		c.t.Fatalf("ceph fs get %s: %v: %s", ceph.FSName, err, out)
+	}
+	return time.Duration(fs.MDSMap.SessionTimeout) * time.Second
 }
 
 // TestFencingNodeEvictedOnAttach (CephFS): node-a's filevol is killed
