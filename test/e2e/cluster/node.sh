@@ -312,6 +312,13 @@ start_ceph_client() {
   done
   die "$n: the CephFS of $conf not mounted at $mnt"
 }
+# running PID: the process runs (a zombie, which this script has not reaped, does not).
+running() {
+  local st
+  st=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  st=${st##*) }
+  [ "${st:0:1}" != Z ]
+}
 # start_pool_client NAME: the node's FUSE client of the shared pool's GlusterFS volume
 # (pool-client), one of the node's processes: `kill` kills it (a dead node's client is
 # dead), its veth cut cuts it off the server, `revive` mounts again (a dead client's
@@ -327,11 +334,24 @@ start_pool_client() {
   # A client killed with the node leaves its mount dead (its FUSE connection is gone for
   # good): unmounted lazily, as loop devices the node attached on its files may hold it.
   if nsx "$n" findmnt -n -t fuse.glusterfs "$mnt" >/dev/null 2>&1; then nsx "$n" umount -l "$mnt"; fi
-  start "$n" pool-client glusterfs -N --process-name fuse --volfile-server="$server" --volfile-id="$vol" \
-    --entry-timeout=0 --attribute-timeout=0 --log-file="$LOG_DIR/cluster/$n/pool-client-glusterfs.log" "$mnt"
-  for ((i = 0; i < 240; i++)); do
-    [ -n "$(nsx "$n" findmnt -n -t fuse.glusterfs "$mnt" 2>/dev/null)" ] && return 0
-    sleep 0.25
+  # A client that exits at once is started again: a node that died silently (`kill` cuts
+  # its link first) left the server a connection it has not given up yet, and the new
+  # client, binding the same reserved source port, is reset by it (seen: "disconnected
+  # from remote-host ... Exhausted all volfile servers" 0.1 s after the start; the
+  # server drops the old connection within its keepalive, about 5 s).
+  local attempt p
+  for ((attempt = 0; attempt < 12; attempt++)); do
+    start "$n" pool-client glusterfs -N --process-name fuse --volfile-server="$server" --volfile-id="$vol" \
+      --entry-timeout=0 --attribute-timeout=0 --log-file="$LOG_DIR/cluster/$n/pool-client-glusterfs.log" "$mnt"
+    p=$(awk -v w="$n/pool-client" '$1 == w {p = $2} END {print p}' "$PIDS_FILE")
+    for ((i = 0; i < 240; i++)); do
+      [ -n "$(nsx "$n" findmnt -n -t fuse.glusterfs "$mnt" 2>/dev/null)" ] && return 0
+      running "$p" || break
+      sleep 0.25
+    done
+    running "$p" && break   # alive but not mounted in 60 s: not this
+    log "$n: the GlusterFS client exited before it mounted (attempt $((attempt + 1))): starting it again in 2 s"
+    sleep 2
   done
   die "$n: the shared pool's volume $vol not mounted at $mnt"
 }
