@@ -26,7 +26,9 @@ var allNodes = []string{"vm", "n2", "n3"}
 // then checks the other two's files against their checksums. Writing past the claim's
 // 64 MiB fails with EDQUOT (the claim's btrfs qgroup; on CephFS its quota) from every
 // node. Deleting the claim deletes its directory. On both shared backends at once.
-func TestDirectoryClaimFromThreeNodes(t *testing.T) { eachBackendAtOnce(t, directoryClaimFromThreeNodes) }
+func TestDirectoryClaimFromThreeNodes(t *testing.T) {
+	eachBackendAtOnce(t, directoryClaimFromThreeNodes)
+}
 
 func directoryClaimFromThreeNodes(t *testing.T, be sharedBackend) {
 	dirPool := be.dirs
