@@ -365,12 +365,11 @@ start_kubelet() {
 # kubelet_pid NAME: the node's kubelet, if it runs (the last record that is still the
 # process it names; a zombie counts as gone).
 kubelet_pid() {
-  local name p st stat found=
+  local name p st found=
   [ -s "$PIDS_FILE" ] || return 1
   while read -r name p st; do
     [ "$name" = "$1/kubelet" ] && [ "$(proc_start "$p" 2>/dev/null)" = "$st" ] || continue
-    stat=$(cat "/proc/$p/stat" 2>/dev/null) || continue; stat=${stat##*) }
-    [ "${stat:0:1}" != Z ] && found=$p
+    running "$p" && found=$p
   done < "$PIDS_FILE"
   [ -n "$found" ] && echo "$found"
 }
