@@ -96,6 +96,25 @@ is_recorded() {
 own() { mkdir -p "$STATE_DIR"; echo "$*" >> "$OWNED"; }
 # owned KIND: print the stamp's lines of that kind, without the kind.
 owned() { [ -s "$OWNED" ] && awk -v k="$1" '$1 == k { sub(/^[^ ]+ /, ""); print }' "$OWNED"; return 0; }
+# server_netns DIR LINK PEER IP/PREFIX BRIDGE: a network namespace of a server of the
+# multi-node cluster's (gluster.sh, ceph.sh), pinned at DIR/net (DIR a private bind mount
+# of itself, under the state dir: down.sh unmounts it), reached through the veth LINK
+# (stamped) on BRIDGE, its end PEER renamed eth0 with IP inside.
+server_netns() {
+  local dir=$1 link=$2 peer=$3 ip=$4 bridge=$5
+  mount --bind "$dir" "$dir"
+  mount --make-private "$dir"
+  touch "$dir/net"
+  unshare --net="$dir/net" true
+  own link "$link"
+  ip link add "$link" type veth peer name "$peer"
+  ip link set "$peer" netns "$dir/net"
+  ip link set "$link" master "$bridge" up
+  nsenter --net="$dir/net" ip link set lo up
+  nsenter --net="$dir/net" ip link set "$peer" name eth0
+  nsenter --net="$dir/net" ip addr add "$ip" dev eth0
+  nsenter --net="$dir/net" ip link set eth0 up
+}
 # dev_ino PATH: what a bind mount of PATH shows at its mount point too.
 dev_ino() { stat -c '%d:%i' "$1" 2>/dev/null; }
 # kubelet_root_ours: $KUBELET_ROOT is our bind mount of $STATE_DIR/kubelet, as stamped.

@@ -73,18 +73,7 @@ up() {
   ip link show "$CEPH_BRIDGE" >/dev/null 2>&1 || die "no node bridge: node.sh net-up first"
   rm -rf "$CEPH"
   mkdir -p "$CEPH"/{ns,run,clients,log,keys,mon/a,mgr/x,osd/0,mds/a} "$CEPH_MNT"
-  mount --bind "$CEPH/ns" "$CEPH/ns"
-  mount --make-private "$CEPH/ns"
-  touch "$CEPH/ns/net"
-  unshare --net="$CEPH/ns/net" true
-  own link "$CEPH_LINK"
-  ip link add "$CEPH_LINK" type veth peer name fvp-ceph
-  ip link set fvp-ceph netns "$CEPH/ns/net"
-  ip link set "$CEPH_LINK" master "$CEPH_BRIDGE" up
-  nsenter --net="$CEPH/ns/net" ip link set lo up
-  nsenter --net="$CEPH/ns/net" ip link set fvp-ceph name eth0
-  nsenter --net="$CEPH/ns/net" ip addr add "$CEPH_IP/24" dev eth0
-  nsenter --net="$CEPH/ns/net" ip link set eth0 up
+  server_netns "$CEPH/ns" "$CEPH_LINK" fvp-ceph "$CEPH_IP/24" "$CEPH_BRIDGE"
 
   local fsid; fsid=$(uuidgen)
   # Single-host needs: pools of size 1 and 8 PGs, no redundancy warnings. Memory kept low

@@ -78,18 +78,7 @@ up() {
   rm -rf "$GL"
   mkdir -p "$GL"/{ns,run,lib,log,brick} /var/lib/glusterd /var/log/glusterfs "$SHARED_POOL" "$GL_TLS_DIR"
   make_tls "$GL/ssl"
-  mount --bind "$GL/ns" "$GL/ns"
-  mount --make-private "$GL/ns"
-  touch "$GL/ns/net"
-  unshare --net="$GL/ns/net" true
-  own link "$GL_LINK"
-  ip link add "$GL_LINK" type veth peer name fvp-gl
-  ip link set fvp-gl netns "$GL/ns/net"
-  ip link set "$GL_LINK" master "$GL_BRIDGE" up
-  nsenter --net="$GL/ns/net" ip link set lo up
-  nsenter --net="$GL/ns/net" ip link set fvp-gl name eth0
-  nsenter --net="$GL/ns/net" ip addr add "$GL_IP/24" dev eth0
-  nsenter --net="$GL/ns/net" ip link set eth0 up
+  server_netns "$GL/ns" "$GL_LINK" fvp-gl "$GL_IP/24" "$GL_BRIDGE"
   cat > "$GL/glusterd.vol" <<'EOF'
 volume management
     type mgmt/glusterd
